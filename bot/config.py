@@ -1,0 +1,134 @@
+"""One settings class, read from the environment and `.env`.
+
+Secrets are `SecretStr` so that a stray `repr()` or log line never shows them.
+Which settings are required depends on the run mode, so the check is a
+function (`problems_for`) rather than pydantic's "required" flag: `rl-bot show`
+needs only the Together key, `rl-bot serve` needs Slack too.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Mode = Literal["serve", "socket", "show", "migrate", "poll"]
+
+
+def _csv(value: object) -> object:
+    if isinstance(value, str):
+        return frozenset(v.strip() for v in value.split(",") if v.strip())
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
+    )
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    slack_api_url: str = "https://slack.com/api/"
+
+    together_api_key: SecretStr | None = None
+    together_base_url: str = "https://api.together.ai/v1"
+    together_timeout_seconds: float = 10.0
+    together_max_rps: float = 20.0
+    together_outage_alert_seconds: float = 300.0
+
+    database_url: str = "sqlite:///./rl-bot.db"
+
+    poll_interval_seconds: float = Field(60.0, gt=0)
+    poll_concurrency: int = Field(16, ge=1, le=256)
+    poll_batch_size: int = Field(5000, ge=1)
+    delivery_interval_seconds: float = Field(1.0, gt=0)
+    delivery_concurrency: int = Field(16, ge=1, le=256)
+    channel_min_interval_seconds: float = Field(1.0, ge=0)
+    lease_seconds: float = Field(120.0, gt=0)
+
+    oncall_channel: str | None = None
+    oncall_mention: str | None = None
+    broadcast_errors: bool = False
+
+    # NoDecode: a comma-separated list, not JSON.
+    allowed_team_ids: Annotated[frozenset[str], NoDecode] = frozenset()
+    allowed_channel_ids: Annotated[frozenset[str], NoDecode] = frozenset()
+
+    host: str = "0.0.0.0"
+    port: int = 3000
+    log_level: str = "INFO"
+    log_format: Literal["json", "console"] = "json"
+    replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+
+    # Test-only: crash the process (SIGKILL-like `os._exit`) at a named step.
+    fault_crash_at: str | None = None
+
+    _split_team = field_validator("allowed_team_ids", "allowed_channel_ids", mode="before")(_csv)
+
+    @field_validator("oncall_channel", "oncall_mention", "slack_app_token", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def slack_api_base(self) -> str:
+        return self.slack_api_url if self.slack_api_url.endswith("/") else self.slack_api_url + "/"
+
+    def secrets(self) -> list[str]:
+        """Every secret value, for log redaction."""
+        values = [
+            s.get_secret_value()
+            for s in (
+                self.slack_bot_token,
+                self.slack_signing_secret,
+                self.slack_app_token,
+                self.together_api_key,
+            )
+            if s is not None
+        ]
+        from sqlalchemy.engine import make_url
+
+        try:
+            password = make_url(self.database_url).password
+        except Exception:
+            password = None
+        return values + ([str(password)] if password else [])
+
+    def problems_for(self, mode: Mode) -> list[str]:
+        """Every configuration problem for `mode`, one human line each."""
+        problems: list[str] = []
+
+        def need(name: str, value: SecretStr | None) -> str | None:
+            if value is None or not value.get_secret_value().strip():
+                problems.append(f"{name.upper()} is not set")
+                return None
+            return value.get_secret_value()
+
+        if mode in ("serve", "socket", "poll"):
+            bot = need("slack_bot_token", self.slack_bot_token)
+            if bot is not None and not bot.startswith("xoxb-"):
+                kind = (
+                    "an app-level token (xapp-)" if bot.startswith("xapp-") else "not a bot token"
+                )
+                problems.append(f"SLACK_BOT_TOKEN is {kind}; it must start with xoxb-")
+        if mode == "serve":
+            need("slack_signing_secret", self.slack_signing_secret)
+        if mode == "socket":
+            app = need("slack_app_token", self.slack_app_token)
+            if app is not None and not app.startswith("xapp-"):
+                problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
+        if mode in ("serve", "socket", "show", "poll"):
+            need("together_api_key", self.together_api_key)
+        if not self.together_base_url.startswith(("https://", "http://")):
+            problems.append("TOGETHER_BASE_URL must be an http(s) URL")
+        from bot.db import async_url
+
+        try:
+            async_url(self.database_url)
+        except ValueError as exc:
+            problems.append(f"DATABASE_URL is not usable: {exc}")
+        return problems

@@ -1,0 +1,66 @@
+"""One engine and one sessionmaker, built from `DATABASE_URL`.
+
+Plain `sqlite:///…` and `postgresql://…` URLs are accepted and given their
+async driver, so operators can paste the URL their platform hands them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
+
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+    "postgresql+psycopg": "postgresql+asyncpg",
+}
+_ASYNC = {"sqlite+aiosqlite", "postgresql+asyncpg"}
+
+
+def async_url(url: str) -> str:
+    """Return `url` with an async driver; raise ValueError for anything else."""
+    if "://" not in url:
+        raise ValueError("expected a URL such as sqlite:///./rl-bot.db or postgresql://host/db")
+    scheme, rest = url.split("://", 1)
+    scheme = _DRIVERS.get(scheme, scheme)
+    if scheme not in _ASYNC:
+        raise ValueError(f"unsupported database scheme {scheme.split('+')[0]!r}")
+    try:
+        parsed = make_url(f"{scheme}://{rest}")
+    except ArgumentError as exc:
+        raise ValueError("cannot parse it") from exc
+    return parsed.render_as_string(hide_password=False)
+
+
+def is_sqlite(url: str) -> bool:
+    return async_url(url).startswith("sqlite")
+
+
+def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    aurl = async_url(url)
+    if aurl.startswith("sqlite"):
+        engine = create_async_engine(aurl, connect_args={"timeout": 30}, **kwargs)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 10)
+    return create_async_engine(aurl, pool_pre_ping=True, pool_recycle=1800, **kwargs)
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)

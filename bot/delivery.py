@@ -1,0 +1,346 @@
+"""Delivery: send due outbox rows to Slack, once each.
+
+A row is claimed (leased, attempts + 1), sent, then marked. If the process dies
+between Slack accepting the post and the mark, the row is claimed again after
+its lease; a row with an earlier attempt first looks for its own dedupe key in
+the thread's message metadata and, if Slack already has it, is marked sent
+without posting again. That is what makes at-least-once delivery tell each
+transition exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import bindparam, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import rendering
+from bot.config import Settings
+from bot.faults import crash_point
+from bot.metrics import Metrics
+from bot.models import TrainingSession
+from bot.outbox import claim_due
+from bot.storage import OutboxMessage, utcnow
+from bot.subscriptions import end_subscriptions
+
+log = logging.getLogger(__name__)
+
+METADATA_EVENT = "rl_bot_notification"
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "is_archived",
+        "channel_is_archived",
+        "not_in_channel",
+        "thread_not_found",
+        "cannot_reply_to_message",
+        "restricted_action",
+        "access_denied",
+        "team_access_not_granted",
+        "is_inactive",
+        "ekm_access_denied",
+    }
+)
+AUTH_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "no_permission",
+        "org_login_required",
+    }
+)
+MAX_OTHER_ATTEMPTS = 5
+MAX_BACKOFF_SECONDS = 300.0
+AUTH_RETRY_SECONDS = 60.0
+
+
+@dataclass
+class Outcome:
+    row_id: int
+    state: str  # sent | pending | dead
+    sent_ts: str | None = None
+    retry_in: float | None = None
+    error: str | None = None
+    end_subscription: bool = False
+    duplicate: bool = False
+
+
+async def deliver_due(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    settings: Settings,
+    owner: str,
+    metrics: Metrics | None = None,
+    limit: int = 500,
+) -> list[Outcome]:
+    async with sessionmaker() as db, db.begin():
+        rows = await claim_due(
+            db,
+            owner=owner,
+            limit=limit,
+            lease_seconds=settings.lease_seconds,
+            channel_gap=settings.channel_min_interval_seconds,
+        )
+    if not rows:
+        return []
+    crash_point("deliver_after_claim", settings.fault_crash_at)
+    semaphore = asyncio.Semaphore(settings.delivery_concurrency)
+
+    async def one(row: OutboxMessage) -> Outcome:
+        async with semaphore:
+            try:
+                return await send_one(row, slack=slack, settings=settings)
+            except Exception as exc:  # never lose the row to a bug: retry it later
+                log.exception("delivery failed unexpectedly", extra={"outbox_id": row.id})
+                return _retry(row, None, type(exc).__name__)
+
+    outcomes = await asyncio.gather(*(one(r) for r in rows))
+    async with sessionmaker() as db, db.begin():
+        await record(db, rows, outcomes)
+    if metrics is not None:
+        for o in outcomes:
+            label = (
+                "duplicate_skipped" if o.duplicate else {"pending": "retry"}.get(o.state, o.state)
+            )
+            if o.error in AUTH_ERRORS:
+                label = "auth_error"
+            metrics.delivery_attempts.labels(outcome=label).inc()
+            if o.state == "sent" and not o.duplicate and rows and _kind(rows, o.row_id) == "oncall":
+                metrics.oncall_alerts.inc()
+    return outcomes
+
+
+def _kind(rows: list[OutboxMessage], row_id: int) -> str:
+    return next(r.kind for r in rows if r.id == row_id)
+
+
+async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> Outcome:
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
+    try:
+        if row.attempts > 1 and (ts := await already_posted(slack, row)):
+            log.info("outbox row already in Slack; not posting again", extra=extra)
+            await _update_root(row, slack=slack)
+            return Outcome(row.id, "sent", sent_ts=ts, duplicate=True)
+        message = await render_row(row, slack=slack, settings=settings)
+        response = await slack.chat_postMessage(
+            channel=row.channel_id,
+            thread_ts=row.thread_ts,
+            text=message["text"],
+            blocks=message["blocks"],
+            metadata={
+                "event_type": METADATA_EVENT,
+                "event_payload": {"dedupe_key": row.dedupe_key},
+            },
+            reply_broadcast=bool(
+                row.thread_ts
+                and settings.broadcast_errors
+                and row.payload.get("new_status", "")
+                and str(row.payload.get("new_status")).endswith("ERROR")
+            )
+            or None,
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        crash_point("deliver_after_post", settings.fault_crash_at)
+        await _update_root(row, slack=slack)
+        crash_point("deliver_after_update", settings.fault_crash_at)
+        return Outcome(row.id, "sent", sent_ts=str(response.get("ts") or ""))
+    except SlackApiError as exc:
+        return _classify(row, exc, extra)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        log.warning("Slack unreachable; will retry", extra=extra | {"error": type(exc).__name__})
+        return _retry(row, None, type(exc).__name__)
+
+
+def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> Outcome:
+    status = exc.response.status_code
+    error = str(exc.response.get("error") or f"http_{status}")
+    if status == 429 or error == "ratelimited":
+        retry_after = _retry_after(exc)
+        log.warning("Slack rate limited delivery", extra=extra | {"retry_after": retry_after})
+        return _retry(row, retry_after, error)
+    if status >= 500:
+        return _retry(row, None, error)
+    if error in AUTH_ERRORS:
+        log.critical(
+            "Slack rejected the bot token (%s); outbox kept, retrying in %ss",
+            error,
+            AUTH_RETRY_SECONDS,
+            extra=extra,
+        )
+        return Outcome(row.id, "pending", retry_in=AUTH_RETRY_SECONDS, error=error)
+    if error in PERMANENT_ERRORS:
+        log.error("Slack refused delivery for good (%s); ending subscription", error, extra=extra)
+        return Outcome(
+            row.id, "dead", error=error, end_subscription=row.subscription_id is not None
+        )
+    if row.attempts >= MAX_OTHER_ATTEMPTS:
+        log.error(
+            "giving up on outbox row after %d attempts (%s)", row.attempts, error, extra=extra
+        )
+        return Outcome(row.id, "dead", error=error)
+    return _retry(row, None, error)
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
+    try:
+        return max(
+            1.0, min(float(raw if isinstance(raw, str | int | float) else 1), MAX_BACKOFF_SECONDS)
+        )
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> Outcome:
+    delay = (
+        retry_after
+        if retry_after is not None
+        else min(2.0 ** (row.attempts - 1), MAX_BACKOFF_SECONDS)
+    )
+    return Outcome(row.id, "pending", retry_in=delay, error=error)
+
+
+async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
+    """The ts of a message carrying this row's dedupe key, if Slack has one."""
+    try:
+        if row.thread_ts:
+            response = await slack.conversations_replies(
+                channel=row.channel_id, ts=row.thread_ts, include_all_metadata=True, limit=1000
+            )
+        else:
+            oldest = row.created_at.timestamp() - 60 if row.created_at else 0
+            response = await slack.conversations_history(
+                channel=row.channel_id, oldest=str(oldest), include_all_metadata=True, limit=1000
+            )
+    except SlackApiError as exc:
+        if exc.response.get("error") in PERMANENT_ERRORS:
+            raise
+        # Without history access we cannot check; posting again risks a repeat
+        # but never a loss, which is the right side to err on.
+        log.warning("cannot check Slack for an earlier post: %s", exc.response.get("error"))
+        return None
+    for message in response.get("messages") or []:
+        metadata = message.get("metadata") or {}
+        payload = metadata.get("event_payload") or {}
+        if (
+            metadata.get("event_type") == METADATA_EVENT
+            and payload.get("dedupe_key") == row.dedupe_key
+        ):
+            return str(message.get("ts"))
+    return None
+
+
+def _session(payload: dict[str, Any], row: OutboxMessage) -> TrainingSession:
+    snapshot = payload.get("session")
+    if isinstance(snapshot, dict):
+        return TrainingSession.model_validate(snapshot)
+    return TrainingSession(
+        id=row.session_id or "unknown", status=str(payload.get("old_status", ""))
+    )
+
+
+async def render_row(
+    row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings
+) -> rendering.Message:
+    payload = row.payload
+    if row.kind == "transition":
+        return rendering.transition_message(
+            _session(payload, row),
+            str(payload["old_status"]),
+            str(payload["new_status"]),
+            ended=bool(payload.get("ended")),
+            gone=bool(payload.get("gone")),
+        )
+    if row.kind == "oncall":
+        permalink = None
+        if payload.get("thread_channel") and payload.get("thread_ts"):
+            try:
+                link = await slack.chat_getPermalink(
+                    channel=str(payload["thread_channel"]), message_ts=str(payload["thread_ts"])
+                )
+                permalink = str(link.get("permalink") or "") or None
+            except (SlackApiError, aiohttp.ClientError, TimeoutError):
+                log.warning("no permalink for on-call alert", extra={"outbox_id": row.id})
+        return rendering.oncall_alert(
+            _session(payload, row), permalink=permalink, mention=settings.oncall_mention
+        )
+    return rendering.operator_alert(
+        str(payload.get("title", "rl-bot")),
+        str(payload.get("detail", "")),
+        mention=settings.oncall_mention,
+    )
+
+
+async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
+    """Keep the subscription's root message showing the current card."""
+    if row.kind != "transition" or not row.thread_ts or row.payload.get("session") is None:
+        return
+    session = _session(row.payload, row)
+    card = rendering.card(session, subscribed=not row.payload.get("ended"))
+    try:
+        await slack.chat_update(
+            channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]
+        )
+    except SlackApiError as exc:
+        # The thread reply is what matters; an uneditable root is logged, not retried.
+        log.warning(
+            "could not update root message: %s",
+            exc.response.get("error"),
+            extra={"outbox_id": row.id, "channel_id": row.channel_id},
+        )
+
+
+async def record(db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Outcome]) -> None:
+    now = utcnow()
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for o in outcomes:
+        if o.state == "sent":
+            groups["sent"].append(
+                {
+                    "b_id": o.row_id,
+                    "state": "sent",
+                    "sent_ts": o.sent_ts,
+                    "sent_at": now,
+                    "last_error": None,
+                }
+            )
+        elif o.state == "dead":
+            groups["dead"].append({"b_id": o.row_id, "state": "dead", "last_error": o.error})
+        else:
+            groups["pending"].append(
+                {
+                    "b_id": o.row_id,
+                    "state": "pending",
+                    "last_error": o.error,
+                    "next_attempt_at": now + timedelta(seconds=o.retry_in or 1.0),
+                }
+            )
+    table = OutboxMessage.__table__
+    for params in groups.values():
+        columns = [k for k in params[0] if k != "b_id"]
+        await db.execute(
+            update(table)
+            .where(table.c.id == bindparam("b_id"))
+            .values({c: bindparam(c) for c in columns}, lease_owner=None, lease_until=None),
+            params,
+        )
+    by_id = {r.id: r for r in rows}
+    ended = [by_id[o.row_id].subscription_id for o in outcomes if o.end_subscription]
+    if ended:
+        await end_subscriptions(
+            db, [i for i in ended if i is not None], reason="slack refused delivery"
+        )

@@ -1,0 +1,26 @@
+"""Fault injection for crash tests: `FAULT_CRASH_AT=<step>` kills the process
+with SIGKILL when it reaches that step, so tests can prove that a crash at any
+point loses nothing and repeats nothing. Unset in production: a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+log = logging.getLogger(__name__)
+
+STEPS = (
+    "poll_after_claim",  # sessions leased, nothing fetched yet
+    "poll_after_state_write",  # new state and outbox rows committed, nothing sent
+    "deliver_after_claim",  # outbox rows leased, nothing posted
+    "deliver_after_post",  # Slack has the thread reply, the outbox does not know yet
+    "deliver_after_update",  # root updated, outbox not yet marked sent
+)
+
+
+def crash_point(step: str, configured: str | None) -> None:
+    if configured and configured == step:
+        log.warning("fault injection: SIGKILL at %s", step)
+        os.kill(os.getpid(), signal.SIGKILL)

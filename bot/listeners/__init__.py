@@ -1,0 +1,10 @@
+"""Listener packages; each exposes `register(app)`."""
+
+from slack_bolt.async_app import AsyncApp
+
+from bot.listeners import actions, commands
+
+
+def register(app: AsyncApp) -> None:
+    commands.register(app)
+    actions.register(app)

@@ -1,0 +1,174 @@
+"""Card buttons. The channel acted on is always the one Slack says the click
+came from; the button value only names a session, and is validated."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.listeners.commands import announce_unsubscribed
+from bot.listeners.replies import reply
+from bot.models import is_session_id
+from bot.runtime import Runtime
+from bot.subscriptions import SubscriptionError, fetch_for_user, subscribe, unsubscribe
+from bot.together import USER_MESSAGES, TogetherError
+
+log = logging.getLogger(__name__)
+
+
+def register(app: AsyncApp) -> None:
+    app.action("rl_subscribe")(on_subscribe)
+    app.action("rl_unsubscribe")(on_unsubscribe)
+    app.action("rl_refresh")(on_refresh)
+    app.action("rl_wandb")(on_link)
+
+
+class Click:
+    """The facts of a click, taken from the verified payload."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        action = (body.get("actions") or [{}])[0]
+        container = body.get("container") or {}
+        self.session_id = str(action.get("value") or "")
+        self.team_id = str(
+            (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id") or ""
+        )
+        self.channel_id = str((body.get("channel") or {}).get("id") or "")
+        self.user_id = str((body.get("user") or {}).get("id") or "")
+        self.message_ts = None if container.get("is_ephemeral") else container.get("message_ts")
+
+    @property
+    def problem(self) -> str | None:
+        if not is_session_id(self.session_id):
+            return USER_MESSAGES["invalid_id"]
+        if not self.channel_id or not self.user_id:
+            return "I could not tell where that click came from."
+        return None
+
+
+async def _tell(respond: AsyncRespond, client: AsyncWebClient, click: Click, text: str) -> None:
+    await reply(
+        respond,
+        client,
+        channel_id=click.channel_id or None,
+        user_id=click.user_id or None,
+        message=rendering.notice(text),
+    )
+
+
+async def on_link(ack: AsyncAck) -> None:
+    await ack()
+
+
+async def on_subscribe(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    await ack()
+    rt: Runtime = context["rt"]
+    click = Click(body)
+    if click.problem:
+        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
+        return
+    try:
+        session = await fetch_for_user(rt.together, click.session_id)
+        async with rt.sessionmaker() as db, db.begin():
+            result = await subscribe(
+                db=db,
+                slack=client,
+                session=session,
+                team_id=click.team_id,
+                channel_id=click.channel_id,
+                user_id=click.user_id,
+                poll_interval=rt.settings.poll_interval_seconds,
+                root_ts=click.message_ts,
+            )
+    except TogetherError as exc:
+        await _tell(respond, client, click, f":warning: {exc.user_message}")
+        return
+    except SubscriptionError as exc:
+        await _tell(respond, client, click, f":warning: {exc}")
+        return
+    rt.metrics.commands.labels(
+        verb="subscribe_button", outcome="already" if result.already else "ok"
+    ).inc()
+    text = (
+        "This channel is already subscribed; updates go in its thread."
+        if result.already
+        else f":white_check_mark: <@{click.user_id}> subscribed this channel to `{session.id}`."
+    )
+    await _tell(respond, client, click, text)
+
+
+async def on_unsubscribe(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    await ack()
+    rt: Runtime = context["rt"]
+    click = Click(body)
+    if click.problem:
+        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
+        return
+    async with rt.sessionmaker() as db, db.begin():
+        sub = await unsubscribe(
+            db=db,
+            team_id=click.team_id,
+            channel_id=click.channel_id,
+            session_id=click.session_id,
+            user_id=click.user_id,
+        )
+    if sub is None:
+        await _tell(respond, client, click, "This channel is not subscribed to that session.")
+        return
+    await announce_unsubscribed(
+        client, sub.channel_id, sub.root_ts, click.user_id, click.session_id, rt
+    )
+
+
+async def on_refresh(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    await ack()
+    rt: Runtime = context["rt"]
+    click = Click(body)
+    if click.problem:
+        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
+        return
+    try:
+        session = await fetch_for_user(rt.together, click.session_id)
+    except TogetherError as exc:
+        await _tell(respond, client, click, f":warning: {exc.user_message}")
+        return
+    subscribed = _is_subscribed_card(body)
+    await reply(
+        respond,
+        client,
+        channel_id=click.channel_id,
+        user_id=click.user_id,
+        message=rendering.card(session, subscribed=subscribed),
+        replace_original=True,
+    )
+
+
+def _is_subscribed_card(body: dict[str, Any]) -> bool:
+    """Keep the button the card had: a root card offers Unsubscribe."""
+    for block in (body.get("message") or {}).get("blocks") or []:
+        for element in block.get("elements") or []:
+            if isinstance(element, dict) and element.get("action_id") == "rl_unsubscribe":
+                return True
+    return False

@@ -1,0 +1,254 @@
+"""`/rl-session`: ack at once, then do the work and answer through response_url."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands import Command, parse
+from bot.listeners.replies import reply
+from bot.models import TrainingSession
+from bot.runtime import Runtime
+from bot.storage import WatchedSession
+from bot.subscriptions import (
+    SubscriptionError,
+    channel_subscriptions,
+    fetch_for_user,
+    subscribe,
+    unsubscribe,
+)
+from bot.together import USER_MESSAGES, TogetherError
+
+log = logging.getLogger(__name__)
+COMMAND = "/rl-session"
+
+
+def register(app: AsyncApp) -> None:
+    app.command(COMMAND)(handle)
+    app.command(_other_command)(ignore_other)
+
+
+def _other_command(body: dict[str, Any]) -> bool:
+    return body.get("command") != COMMAND
+
+
+async def ignore_other(ack: AsyncAck, body: dict[str, Any]) -> None:
+    """A command this app does not own (a misconfigured manifest): say so politely."""
+    await ack(response_type="ephemeral", text=f"rl-bot only answers `{COMMAND}`.")
+
+
+async def handle(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    rt: Runtime = context["rt"]
+    command = parse(body.get("text"))
+    metrics = rt.metrics.commands
+    if command.problem or command.verb == "help":
+        await ack(**_immediate(command))
+        metrics.labels(
+            verb=command.verb, outcome="usage" if not command.problem else "invalid"
+        ).inc()
+        return
+    await ack()
+    started = time.monotonic()
+    outcome = "ok"
+    try:
+        outcome = await _run(command, rt=rt, body=body, respond=respond, client=client)
+    except Exception:
+        outcome = "crash"
+        log.exception("command failed", extra={"verb": command.verb})
+        await _answer(
+            respond,
+            client,
+            body,
+            rendering.notice(
+                ":warning: Something went wrong on my side. The operators can find it in the logs."
+            ),
+        )
+    finally:
+        metrics.labels(verb=command.verb, outcome=outcome).inc()
+        log.info(
+            "command %s: %s in %.3fs",
+            command.verb,
+            outcome,
+            time.monotonic() - started,
+            extra={
+                "channel_id": body.get("channel_id"),
+                "team_id": body.get("team_id"),
+                "session_id": command.session_id,
+            },
+        )
+
+
+def _immediate(command: Command) -> dict[str, Any]:
+    if command.problem == "invalid_id":
+        message = rendering.notice(f":no_entry_sign: {USER_MESSAGES['invalid_id']}")
+    elif command.problem:
+        help_ = rendering.help_message()
+        message = {
+            "text": command.problem,
+            "blocks": [
+                *rendering.notice(f":thinking_face: {command.problem}")["blocks"],
+                *help_["blocks"],
+            ],
+        }
+    else:
+        message = rendering.help_message()
+    return {"response_type": "ephemeral", "text": message["text"], "blocks": message["blocks"]}
+
+
+async def _answer(
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    body: dict[str, Any],
+    message: rendering.Message,
+    *,
+    in_channel: bool = False,
+) -> None:
+    await reply(
+        respond,
+        client,
+        channel_id=body.get("channel_id"),
+        user_id=body.get("user_id"),
+        message=message,
+        in_channel=in_channel,
+    )
+
+
+async def _run(
+    command: Command,
+    *,
+    rt: Runtime,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+) -> str:
+    team_id, channel_id = str(body.get("team_id", "")), str(body.get("channel_id", ""))
+    user_id = str(body.get("user_id", ""))
+    if command.verb == "list":
+        async with rt.sessionmaker() as db:
+            rows = await channel_subscriptions(db=db, team_id=team_id, channel_id=channel_id)
+        await _answer(
+            respond,
+            client,
+            body,
+            rendering.subscription_list(
+                [
+                    (
+                        s.session_id,
+                        (w.snapshot or {}).get("display_name") if w else None,
+                        w.last_status if w else None,
+                        None,
+                    )
+                    for s, w in rows
+                ]
+            ),
+        )
+        return "ok"
+    assert command.session_id is not None
+    if command.verb == "unsubscribe":
+        async with rt.sessionmaker() as db, db.begin():
+            sub = await unsubscribe(
+                db=db,
+                team_id=team_id,
+                channel_id=channel_id,
+                session_id=command.session_id,
+                user_id=user_id,
+            )
+        if sub is None:
+            await _answer(
+                respond,
+                client,
+                body,
+                rendering.notice(f"This channel is not subscribed to `{command.session_id}`."),
+            )
+            return "not_subscribed"
+        await announce_unsubscribed(
+            client, sub.channel_id, sub.root_ts, user_id, command.session_id, rt
+        )
+        await _answer(
+            respond,
+            client,
+            body,
+            rendering.notice(
+                f":white_check_mark: Unsubscribed this channel from `{command.session_id}`."
+            ),
+        )
+        return "ok"
+    try:
+        session = await fetch_for_user(rt.together, command.session_id)
+    except TogetherError as exc:
+        _log_together(exc, command.session_id)
+        await _answer(respond, client, body, rendering.notice(f":warning: {exc.user_message}"))
+        return exc.kind
+    if command.verb == "show":
+        await _answer(respond, client, body, rendering.card(session), in_channel=True)
+        return "ok"
+    try:
+        async with rt.sessionmaker() as db, db.begin():
+            result = await subscribe(
+                db=db,
+                slack=client,
+                session=session,
+                team_id=team_id,
+                channel_id=channel_id,
+                user_id=user_id,
+                poll_interval=rt.settings.poll_interval_seconds,
+            )
+    except SubscriptionError as exc:
+        await _answer(respond, client, body, rendering.notice(f":warning: {exc}"))
+        return "refused"
+    text = (
+        f"This channel is already subscribed to `{session.id}`; updates go in its thread."
+        if result.already
+        else f":white_check_mark: Subscribed. Every status change of `{session.id}` will be told "
+        "in the thread of the card I just posted."
+    )
+    await _answer(respond, client, body, rendering.notice(text))
+    return "already" if result.already else "ok"
+
+
+def _log_together(exc: TogetherError, session_id: str) -> None:
+    if exc.kind == "auth":
+        log.error("Together rejected the API key", extra={"session_id": session_id})
+    elif exc.kind != "not_found":
+        log.warning("Together request failed: %s", exc, extra={"session_id": session_id})
+
+
+async def announce_unsubscribed(
+    client: AsyncWebClient,
+    channel_id: str,
+    root_ts: str,
+    user_id: str,
+    session_id: str,
+    rt: Runtime,
+) -> None:
+    """Say so in the thread and turn the root's button back into Subscribe."""
+    message = rendering.unsubscribed_message(user_id)
+    try:
+        await client.chat_postMessage(
+            channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
+        )
+        async with rt.sessionmaker() as db:
+            watch = await db.get(WatchedSession, session_id)
+        if watch is not None and watch.snapshot:
+            card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
+            await client.chat_update(
+                channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
+            )
+    except SlackApiError as exc:
+        log.warning(
+            "could not announce unsubscribe: %s",
+            exc.response.get("error"),
+            extra={"channel_id": channel_id},
+        )

@@ -1,0 +1,128 @@
+"""Prometheus metrics on a private registry.
+
+Nothing is registered at import time: `Metrics()` builds its own
+`CollectorRegistry`, so tests can make as many independent instances as they
+like, and `get_metrics()` hands out one process-wide instance, created on the
+first call. The HTTP layer serves `get_metrics().render()` at /metrics.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = ["DELIVERY_OUTCOMES", "Metrics", "get_metrics"]
+
+# Slack wants the ack within 3 s; resolve the fast end (a few ms) finely.
+ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0)
+# Together calls: default timeout is 10 s.
+TOGETHER_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# One poll cycle over every watched session: default interval is 60 s.
+POLL_CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+DELIVERY_OUTCOMES = ("sent", "retry", "dead", "duplicate_skipped", "auth_error")
+
+
+class Metrics:
+    """Every rl-bot metric, registered on `self.registry`.
+
+    Counter names are given without `_total`; prometheus-client appends it, so
+    `commands` is exposed as `rlbot_commands_total`.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+
+        self.commands = Counter(
+            "rlbot_commands",
+            "Slash commands handled, by verb and outcome.",
+            ["verb", "outcome"],
+            registry=r,
+        )
+        self.ack_seconds = Histogram(
+            "rlbot_ack_seconds",
+            "Time from receiving a Slack request to acknowledging it.",
+            buckets=ACK_BUCKETS,
+            registry=r,
+        )
+        self.together_requests = Counter(
+            "rlbot_together_requests",
+            "Requests to the Together API, by HTTP status code, 'error' or 'timeout'.",
+            ["status"],
+            registry=r,
+        )
+        self.together_request_seconds = Histogram(
+            "rlbot_together_request_seconds",
+            "Latency of requests to the Together API.",
+            buckets=TOGETHER_BUCKETS,
+            registry=r,
+        )
+        self.poll_cycle_seconds = Histogram(
+            "rlbot_poll_cycle_seconds",
+            "Duration of one poll cycle over all watched sessions.",
+            buckets=POLL_CYCLE_BUCKETS,
+            registry=r,
+        )
+        self.poll_sessions = Counter(
+            "rlbot_poll_sessions",
+            "Sessions polled.",
+            registry=r,
+        )
+        self.outbox_depth = Gauge(
+            "rlbot_outbox_depth",
+            "Outbox messages waiting to be delivered.",
+            registry=r,
+        )
+        self.delivery_attempts = Counter(
+            "rlbot_delivery_attempts",
+            "Outbox delivery attempts, by outcome: " + "|".join(DELIVERY_OUTCOMES) + ".",
+            ["outcome"],
+            registry=r,
+        )
+        self.subscriptions_active = Gauge(
+            "rlbot_subscriptions_active",
+            "Active channel subscriptions.",
+            registry=r,
+        )
+        self.oncall_alerts = Counter(
+            "rlbot_oncall_alerts",
+            "Alerts posted to the on-call channel.",
+            registry=r,
+        )
+        self.transitions = Counter(
+            "rlbot_transitions",
+            "Session status transitions observed, by new status.",
+            ["to_status"],
+            registry=r,
+        )
+
+        # Known label values start at 0, so rate() works from the first scrape.
+        for outcome in DELIVERY_OUTCOMES:
+            self.delivery_attempts.labels(outcome=outcome)
+
+    def render(self) -> tuple[bytes, str]:
+        """(body, content type) for an HTTP /metrics response."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+_instance: Metrics | None = None
+_lock = threading.Lock()
+
+
+def get_metrics() -> Metrics:
+    """The process-wide `Metrics`, created on first use."""
+    global _instance
+    if _instance is None:
+        with _lock:
+            if _instance is None:
+                _instance = Metrics()
+    return _instance

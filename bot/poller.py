@@ -1,0 +1,463 @@
+"""The poll cycle: claim due sessions, fetch each once, diff, write the outbox.
+
+Replicas share the work through the database: due sessions are claimed with
+`FOR UPDATE SKIP LOCKED` and a lease, so no two replicas poll the same session
+and a crashed replica's sessions come back once its lease runs out. The new
+state and the outbox rows for it are written in one transaction, and outbox
+rows are keyed by the session's transition sequence number, so a cycle that is
+repeated after a crash writes nothing twice.
+
+Statements per cycle do not depend on the number of subscriptions: one claim,
+one lease update, one re-read, one subscription read, one outbox insert, one
+state update, a few incident statements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.config import Settings
+from bot.faults import crash_point
+from bot.models import TrainingSession
+from bot.outbox import insert_outbox
+from bot.storage import Incident, Subscription, WatchedSession, utcnow
+from bot.together import TogetherClient, TogetherError
+from bot.transitions import Transition, detect, gone
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 900.0
+
+
+@dataclass
+class CycleResult:
+    claimed: int = 0
+    fetched: int = 0
+    failed: int = 0
+    transitions: int = 0
+    outbox_rows: int = 0
+    seconds: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+Outcome = TrainingSession | TogetherError
+
+
+async def poll_cycle(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    together: TogetherClient,
+    settings: Settings,
+    owner: str,
+) -> CycleResult:
+    """Poll every due session once; loops while a claim comes back full."""
+    total = CycleResult()
+    started = time.monotonic()
+    while True:
+        result = await _poll_batch(
+            sessionmaker=sessionmaker, together=together, settings=settings, owner=owner
+        )
+        for name in ("claimed", "fetched", "failed", "transitions", "outbox_rows"):
+            setattr(total, name, getattr(total, name) + getattr(result, name))
+        for kind, n in result.errors.items():
+            total.errors[kind] = total.errors.get(kind, 0) + n
+        if result.claimed < settings.poll_batch_size:
+            break
+    total.seconds = time.monotonic() - started
+    return total
+
+
+async def _poll_batch(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    together: TogetherClient,
+    settings: Settings,
+    owner: str,
+) -> CycleResult:
+    result = CycleResult()
+    ids = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
+    result.claimed = len(ids)
+    if not ids:
+        return result
+    crash_point("poll_after_claim", settings.fault_crash_at)
+
+    outcomes = await fetch_all(together, ids, concurrency=settings.poll_concurrency)
+    for outcome in outcomes.values():
+        if isinstance(outcome, TogetherError):
+            result.failed += 1
+            result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
+        else:
+            result.fetched += 1
+
+    async with sessionmaker() as db, db.begin():
+        written = await record_outcomes(db, outcomes, owner=owner, settings=settings)
+    result.transitions, result.outbox_rows = written
+    crash_point("poll_after_state_write", settings.fault_crash_at)
+    return result
+
+
+async def claim_due_sessions(
+    sessionmaker: async_sessionmaker[AsyncSession], *, owner: str, settings: Settings
+) -> list[str]:
+    now = utcnow()
+    async with sessionmaker() as db, db.begin():
+        rows = await db.execute(
+            select(WatchedSession.session_id)
+            .where(
+                WatchedSession.active.is_(True),
+                WatchedSession.next_poll_at <= now,
+                or_(WatchedSession.lease_until.is_(None), WatchedSession.lease_until < now),
+            )
+            .order_by(WatchedSession.next_poll_at)
+            .limit(settings.poll_batch_size)
+            .with_for_update(skip_locked=True)
+        )
+        ids = list(rows.scalars())
+        if ids:
+            await db.execute(
+                update(WatchedSession)
+                .where(WatchedSession.session_id.in_(ids))
+                .values(
+                    lease_owner=owner,
+                    lease_until=now + timedelta(seconds=settings.lease_seconds),
+                )
+                .execution_options(synchronize_session=False)
+            )
+    return ids
+
+
+async def fetch_all(
+    together: TogetherClient, ids: list[str], *, concurrency: int
+) -> dict[str, Outcome]:
+    """Fetch each session once; one failure never stops the others."""
+    semaphore = asyncio.Semaphore(concurrency)
+    outcomes: dict[str, Outcome] = {}
+
+    async def one(session_id: str) -> None:
+        async with semaphore:
+            try:
+                outcomes[session_id] = await together.get_session(session_id)
+            except TogetherError as exc:
+                outcomes[session_id] = exc
+            except Exception as exc:  # a bug must not sink the cycle
+                log.exception("unexpected error polling session", extra={"session_id": session_id})
+                outcomes[session_id] = TogetherError("bad_response", type(exc).__name__)
+
+    await asyncio.gather(*(one(i) for i in ids))
+    return outcomes
+
+
+def _backoff(failures: int, interval: float, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return max(retry_after, 1.0)
+    return float(min(interval * 2 ** min(failures, 10), MAX_BACKOFF_SECONDS))
+
+
+async def record_outcomes(
+    db: AsyncSession,
+    outcomes: dict[str, Outcome],
+    *,
+    owner: str,
+    settings: Settings,
+) -> tuple[int, int]:
+    """Write new state and outbox rows for sessions this replica still leases."""
+    now = utcnow()
+    interval = settings.poll_interval_seconds
+    rows = (
+        await db.execute(
+            select(
+                WatchedSession.session_id,
+                WatchedSession.last_status,
+                WatchedSession.transition_seq,
+                WatchedSession.consecutive_failures,
+                WatchedSession.error_key,
+            )
+            .where(
+                WatchedSession.session_id.in_(list(outcomes)),
+                WatchedSession.lease_owner == owner,
+            )
+            .with_for_update()
+        )
+    ).all()
+    owned = {r.session_id: r for r in rows}
+    if len(owned) < len(outcomes):
+        log.warning(
+            "lost the lease on %d sessions; another replica has them", len(outcomes) - len(owned)
+        )
+
+    transitions: dict[str, tuple[Transition, int, TrainingSession | None]] = {}
+    state_updates: list[dict[str, Any]] = []
+    for session_id, row in owned.items():
+        outcome = outcomes[session_id]
+        values: dict[str, Any] = {"b_id": session_id}
+        if isinstance(outcome, TogetherError):
+            if outcome.kind == "not_found":
+                transitions[session_id] = (gone(row.last_status), row.transition_seq + 1, None)
+                values.update(_closed_values(row.transition_seq + 1))
+            else:
+                failures = row.consecutive_failures + 1
+                delay = _backoff(failures, interval, outcome.retry_after)
+                values.update(
+                    consecutive_failures=failures,
+                    last_failure=str(outcome)[:300],
+                    next_poll_at=now + timedelta(seconds=delay),
+                )
+            state_updates.append(_complete(values, now))
+            continue
+        session = outcome
+        seen = detect(row.last_status, session)
+        seq = row.transition_seq
+        if seen is not None:
+            seq += 1
+            transitions[session_id] = (seen, seq, session)
+        values.update(
+            last_status=session.status,
+            last_updated_at=session.updated_at.isoformat() if session.updated_at else None,
+            error_key=session.error_key,
+            error_message=(session.error.message or "")[:2000] if session.error else None,
+            training_checkpoints=len(session.training_checkpoints),
+            inference_checkpoints=len(session.inference_checkpoints),
+            snapshot=session.model_dump(mode="json"),
+            transition_seq=seq,
+            consecutive_failures=0,
+            last_failure=None,
+            next_poll_at=now + timedelta(seconds=interval),
+            active=not (seen is not None and seen.ended) and not session.terminal,
+        )
+        state_updates.append(_complete(values, now))
+
+    outbox_rows = await _write_transitions(db, transitions, settings=settings)
+    if state_updates:
+        await _update_states(db, state_updates, owner=owner)
+    ended = [sid for sid, (t, _, _) in transitions.items() if t.ended]
+    if ended:
+        await db.execute(
+            update(Subscription)
+            .where(Subscription.session_id.in_(ended), Subscription.active.is_(True))
+            .values(active=False, ended_at=now, ended_reason="session ended")
+            .execution_options(synchronize_session=False)
+        )
+    await _track_incidents(db, outcomes, settings=settings, now=now)
+    return len(transitions), outbox_rows
+
+
+def _closed_values(seq: int) -> dict[str, Any]:
+    return {
+        "transition_seq": seq,
+        "active": False,
+        "consecutive_failures": 0,
+        "last_failure": "gone (404)",
+    }
+
+
+def _complete(values: dict[str, Any], now: datetime) -> dict[str, Any]:
+    values["last_polled_at"] = now
+    return values
+
+
+async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:
+    # executemany needs the same columns in every row: group by column set.
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for values in updates:
+        groups[tuple(sorted(k for k in values if k != "b_id"))].append(values)
+    table = WatchedSession.__table__
+    for columns, params in groups.items():
+        stmt = (
+            update(table)
+            .where(and_(table.c.session_id == bindparam("b_id"), table.c.lease_owner == owner))
+            .values(
+                {c: bindparam(c) for c in columns},
+                lease_owner=None,
+                lease_until=None,
+                updated_at=utcnow(),
+            )
+        )
+        await db.execute(stmt, params)
+
+
+async def _write_transitions(
+    db: AsyncSession,
+    transitions: dict[str, tuple[Transition, int, TrainingSession | None]],
+    *,
+    settings: Settings,
+) -> int:
+    if not transitions:
+        return 0
+    subs = (
+        await db.execute(
+            select(
+                Subscription.id,
+                Subscription.session_id,
+                Subscription.channel_id,
+                Subscription.root_ts,
+            )
+            .where(Subscription.session_id.in_(list(transitions)), Subscription.active.is_(True))
+            .order_by(Subscription.id)
+        )
+    ).all()
+    by_session: dict[str, list[Any]] = defaultdict(list)
+    for sub in subs:
+        by_session[sub.session_id].append(sub)
+
+    rows: list[dict[str, Any]] = []
+    snapshots = await _snapshots_for_gone(db, transitions)
+    for session_id, (transition, seq, session) in transitions.items():
+        snapshot = session.model_dump(mode="json") if session else snapshots.get(session_id)
+        payload = {
+            "old_status": transition.old_status,
+            "new_status": transition.new_status,
+            "ended": transition.ended,
+            "gone": transition.gone,
+            "session": snapshot,
+        }
+        for sub in by_session.get(session_id, []):
+            rows.append(
+                {
+                    "dedupe_key": f"transition:{sub.id}:{seq}",
+                    "kind": "transition",
+                    "subscription_id": sub.id,
+                    "session_id": session_id,
+                    "channel_id": sub.channel_id,
+                    "thread_ts": sub.root_ts,
+                    "payload": payload,
+                }
+            )
+        if transition.is_error and settings.oncall_channel and session is not None:
+            first = by_session.get(session_id, [None])[0]
+            rows.append(
+                {
+                    "dedupe_key": f"oncall:{session_id}:{session.error_key or seq}",
+                    "kind": "oncall",
+                    "subscription_id": None,
+                    "session_id": session_id,
+                    "channel_id": settings.oncall_channel,
+                    "thread_ts": None,
+                    "payload": {
+                        "session": snapshot,
+                        "thread_channel": first.channel_id if first else None,
+                        "thread_ts": first.root_ts if first else None,
+                    },
+                }
+            )
+    await insert_outbox(db, rows)
+    return len(rows)
+
+
+async def _snapshots_for_gone(
+    db: AsyncSession, transitions: dict[str, tuple[Transition, int, TrainingSession | None]]
+) -> dict[str, Any]:
+    missing = [sid for sid, (_, _, s) in transitions.items() if s is None]
+    if not missing:
+        return {}
+    rows = await db.execute(
+        select(WatchedSession.session_id, WatchedSession.snapshot).where(
+            WatchedSession.session_id.in_(missing)
+        )
+    )
+    return {r.session_id: r.snapshot for r in rows}
+
+
+async def _track_incidents(
+    db: AsyncSession, outcomes: dict[str, Outcome], *, settings: Settings, now: datetime
+) -> None:
+    """One operator alert per incident: key rejected, or Together unreachable too long."""
+    kinds = {o.kind for o in outcomes.values() if isinstance(o, TogetherError)}
+    reachable = any(
+        not isinstance(o, TogetherError) or o.kind in ("not_found", "auth")
+        for o in outcomes.values()
+    )
+    authorised = any(
+        not isinstance(o, TogetherError) or o.kind != "auth" for o in outcomes.values()
+    )
+    await note_incident(
+        db,
+        "together_auth",
+        failing="auth" in kinds and not authorised,
+        settings=settings,
+        now=now,
+        threshold=0.0,
+        title="Together rejected the bot's API key",
+        detail="Polling is paused until the key works again. Check TOGETHER_API_KEY.",
+    )
+    await note_incident(
+        db,
+        "together_outage",
+        failing=not reachable and bool(kinds & {"unavailable"}),
+        settings=settings,
+        now=now,
+        threshold=settings.together_outage_alert_seconds,
+        title="Together is unreachable",
+        detail="The poller has had no answer from Together for a while; changes will be told "
+        "when it is back.",
+    )
+
+
+async def note_incident(
+    db: AsyncSession,
+    name: str,
+    *,
+    failing: bool,
+    settings: Settings,
+    now: datetime,
+    threshold: float,
+    title: str,
+    detail: str,
+) -> None:
+    incident = (
+        await db.execute(select(Incident).where(Incident.name == name).with_for_update())
+    ).scalar_one_or_none()
+    if failing:
+        if incident is None:
+            incident = Incident(name=name, opened_at=now, seq=0)
+            db.add(incident)
+            await db.flush()
+        elif incident.opened_at is None:
+            incident.opened_at = now
+        assert incident.opened_at is not None
+        due = (now - incident.opened_at).total_seconds() >= threshold
+        if due and incident.alerted_at is None:
+            incident.alerted_at = now
+            incident.seq += 1
+            log.error("operator incident: %s", title, extra={"incident": name})
+            if settings.oncall_channel:
+                await insert_outbox(
+                    db, [_operator_row(settings, f"{name}:{incident.seq}:open", title, detail)]
+                )
+        return
+    if incident is not None and incident.opened_at is not None:
+        if incident.alerted_at is not None and settings.oncall_channel:
+            await insert_outbox(
+                db,
+                [
+                    _operator_row(
+                        settings,
+                        f"{name}:{incident.seq}:recovered",
+                        f"Recovered: {title}",
+                        "Together answers normally again.",
+                    )
+                ],
+            )
+        incident.opened_at = None
+        incident.alerted_at = None
+
+
+def _operator_row(settings: Settings, key: str, title: str, detail: str) -> dict[str, Any]:
+    assert settings.oncall_channel is not None
+    return {
+        "dedupe_key": f"operator:{key}",
+        "kind": "operator",
+        "subscription_id": None,
+        "session_id": None,
+        "channel_id": settings.oncall_channel,
+        "thread_ts": None,
+        "payload": {"title": title, "detail": detail},
+    }

@@ -1,0 +1,101 @@
+"""Everything a running bot holds: one engine, one HTTP client, one Slack client.
+
+Built once by the CLI and handed to the web app, the listeners and the
+scheduler, so tests can build one against local servers.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import httpx
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from bot.config import Settings
+from bot.db import make_engine, make_sessionmaker
+from bot.metrics import Metrics, get_metrics
+from bot.together import TogetherClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: AsyncEngine
+    sessionmaker: async_sessionmaker[AsyncSession]
+    http: httpx.AsyncClient
+    together: TogetherClient
+    slack: AsyncWebClient
+    # Delivery has its own dedupe check, so its client must not retry a post
+    # that Slack may already have accepted (a 500 after the write).
+    delivery_slack: AsyncWebClient
+    metrics: Metrics
+    state: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def owner(self) -> str:
+        return self.settings.replica_id
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+        await self.engine.dispose()
+
+
+def _secret(value: object) -> str:
+    getter = getattr(value, "get_secret_value", None)
+    return str(getter()) if getter is not None else ""
+
+
+def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) -> Runtime:
+    metrics = get_metrics()
+    engine = make_engine(settings.database_url)
+    limits = httpx.Limits(
+        max_connections=max(settings.poll_concurrency * 2, 32),
+        max_keepalive_connections=max(settings.poll_concurrency * 2, 32),
+    )
+    http = http or httpx.AsyncClient(limits=limits, timeout=settings.together_timeout_seconds)
+
+    def observe(label: str, seconds: float) -> None:
+        metrics.together_requests.labels(status=label).inc()
+        metrics.together_request_seconds.observe(seconds)
+
+    together = TogetherClient(
+        http,
+        base_url=settings.together_base_url,
+        api_key=_secret(settings.together_api_key),
+        max_rps=settings.together_max_rps,
+        timeout=settings.together_timeout_seconds,
+        observe=observe,
+    )
+    token = _secret(settings.slack_bot_token)
+    slack = AsyncWebClient(
+        token=token,
+        base_url=settings.slack_api_base,
+        timeout=10,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+            AsyncServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+    delivery_slack = AsyncWebClient(
+        token=token, base_url=settings.slack_api_base, timeout=10, retry_handlers=[]
+    )
+    return Runtime(
+        settings=settings,
+        engine=engine,
+        sessionmaker=make_sessionmaker(engine),
+        http=http,
+        together=together,
+        slack=slack,
+        delivery_slack=delivery_slack,
+        metrics=metrics,
+    )

@@ -1,0 +1,155 @@
+"""APScheduler only ticks; the database decides who does what.
+
+APScheduler 3 job stores cannot be shared between processes, so every
+replica runs the same in-memory jobs, and the claims in `poller` and `outbox`
+split the work. `max_instances=1` and `coalesce` keep one tick from
+overlapping the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy import func, or_, select, update
+
+from bot.delivery import deliver_due
+from bot.outbox import pending_count
+from bot.poller import poll_cycle
+from bot.runtime import Runtime
+from bot.storage import OutboxMessage, Subscription, WatchedSession
+
+log = logging.getLogger(__name__)
+POLL_TICK_MAX_SECONDS = 5.0
+
+
+class Ticker:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.stopping = False
+        self._running: set[asyncio.Task[Any]] = set()
+
+    def start(self) -> None:
+        settings = self.rt.settings
+        now = datetime.now(UTC)
+        common: dict[str, Any] = {
+            "max_instances": 1,
+            "coalesce": True,
+            "next_run_time": now,
+            "misfire_grace_time": None,
+        }
+        self.scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=["poll", self.poll],
+            id="poll",
+            seconds=min(settings.poll_interval_seconds, POLL_TICK_MAX_SECONDS),
+            **common,
+        )
+        self.scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=["deliver", self.deliver],
+            id="deliver",
+            seconds=settings.delivery_interval_seconds,
+            **common,
+        )
+        self.scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=["gauges", self.gauges],
+            id="gauges",
+            seconds=15,
+            **common,
+        )
+        self.scheduler.start()
+
+    async def _guarded(self, name: str, work: Any) -> None:
+        if self.stopping:
+            return
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+        try:
+            await work()
+        except Exception:
+            # The next tick tries again (PostgreSQL restarting, Slack down, a bug).
+            log.exception("%s tick failed", name)
+        finally:
+            if task is not None:
+                self._running.discard(task)
+
+    async def poll(self) -> None:
+        rt = self.rt
+        result = await poll_cycle(
+            sessionmaker=rt.sessionmaker, together=rt.together, settings=rt.settings, owner=rt.owner
+        )
+        if result.claimed:
+            rt.metrics.poll_cycle_seconds.observe(result.seconds)
+            rt.metrics.poll_sessions.inc(result.claimed)
+            log.info(
+                "poll cycle: %d sessions, %d failed, %d transitions in %.2fs",
+                result.claimed,
+                result.failed,
+                result.transitions,
+                result.seconds,
+            )
+        if result.outbox_rows and not self.stopping:
+            job = self.scheduler.get_job("deliver")
+            if job is not None:  # tell the change now, not at the next tick
+                job.modify(next_run_time=datetime.now(UTC))
+
+    async def deliver(self) -> None:
+        rt = self.rt
+        while not self.stopping:
+            outcomes = await deliver_due(
+                sessionmaker=rt.sessionmaker,
+                slack=rt.delivery_slack,
+                settings=rt.settings,
+                owner=rt.owner,
+                metrics=rt.metrics,
+            )
+            if not any(o.state == "sent" for o in outcomes):
+                break
+
+    async def gauges(self) -> None:
+        async with self.rt.sessionmaker() as db:
+            self.rt.metrics.outbox_depth.set(await pending_count(db))
+            active = await db.execute(
+                select(func.count()).select_from(Subscription).where(Subscription.active.is_(True))
+            )
+            self.rt.metrics.subscriptions_active.set(active.scalar_one())
+
+    async def shutdown(self, grace: float = 20.0) -> None:
+        """Stop taking work, let running ticks finish, then hand back any leases."""
+        self.stopping = True
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        running = [t for t in self._running if not t.done()]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=grace)
+            for task in pending:
+                task.cancel()
+        await release_leases(self.rt)
+
+
+async def release_leases(rt: Runtime) -> None:
+    owner = rt.owner
+    try:
+        async with rt.sessionmaker() as db, db.begin():
+            await db.execute(
+                update(WatchedSession)
+                .where(WatchedSession.lease_owner == owner)
+                .values(lease_owner=None, lease_until=None)
+            )
+            await db.execute(
+                update(OutboxMessage)
+                .where(OutboxMessage.lease_owner == owner, or_(OutboxMessage.state == "pending"))
+                .values(lease_owner=None, lease_until=None)
+            )
+    except Exception:
+        log.exception("could not release leases; they expire by themselves")

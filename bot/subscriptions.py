@@ -1,0 +1,236 @@
+"""Subscribing a channel to a session, and ending subscriptions.
+
+Services take the database session as the keyword `db` and leave the
+transaction to the caller. Slack and Together calls happen before anything is
+stored, so a failure stores nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import exists, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot import rendering
+from bot.models import TrainingSession
+from bot.storage import OutboxMessage, Subscription, WatchedSession, utcnow
+from bot.together import TogetherClient
+
+log = logging.getLogger(__name__)
+
+SLACK_CHANNEL_PROBLEMS = {
+    "not_in_channel": "I am not in this channel. Invite me with `/invite @rl-bot`, then try again.",
+    "channel_not_found": "I cannot see this channel. Invite me with `/invite @rl-bot`, then try again.",
+    "is_archived": "This channel is archived, so I cannot post here.",
+    "channel_is_archived": "This channel is archived, so I cannot post here.",
+    "restricted_action": "This workspace does not let me post in this channel.",
+}
+DM_PROBLEM = "Subscriptions live in channels, not direct messages. Run this in a channel."
+
+
+class SubscriptionError(Exception):
+    """A problem to tell the user, already worded for them."""
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    subscription_id: int
+    root_ts: str
+    already: bool
+
+
+def slack_problem(exc: SlackApiError) -> str:
+    error = str(exc.response.get("error") or "")
+    return SLACK_CHANNEL_PROBLEMS.get(error, f"Slack refused the message (`{error or 'error'}`).")
+
+
+async def subscribe(
+    *,
+    db: AsyncSession,
+    slack: AsyncWebClient,
+    session: TrainingSession,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    poll_interval: float,
+    root_ts: str | None = None,
+) -> Subscribed:
+    """Post (or adopt) the root card, then store the subscription and its watch."""
+    if channel_id.startswith("D"):
+        raise SubscriptionError(DM_PROBLEM)
+    existing = (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session.id,
+            )
+        )
+    ).scalar_one_or_none()
+    if existing is not None and existing.active:
+        return Subscribed(existing.id, existing.root_ts, already=True)
+    if session.terminal:
+        raise SubscriptionError(
+            f"This session is already {rendering.status_words(session.status).lower()}; "
+            "nothing more will change, so there is nothing to subscribe to."
+        )
+
+    card = rendering.card(session, subscribed=True)
+    root = await _root_message(slack, channel_id, card, root_ts)
+    now = utcnow()
+    if existing is None:
+        existing = Subscription(
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session.id,
+            root_ts=root,
+            subscribed_by=user_id,
+            created_at=now,
+            active=True,
+        )
+        db.add(existing)
+    else:
+        existing.root_ts, existing.subscribed_by, existing.created_at = root, user_id, now
+        existing.active, existing.ended_at, existing.ended_reason = True, None, None
+    await watch(db, session, poll_interval=poll_interval)
+    await db.flush()
+    return Subscribed(existing.id, root, already=False)
+
+
+async def _root_message(
+    slack: AsyncWebClient, channel_id: str, card: rendering.Message, root_ts: str | None
+) -> str:
+    try:
+        if root_ts:
+            try:
+                await slack.chat_update(
+                    channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
+                )
+                return root_ts
+            except SlackApiError as exc:
+                if exc.response.get("error") in SLACK_CHANNEL_PROBLEMS:
+                    raise
+                log.info(
+                    "cannot adopt the clicked card as root (%s); posting a new one",
+                    exc.response.get("error"),
+                )
+        response = await slack.chat_postMessage(
+            channel=channel_id,
+            text=card["text"],
+            blocks=card["blocks"],
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return str(response["ts"])
+    except SlackApiError as exc:
+        raise SubscriptionError(slack_problem(exc)) from exc
+
+
+def _insert(db: AsyncSession, model: Any) -> Any:
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    return module.insert(model)
+
+
+async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: float) -> None:
+    """Start (or restart) polling a session from what Together says now."""
+    now = utcnow()
+    values = {
+        "last_status": session.status,
+        "last_updated_at": session.updated_at.isoformat() if session.updated_at else None,
+        "error_key": session.error_key,
+        "snapshot": session.model_dump(mode="json"),
+        "training_checkpoints": len(session.training_checkpoints),
+        "inference_checkpoints": len(session.inference_checkpoints),
+        "next_poll_at": now + timedelta(seconds=poll_interval),
+        "active": True,
+        "consecutive_failures": 0,
+    }
+    await db.execute(
+        _insert(db, WatchedSession)
+        .values(session_id=session.id, transition_seq=0, updated_at=now, **values)
+        .on_conflict_do_nothing(index_elements=["session_id"])
+    )
+    # A watch that had stopped is restarted from now, so a stale status is
+    # never told as if it just happened. A live one is left to the poller.
+    await db.execute(
+        update(WatchedSession)
+        .where(WatchedSession.session_id == session.id, WatchedSession.active.is_(False))
+        .values(updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def unsubscribe(
+    *, db: AsyncSession, team_id: str, channel_id: str, session_id: str, user_id: str
+) -> Subscription | None:
+    sub = (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+                Subscription.active.is_(True),
+            )
+        )
+    ).scalar_one_or_none()
+    if sub is None:
+        return None
+    await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
+    return sub
+
+
+async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) -> None:
+    """End subscriptions, drop what they still owe, and stop polling orphaned sessions."""
+    if not ids:
+        return
+    now = utcnow()
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id.in_(ids))
+        .values(active=False, ended_at=now, ended_reason=reason[:200])
+        .execution_options(synchronize_session=False)
+    )
+    await db.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.subscription_id.in_(ids), OutboxMessage.state == "pending")
+        .values(state="cancelled", lease_owner=None, lease_until=None)
+        .execution_options(synchronize_session=False)
+    )
+    session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))
+    still_watched = exists().where(
+        Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
+    )
+    await db.execute(
+        update(WatchedSession)
+        .where(WatchedSession.session_id.in_(session_ids), ~still_watched)
+        .values(active=False)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def channel_subscriptions(
+    *, db: AsyncSession, team_id: str, channel_id: str
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == team_id,
+            Subscription.channel_id == channel_id,
+            Subscription.active.is_(True),
+        )
+        .order_by(Subscription.created_at)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
+    """A user is waiting: retry transient failures a little, within seconds."""
+    return await together.get_session(session_id, retries=2, backoff=0.5)

@@ -1,0 +1,242 @@
+"""Together's training-session API over one injected `httpx.AsyncClient`.
+
+Failures become a `TogetherError` with a `kind` the rest of the bot can act
+on (user wording, poller back-off, operator alerts). The API key is sent only
+to URLs built from `TOGETHER_BASE_URL`, and redirects are never followed, so
+the key cannot leak to another host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+from pydantic import ValidationError
+
+from bot.models import TrainingSession, is_session_id
+
+log = logging.getLogger(__name__)
+
+ErrorKind = Literal[
+    "invalid_id", "not_found", "auth", "rate_limited", "unavailable", "bad_response"
+]
+
+USER_MESSAGES: dict[str, str] = {
+    "invalid_id": "That is not a session id. Ids look like `123e4567-e89b-12d3-a456-426614174000`.",
+    "not_found": "Together has no training session with that id.",
+    "auth": "Together rejected the bot's API key. Your operators have been told.",
+    "rate_limited": "Together is rate limiting the bot right now. Try again in a minute.",
+    "unavailable": "Together is unavailable right now (it did not answer in time). Try again shortly.",
+    "bad_response": "Together sent an answer the bot could not read. Try again shortly.",
+}
+MAX_RETRY_AFTER = 300.0
+
+
+class TogetherError(Exception):
+    def __init__(
+        self,
+        kind: ErrorKind,
+        detail: str = "",
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind: ErrorKind = kind
+        self.detail = detail
+        self.status = status
+        self.retry_after = retry_after
+
+    @property
+    def user_message(self) -> str:
+        return USER_MESSAGES[self.kind]
+
+    @property
+    def transient(self) -> bool:
+        return self.kind in ("rate_limited", "unavailable", "bad_response")
+
+
+def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
+    """Honour `Retry-After` (seconds or HTTP date) or `x-ratelimit-reset` (delta or epoch)."""
+    now = time.time() if now is None else now
+    raw = headers.get("retry-after")
+    value: float | None = None
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(raw) if raw.strip() else None
+            value = parsed.timestamp() - now if parsed is not None else None
+    if value is None and (reset := headers.get("x-ratelimit-reset")):
+        try:
+            value = float(reset)
+            if value > 1e9:  # an epoch, not a delta
+                value -= now
+        except ValueError:
+            value = None
+    if value is None:
+        return None
+    return min(max(value, 0.0), MAX_RETRY_AFTER)
+
+
+class RateLimiter:
+    """A global cap on requests per second, plus a shared pause after a 429."""
+
+    def __init__(self, max_rps: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = 1.0 / max_rps if max_rps > 0 else 0.0
+        self._clock = clock
+        self._next = 0.0
+        self._paused_until = 0.0
+        self._lock = asyncio.Lock()
+
+    def pause(self, seconds: float) -> None:
+        self._paused_until = max(self._paused_until, self._clock() + seconds)
+
+    @property
+    def paused_for(self) -> float:
+        return max(0.0, self._paused_until - self._clock())
+
+    async def wait(self) -> None:
+        async with self._lock:
+            now = self._clock()
+            start = max(now, self._next, self._paused_until)
+            self._next = start + self._interval
+        if (delay := start - now) > 0:
+            await asyncio.sleep(delay)
+
+
+Observer = Callable[[str, float], None]
+
+
+class TogetherClient:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        api_key: str,
+        max_rps: float = 20.0,
+        timeout: float = 10.0,
+        observe: Observer | None = None,
+    ) -> None:
+        self._http = http
+        self._base = base_url.rstrip("/")
+        self._key = api_key
+        self._timeout = timeout
+        self.limiter = RateLimiter(max_rps)
+        self._observe = observe
+
+    def session_url(self, session_id: str) -> str:
+        if not is_session_id(session_id):
+            raise TogetherError("invalid_id")
+        return f"{self._base}/rl/training-sessions/{quote(session_id, safe='')}"
+
+    async def get_session(
+        self, session_id: str, *, retries: int = 0, backoff: float = 0.5
+    ) -> TrainingSession:
+        """Fetch one session; transient failures are retried `retries` times."""
+        url = self.session_url(session_id)
+        attempt = 0
+        while True:
+            try:
+                data = await self._request("GET", url)
+                return _parse_session(data, session_id)
+            except TogetherError as exc:
+                if not exc.transient or attempt >= retries:
+                    raise
+                delay = exc.retry_after if exc.retry_after is not None else backoff * 2**attempt
+                if delay > 5:  # a user is waiting: do not sit on a long Retry-After
+                    raise
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    async def stop_session(self, session_id: str) -> TrainingSession:
+        data = await self._request("POST", self.session_url(session_id) + "/stop")
+        return _parse_session(data, session_id)
+
+    async def _request(self, method: str, url: str) -> Any:
+        await self.limiter.wait()
+        started = time.monotonic()
+        label = "error"
+        try:
+            response = await self._http.request(
+                method,
+                url,
+                headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
+                timeout=self._timeout,
+                follow_redirects=False,
+            )
+            label = str(response.status_code)
+        except httpx.TimeoutException as exc:
+            label = "timeout"
+            raise TogetherError("unavailable", "timed out") from exc
+        except httpx.HTTPError as exc:
+            raise TogetherError("unavailable", type(exc).__name__) from exc
+        finally:
+            if self._observe is not None:
+                self._observe(label, time.monotonic() - started)
+        return self._decode(response)
+
+    def _decode(self, response: httpx.Response) -> Any:
+        status = response.status_code
+        message = _error_message(response)
+        if status == 404:
+            raise TogetherError("not_found", message, status=status)
+        if status in (401, 403):
+            raise TogetherError("auth", message, status=status)
+        if status == 429:
+            raise TogetherError(
+                "rate_limited",
+                message,
+                status=status,
+                retry_after=retry_after_seconds(response.headers),
+            )
+        if status >= 500 or status in (408, 409, 425):
+            raise TogetherError(
+                "unavailable",
+                message or f"HTTP {status}",
+                status=status,
+                retry_after=retry_after_seconds(response.headers),
+            )
+        if status >= 400:
+            raise TogetherError("bad_response", message or f"HTTP {status}", status=status)
+        if 300 <= status < 400:
+            raise TogetherError(
+                "bad_response", f"unexpected redirect (HTTP {status})", status=status
+            )
+        try:
+            return response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise TogetherError("bad_response", "body is not JSON", status=status) from exc
+
+
+def _error_message(response: httpx.Response) -> str:
+    if response.status_code < 400:
+        return ""
+    try:
+        body = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])[:300]
+    return ""
+
+
+def _parse_session(data: Any, session_id: str) -> TrainingSession:
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise TogetherError("bad_response", "not a training session")
+    try:
+        session = TrainingSession.model_validate(data)
+    except ValidationError as exc:
+        raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
+    if session.id != session_id:
+        raise TogetherError("bad_response", "answer is for another session")
+    return session

@@ -1,0 +1,95 @@
+"""The HTTP surface: Slack events through Bolt, health, readiness and metrics."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from sqlalchemy import text
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.migrations import head_revision, read_revision
+from bot.runtime import Runtime
+from bot.scheduler import Ticker
+
+log = logging.getLogger(__name__)
+
+
+def create_web_app(
+    rt: Runtime,
+    bolt: AsyncApp,
+    *,
+    run_scheduler: bool = True,
+    socket_connected: Callable[[], bool] | None = None,
+) -> Starlette:
+    handler = AsyncSlackRequestHandler(bolt)
+    ticker = Ticker(rt)
+
+    async def events(request: Request) -> Response:
+        started = time.monotonic()
+        try:
+            return await handler.handle(request)
+        finally:
+            rt.metrics.ack_seconds.observe(time.monotonic() - started)
+
+    async def healthz(_: Request) -> Response:
+        if socket_connected is not None and not socket_connected():
+            return JSONResponse({"ok": False, "socket": "disconnected"}, status_code=503)
+        return JSONResponse({"ok": True})
+
+    async def readyz(_: Request) -> Response:
+        checks: dict[str, str] = {}
+        try:
+            async with rt.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                current = await read_revision(conn)
+            head = head_revision(rt.settings.database_url)
+            checks["database"] = "ok"
+            checks["migrations"] = "ok" if current == head else f"at {current}, head is {head}"
+        except Exception as exc:
+            checks["database"] = f"unreachable ({type(exc).__name__})"
+        try:
+            await rt.slack.auth_test()
+            checks["slack"] = "ok"
+        except SlackApiError as exc:
+            checks["slack"] = str(exc.response.get("error") or "error")
+        except Exception as exc:
+            checks["slack"] = f"unreachable ({type(exc).__name__})"
+        ok = all(v == "ok" for v in checks.values())
+        return JSONResponse({"ok": ok, "checks": checks}, status_code=200 if ok else 503)
+
+    async def metrics(_: Request) -> Response:
+        body, content_type = rt.metrics.render()
+        return Response(body, media_type=content_type)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        if run_scheduler:
+            ticker.start()
+        log.info("rl-bot ready", extra={"replica": rt.owner})
+        try:
+            yield
+        finally:
+            log.info("shutting down: finishing work and releasing leases")
+            await ticker.shutdown()
+            await rt.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/slack/events", events, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.ticker = ticker
+    return app

@@ -1,0 +1,68 @@
+"""Alembic environment: the same Settings and metadata as the app."""
+
+from __future__ import annotations
+
+import asyncio
+from logging.config import fileConfig
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from bot.config import Settings
+from bot.db import async_url, make_engine
+from bot.storage import Base
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def _url() -> str:
+    return str(config.attributes.get("database_url") or Settings().database_url)
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=async_url(_url()),
+        target_metadata=target_metadata,
+        literal_binds=True,
+        compare_type=True,
+        render_as_batch=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+async def _run_async() -> None:
+    engine = make_engine(_url())
+    async with engine.connect() as connection:
+        await connection.run_sync(_run)
+        await connection.commit()
+    await engine.dispose()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+    else:
+        asyncio.run(_run_async())
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

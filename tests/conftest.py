@@ -1,0 +1,99 @@
+"""Shared fixtures: a fresh database per test on each backend, the local
+Slack- and Together-shaped servers, and a real `rl-bot serve` process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotProcess, BotFactory, pg_admin, postgres_available
+
+PG_BASE = os.environ.get("RLBOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+def _backends() -> list[str]:
+    wanted = os.environ.get("RLBOT_TEST_BACKENDS", "sqlite,postgresql").split(",")
+    return [b.strip() for b in wanted if b.strip()]
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """One migrated template database; each test copies it (fast)."""
+    if not postgres_available(PG_BASE):
+        if os.environ.get("RLBOT_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required but not reachable at {PG_BASE}")
+        pytest.skip("PostgreSQL not reachable")
+    name = f"rlbot_tmpl_{os.getpid()}"
+    pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
+    from bot.migrations import upgrade
+
+    upgrade(f"{PG_BASE}/{name}")
+    yield name
+    pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=_backends())
+def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated, empty database on the backend under test."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("db") / "rl-bot.db"
+        url = f"sqlite:///{path}"
+        from bot.migrations import upgrade
+
+        upgrade(url)
+        yield url
+        return
+    template = request.getfixturevalue("pg_template")
+    name = f"rlbot_t_{uuid.uuid4().hex[:12]}"
+    pg_admin(PG_BASE, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    yield f"{PG_BASE}/{name}"
+    pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+def together() -> Iterator[FakeTogether]:
+    with FakeTogether() as fake:
+        yield fake
+
+
+@pytest.fixture
+def start_bot(
+    db_url: str, slack: FakeSlack, together: FakeTogether, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BotFactory]:
+    """Start real `rl-bot serve` processes against the fakes; all stopped at the end."""
+    started: list[BotProcess] = []
+
+    def factory(**env: str) -> BotProcess:
+        proc = BotProcess.start(
+            workdir=tmp_path_factory.mktemp("bot"),
+            db_url=db_url,
+            slack=slack,
+            together=together,
+            env=env,
+        )
+        started.append(proc)
+        return proc
+
+    yield factory
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def bot(start_bot: BotFactory) -> BotProcess:
+    return start_bot()
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]

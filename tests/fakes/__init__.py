@@ -1,0 +1,20 @@
+"""Real-socket HTTP test doubles for Slack and Together, plus Slack request signing helpers."""
+
+from .signing import block_action_body, post_signed, sign, slash_command_body
+from .slack import FakeSlack, SlackCall, SlackFault
+from .together import FakeTogether, TogetherFault, TogetherRequest, free_port, make_session
+
+__all__ = [
+    "FakeSlack",
+    "FakeTogether",
+    "SlackCall",
+    "SlackFault",
+    "TogetherFault",
+    "TogetherRequest",
+    "block_action_body",
+    "free_port",
+    "make_session",
+    "post_signed",
+    "sign",
+    "slash_command_body",
+]

@@ -1,0 +1,413 @@
+"""Shared plumbing for the fakes: a stdlib `ThreadingHTTPServer` on 127.0.0.1 in a daemon thread.
+
+The servers are real sockets, so they work from any event loop (or none), from pytest in-process
+and from a separate benchmark process. Subclasses implement `_handle(request) -> Response`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, ClassVar, Self, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+T = TypeVar("T")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on `host` with nothing listening (for connection-refused tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+class Headers(dict[str, str]):
+    """A plain dict with lower-cased keys whose lookups are case-insensitive."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__()
+        pairs = items.items() if hasattr(items, "items") else items
+        for key, value in pairs:
+            super().__setitem__(str(key).lower(), str(value))
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(key.lower(), value)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(key.lower() if isinstance(key, str) else key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key.lower(), default)
+
+
+@dataclass
+class Request:
+    method: str
+    target: str
+    path: str
+    query: dict[str, str]
+    headers: Headers
+    body: bytes
+    at: float
+
+    @property
+    def content_type(self) -> str:
+        return str(self.headers.get("content-type", "")).split(";")[0].strip().lower()
+
+    def params(self) -> dict[str, Any]:
+        """Query string merged with a JSON-object or form-encoded body (body wins)."""
+        merged: dict[str, Any] = dict(self.query)
+        merged.update(parse_body(self.body, self.content_type))
+        return merged
+
+
+@dataclass
+class Response:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    #: close the connection without writing any response at all
+    disconnect: bool = False
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        return cls(
+            status=status,
+            body=json.dumps(data).encode(),
+            content_type="application/json; charset=utf-8",
+            headers=dict(headers or {}),
+        )
+
+    @classmethod
+    def text(
+        cls,
+        text: str,
+        status: int = 200,
+        content_type: str = "text/plain; charset=utf-8",
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        return cls(
+            status=status,
+            body=text.encode(),
+            content_type=content_type,
+            headers=dict(headers or {}),
+        )
+
+
+def parse_body(body: bytes, content_type: str) -> dict[str, Any]:
+    """Decode a JSON object or urlencoded form; anything else yields `{}`."""
+    if not body:
+        return {}
+    text = body.decode("utf-8", errors="replace")
+    if content_type == "application/json" or (not content_type and text.lstrip()[:1] == "{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {"_json": data}
+    return {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    fake: ClassVar[FakeHTTPServer]
+
+    def setup(self) -> None:
+        super().setup()
+        self.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.fake._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks: list[bytes] = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self) -> None:
+        at = time.monotonic()
+        body = self._read_body()
+        split = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
+        request = Request(
+            method=self.command,
+            target=self.path,
+            path=split.path,
+            query=query,
+            headers=Headers(self.headers.items()),
+            body=body,
+            at=at,
+        )
+        fake = self.fake
+        fake._enter()
+        try:
+            delay = fake._latency_for(request)
+            if delay > 0:
+                fake.sleep(delay)
+            response = fake._handle(request)
+        except Exception:
+            tb = traceback.format_exc()
+            with fake._lock:
+                fake.handler_errors.append(tb)
+            response = Response.text(tb, status=500)
+        finally:
+            fake._leave()
+        if response.disconnect:
+            self.close_connection = True
+            return
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.content_type)
+            self.send_header("Content-Length", str(len(response.body)))
+            for name, value in response.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(response.body)
+        except OSError:
+            self.close_connection = True
+
+
+class FakeHTTPServer:
+    """Base for the fakes: lifecycle, thread-safe state, and wait helpers."""
+
+    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
+        self.host = host
+        self._requested_port = port
+        #: seconds slept in the handler thread before every request is answered
+        self.latency: float = latency
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._conns: set[socket.socket] = set()
+        #: tracebacks of exceptions raised inside `_handle` (answered as HTTP 500)
+        self.handler_errors: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        port: int = self._server.server_address[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Self:
+        if self._server is not None:
+            return self
+        handler = type(f"{type(self).__name__}Handler", (_Handler,), {"fake": self})
+        self._stopping.clear()
+        server = _Server((self.host, self._requested_port), handler)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"{type(self).__name__}:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        server.server_close()
+        with self._lock:
+            conns = list(self._conns)
+            self._conns.clear()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if thread is not None:
+            thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- hooks for subclasses --------------------------------------------------------------------
+
+    def _handle(self, request: Request) -> Response:
+        raise NotImplementedError
+
+    def _latency_for(self, request: Request) -> float:
+        return self.latency
+
+    def _dump(self) -> str:
+        return ""
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep in a handler thread; cut short when the server stops."""
+        self._stopping.wait(seconds)
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify_all()
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _check(self, predicate: Callable[..., T | None]) -> T | None:
+        takes_arg = _takes_argument(predicate)
+        with self._lock:
+            return predicate(self) if takes_arg else predicate()
+
+    def wait_for(
+        self, predicate: Callable[..., T | None], timeout: float = 10.0, *, message: str = ""
+    ) -> T:
+        """Block until `predicate(fake)` (or `predicate()`) is truthy and return its value.
+
+        Woken on every recorded request and re-checked at least every 50 ms, so predicates over
+        outside state (a database, a list in the test) work too. Raises AssertionError with a dump
+        of the recorded state on timeout. Don't call it from a coroutine that shares its event
+        loop with the code under test; use `wait_for_async` there.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                value = self._check(predicate)
+                if value:
+                    return value
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(min(remaining, 0.05))
+        raise AssertionError(self._timeout_message(predicate, timeout, message))
+
+    async def wait_for_async(
+        self,
+        predicate: Callable[..., T | None],
+        timeout: float = 10.0,  # noqa: ASYNC109 - same signature as wait_for
+        *,
+        message: str = "",
+    ) -> T:
+        """Like `wait_for`, but yields to the event loop (polls every 10 ms)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self._check(predicate)
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        raise AssertionError(self._timeout_message(predicate, timeout, message))
+
+    def _timeout_message(self, predicate: Callable[..., Any], timeout: float, message: str) -> str:
+        name = getattr(predicate, "__name__", repr(predicate))
+        try:
+            source = inspect.getsource(predicate).strip()
+        except (OSError, TypeError):
+            source = name
+        with self._lock:
+            dump = self._dump()
+            errors = list(self.handler_errors)
+        head = f"{type(self).__name__}: condition not met within {timeout}s: {source}"
+        if message:
+            head += f"\n{message}"
+        if errors:
+            head += "\nhandler errors:\n" + "\n".join(errors)
+        return f"{head}\n{dump}"
+
+
+def _takes_argument(func: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )

@@ -1,0 +1,202 @@
+"""Test plumbing: real `rl-bot serve` processes, database helpers, signed requests."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
+
+SIGNING_SECRET = "test-signing-secret-0123456789"
+BOT_TOKEN = "xoxb-test-bot-token-0123456789"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _run_async(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def pg_admin(base: str, *statements: str) -> None:
+    import asyncpg
+
+    async def go() -> None:
+        conn = await asyncpg.connect(base.replace("postgresql://", "postgres://") + "/postgres")
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    _run_async(go())
+
+
+def postgres_available(base: str) -> bool:
+    try:
+        pg_admin(base, "SELECT 1")
+        return True
+    except Exception:
+        return False
+
+
+def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Read the bot's database from the test, through the bot's own URL handling."""
+    from sqlalchemy import text
+
+    from bot.db import make_engine
+
+    async def go() -> list[tuple[Any, ...]]:
+        engine = make_engine(db_url)
+        try:
+            async with engine.begin() as conn:
+                result = await conn.execute(text(sql), params)
+                return [tuple(r) for r in result] if result.returns_rows else []
+        finally:
+            await engine.dispose()
+
+    return list(_run_async(go()))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TOGETHER_"))}
+    env.update(
+        SLACK_BOT_TOKEN=BOT_TOKEN,
+        SLACK_SIGNING_SECRET=SIGNING_SECRET,
+        SLACK_API_URL=slack.api_url,
+        TOGETHER_API_KEY=together.api_key,
+        TOGETHER_BASE_URL=together.base_url,
+        TOGETHER_TIMEOUT_SECONDS="2",
+        TOGETHER_MAX_RPS="500",
+        DATABASE_URL=db_url,
+        POLL_INTERVAL_SECONDS="1",
+        DELIVERY_INTERVAL_SECONDS="0.2",
+        CHANNEL_MIN_INTERVAL_SECONDS="0",
+        LEASE_SECONDS="10",
+        LOG_FORMAT="json",
+        LOG_LEVEL="INFO",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@dataclass
+class BotProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    log_path: Path
+    env: dict[str, str]
+    workdir: Path
+    args: Sequence[str] = field(default_factory=list)
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        workdir: Path,
+        db_url: str,
+        slack: FakeSlack,
+        together: FakeTogether,
+        env: dict[str, str] | None = None,
+        command: str = "serve",
+        wait: bool = True,
+    ) -> BotProcess:
+        full_env = base_env(db_url=db_url, slack=slack, together=together)
+        full_env.update(env or {})
+        port = free_tcp_port()
+        args = [sys.executable, "-m", "bot", command, "--host", "127.0.0.1", "--port", str(port)]
+        log_path = workdir / f"bot-{port}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                args, cwd=workdir, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        bot = cls(proc=proc, url=f"http://127.0.0.1:{port}", log_path=log_path, env=full_env,
+                  workdir=workdir, args=args)
+        if wait:
+            bot.wait_healthy()
+        return bot
+
+    def wait_healthy(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"rl-bot exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"rl-bot not healthy after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def command(self, text: str, *, response_url: str, channel_id: str = "C123",
+                user_id: str = "U123", team_id: str = "T1", timestamp: int | None = None,
+                secret: str = SIGNING_SECRET, command: str = "/rl-session") -> httpx.Response:
+        body = slash_command_body(text, command=command, user_id=user_id, channel_id=channel_id,
+                                  team_id=team_id, response_url=response_url)
+        return self.post(body, secret=secret, timestamp=timestamp)
+
+    def click(self, action_id: str, value: str, *, response_url: str, channel_id: str = "C123",
+              user_id: str = "U123", team_id: str = "T1", message_ts: str | None = None,
+              is_ephemeral: bool = True, message: dict[str, Any] | None = None) -> httpx.Response:
+        body = block_action_body(action_id, value, user_id=user_id, channel_id=channel_id,
+                                 team_id=team_id, response_url=response_url,
+                                 message_ts=message_ts, is_ephemeral=is_ephemeral, message=message)
+        return self.post(body)
+
+    def post(self, body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None,
+             headers: dict[str, str] | None = None) -> httpx.Response:
+        signed = sign(secret, body, timestamp)
+        if headers is not None:
+            signed = headers
+        return httpx.post(f"{self.url}/slack/events", content=body, headers=signed, timeout=10)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        try:
+            self.terminate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+class BotFactory(Protocol):
+    def __call__(self, **env: str) -> BotProcess: ...
