@@ -335,7 +335,9 @@ async def record(db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Out
         await db.execute(
             update(table)
             .where(table.c.id == bindparam("b_id"))
-            .values({c: bindparam(c) for c in columns}, lease_owner=None, lease_until=None),
+            .values(
+                {c: bindparam(c) for c in columns} | {"lease_owner": None, "lease_until": None}
+            ),
             params,
         )
     by_id = {r.id: r for r in rows}

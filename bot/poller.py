@@ -275,10 +275,8 @@ async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, own
             update(table)
             .where(and_(table.c.session_id == bindparam("b_id"), table.c.lease_owner == owner))
             .values(
-                {c: bindparam(c) for c in columns},
-                lease_owner=None,
-                lease_until=None,
-                updated_at=utcnow(),
+                {c: bindparam(c) for c in columns}
+                | {"lease_owner": None, "lease_until": None, "updated_at": utcnow()}
             )
         )
         await db.execute(stmt, params)

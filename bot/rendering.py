@@ -305,6 +305,13 @@ def _name(session: TrainingSession) -> str:
     return name or _text(session.id, _ID_LIMIT, default="(unnamed session)")
 
 
+def _label(session: TrainingSession) -> str:
+    """Name and id for one-line summaries (notifications show no blocks); the
+    id alone when there is no display name."""
+    name = _text(session.display_name, _NAME_LIMIT, default="")
+    return f"{name} ({_text(session.id, _ID_LIMIT)})" if name else _name(session)
+
+
 # --- the session card -------------------------------------------------------------
 
 
@@ -335,14 +342,14 @@ def _checkpoint_section(kind: str, checkpoints: Sequence[Checkpoint]) -> dict[st
     return _section("\n".join(lines))
 
 
-def _error_text(session: TrainingSession, *, message_limit: int = _ERROR_MESSAGE_LIMIT) -> str:
+def _error_text(session: TrainingSession) -> str:
     error = session.error
     if error is None or not (error.code or error.message):
         return "*Error:* Together gave no error details."
     code = f" {_code(error.code, 100)}" if error.code else ""
     lines = [f"*Error*{code}"]
     if error.message:
-        lines.append(_text(error.message, message_limit, multiline=True))
+        lines.append(_text(error.message, _ERROR_MESSAGE_LIMIT, multiline=True))
     if error.occurred_at is not None:
         lines.append(f"Occurred {slack_date(error.occurred_at)}")
     return "\n".join(lines)
@@ -432,9 +439,7 @@ def card(
     updated = now if now is not None else session.updated_at
     blocks.append(_context(f"Last updated {slack_date(updated)}"))
 
-    has_name = bool(_text(session.display_name, _NAME_LIMIT, default=""))
-    label = f"{name} ({_text(session.id, _ID_LIMIT)})" if has_name else name
-    return _message(f"{status_words(raw)} · {label}", blocks)
+    return _message(f"{status_words(raw)} · {_label(session)}", blocks)
 
 
 # --- notifications -------------------------------------------------------------------
@@ -511,7 +516,7 @@ def oncall_alert(
     if link is not None:
         blocks.append(_section(link))
 
-    summary = f"{lead}Training session {name} ({_text(session.id, _ID_LIMIT)}) entered Error"
+    summary = f"{lead}Training session {_label(session)} entered Error"
     if code or message:
         summary += ": " + ": ".join(_text(v, 300) for v in (code, message) if v)
     return _message(summary, blocks)

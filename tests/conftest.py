@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotProcess, BotFactory, pg_admin, postgres_available
+from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
 
 PG_BASE = os.environ.get("RLBOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
@@ -38,7 +38,9 @@ def pg_template() -> Iterator[str]:
 
 
 @pytest.fixture(params=_backends())
-def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def db_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """A migrated, empty database on the backend under test."""
     if request.param == "sqlite":
         path = tmp_path_factory.mktemp("db") / "rl-bot.db"
@@ -88,6 +90,10 @@ def start_bot(
     yield factory
     for proc in started:
         proc.stop()
+        # shown by pytest only when the test fails
+        print(
+            f"--- log of {' '.join(proc.args[2:])} ---\n" + "\n".join(proc.log().splitlines()[-80:])
+        )
 
 
 @pytest.fixture

@@ -134,11 +134,21 @@ class BotProcess:
         log_path = workdir / f"bot-{port}.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                args, cwd=workdir, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                args,
+                cwd=workdir,
+                env=full_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        bot = cls(proc=proc, url=f"http://127.0.0.1:{port}", log_path=log_path, env=full_env,
-                  workdir=workdir, args=args)
+        bot = cls(
+            proc=proc,
+            url=f"http://127.0.0.1:{port}",
+            log_path=log_path,
+            env=full_env,
+            workdir=workdir,
+            args=args,
+        )
         if wait:
             bot.wait_healthy()
         return bot
@@ -159,23 +169,62 @@ class BotProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def command(self, text: str, *, response_url: str, channel_id: str = "C123",
-                user_id: str = "U123", team_id: str = "T1", timestamp: int | None = None,
-                secret: str = SIGNING_SECRET, command: str = "/rl-session") -> httpx.Response:
-        body = slash_command_body(text, command=command, user_id=user_id, channel_id=channel_id,
-                                  team_id=team_id, response_url=response_url)
+    def command(
+        self,
+        text: str,
+        *,
+        response_url: str,
+        channel_id: str = "C123",
+        user_id: str = "U123",
+        team_id: str = "T1",
+        timestamp: int | None = None,
+        secret: str = SIGNING_SECRET,
+        command: str = "/rl-session",
+    ) -> httpx.Response:
+        body = slash_command_body(
+            text,
+            command=command,
+            user_id=user_id,
+            channel_id=channel_id,
+            team_id=team_id,
+            response_url=response_url,
+        )
         return self.post(body, secret=secret, timestamp=timestamp)
 
-    def click(self, action_id: str, value: str, *, response_url: str, channel_id: str = "C123",
-              user_id: str = "U123", team_id: str = "T1", message_ts: str | None = None,
-              is_ephemeral: bool = True, message: dict[str, Any] | None = None) -> httpx.Response:
-        body = block_action_body(action_id, value, user_id=user_id, channel_id=channel_id,
-                                 team_id=team_id, response_url=response_url,
-                                 message_ts=message_ts, is_ephemeral=is_ephemeral, message=message)
+    def click(
+        self,
+        action_id: str,
+        value: str,
+        *,
+        response_url: str,
+        channel_id: str = "C123",
+        user_id: str = "U123",
+        team_id: str = "T1",
+        message_ts: str | None = None,
+        is_ephemeral: bool = True,
+        message: dict[str, Any] | None = None,
+    ) -> httpx.Response:
+        body = block_action_body(
+            action_id,
+            value,
+            user_id=user_id,
+            channel_id=channel_id,
+            team_id=team_id,
+            response_url=response_url,
+            message_ts=message_ts,
+            is_ephemeral=is_ephemeral,
+            message=message,
+        )
         return self.post(body)
 
-    def post(self, body: str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None,
-             headers: dict[str, str] | None = None) -> httpx.Response:
+    def post(
+        self,
+        body: str,
+        *,
+        secret: str = SIGNING_SECRET,
+        timestamp: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         signed = sign(secret, body, timestamp)
         if headers is not None:
             signed = headers

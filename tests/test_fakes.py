@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 import httpx
 import pytest
 from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
@@ -19,6 +20,7 @@ from tests.fakes import (
     FakeTogether,
     block_action_body,
     free_port,
+    post_signed,
     sign,
     slash_command_body,
 )
@@ -309,3 +311,15 @@ def test_bodies_are_slack_shaped() -> None:
         "stop_session", "abc", response_url="http://x/r", message_ts="2.0", is_ephemeral=True
     )
     assert "message" not in json.loads(parse_qs(eph)["payload"][0])
+
+
+async def test_post_signed_verifies_with_slack_sdk(slack: FakeSlack) -> None:
+    body = slash_command_body("status s1", response_url=slack.response_url("r"))
+    async with httpx.AsyncClient() as http:
+        resp = await post_signed(http, slack.api_url + "signed.check", body, "shh")
+    assert resp.status_code == 200
+    (call,) = await slack.wait_for_calls_async("signed.check", timeout=2)
+    assert call.params["text"] == "status s1"
+    verifier = SignatureVerifier("shh")
+    assert verifier.is_valid_request(body, dict(call.headers))
+    assert not SignatureVerifier("other").is_valid_request(body, dict(call.headers))
