@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     together_api_key: SecretStr | None = None
     together_base_url: str = "https://api.together.ai/v1"
     together_timeout_seconds: float = 10.0
-    together_max_rps: float = 20.0
+    together_max_rps: float = Field(50.0, gt=0)
     together_outage_alert_seconds: float = 300.0
 
     database_url: str = "sqlite:///./rl-bot.db"

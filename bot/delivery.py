@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import bindparam, update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
@@ -330,6 +330,7 @@ async def record(db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Out
                 }
             )
     table = OutboxMessage.__table__
+    assert isinstance(table, Table)
     for params in groups.values():
         columns = [k for k in params[0] if k != "b_id"]
         await db.execute(

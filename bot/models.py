@@ -13,7 +13,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 STATUS_PREFIX = "TRAINING_SESSION_STATUS_"
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -71,6 +78,22 @@ def _lenient_datetime(value: Any) -> Any:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _tolerant(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """A field of an unexpected type (a number for a name, a string for the
+        rank) is dropped to its default rather than making the whole session
+        unreadable; only a required field (the id) still refuses."""
+        try:
+            return handler(value)
+        except ValidationError:
+            field = cls.model_fields[str(info.field_name)]
+            if field.is_required():
+                raise
+            return field.get_default(call_default_factory=True)
 
 
 class SessionError(_Model):

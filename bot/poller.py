@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import Table, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
@@ -270,6 +270,7 @@ async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, own
     for values in updates:
         groups[tuple(sorted(k for k in values if k != "b_id"))].append(values)
     table = WatchedSession.__table__
+    assert isinstance(table, Table)
     for columns, params in groups.items():
         stmt = (
             update(table)

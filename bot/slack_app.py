@@ -53,6 +53,6 @@ async def _refuse(context: AsyncBoltContext, body: dict[str, Any], text: str) ->
     if body.get("command"):
         return BoltResponse(
             status=200,
-            body={"response_type": "ephemeral", "text": text},  # type: ignore[arg-type]
+            body={"response_type": "ephemeral", "text": text},
         )
     return BoltResponse(status=200, body="")

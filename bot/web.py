@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncApp
@@ -28,7 +28,8 @@ def create_web_app(
     bolt: AsyncApp,
     *,
     run_scheduler: bool = True,
-    socket_connected: Callable[[], bool] | None = None,
+    socket_connected: Callable[[], Awaitable[bool]] | None = None,
+    http_events: bool = True,
 ) -> Starlette:
     handler = AsyncSlackRequestHandler(bolt)
     ticker = Ticker(rt)
@@ -41,7 +42,7 @@ def create_web_app(
             rt.metrics.ack_seconds.observe(time.monotonic() - started)
 
     async def healthz(_: Request) -> Response:
-        if socket_connected is not None and not socket_connected():
+        if socket_connected is not None and not await socket_connected():
             return JSONResponse({"ok": False, "socket": "disconnected"}, status_code=503)
         return JSONResponse({"ok": True})
 
@@ -82,14 +83,13 @@ def create_web_app(
             await ticker.shutdown()
             await rt.aclose()
 
-    app = Starlette(
-        routes=[
-            Route("/slack/events", events, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-    )
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+    ]
+    if http_events:
+        routes.append(Route("/slack/events", events, methods=["POST"]))
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.ticker = ticker
     return app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -31,11 +32,10 @@ COMMAND = "/rl-session"
 
 def register(app: AsyncApp) -> None:
     app.command(COMMAND)(handle)
-    app.command(_other_command)(ignore_other)
+    app.command(OTHER_COMMANDS)(ignore_other)
 
 
-def _other_command(body: dict[str, Any]) -> bool:
-    return body.get("command") != COMMAND
+OTHER_COMMANDS = re.compile(rf"^(?!{re.escape(COMMAND)}$).*")
 
 
 async def ignore_other(ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -146,7 +146,7 @@ async def _run(
                 [
                     (
                         s.session_id,
-                        (w.snapshot or {}).get("display_name") if w else None,
+                        _display_name(w),
                         w.last_status if w else None,
                         None,
                     )
@@ -216,6 +216,11 @@ async def _run(
     )
     await _answer(respond, client, body, rendering.notice(text))
     return "already" if result.already else "ok"
+
+
+def _display_name(watch: WatchedSession | None) -> str | None:
+    name = (watch.snapshot or {}).get("display_name") if watch else None
+    return name if isinstance(name, str) else None
 
 
 def _log_together(exc: TogetherError, session_id: str) -> None:

@@ -1,0 +1,200 @@
+"""`python -m bench [--quick] [--backends sqlite,postgresql] [--save] [--only a,b]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.env import available_backends, machine
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SCENARIOS = (
+    "ack_latency",
+    "poll_cycle",
+    "db_statements",
+    "fanout",
+    "pacing",
+    "memory_cpu",
+    "naive_baseline",
+)
+
+# (scenario, key, label) rows of the summary table
+TABLE: list[tuple[str, str, str]] = [
+    ("ack_latency", "ack_p50_ms", "1 ack p50 (ms)"),
+    ("ack_latency", "ack_p99_ms", "1 ack p99 (ms)"),
+    ("ack_latency", "ack_p99_ratio_to_3s", "1 ack p99 / 3 s  [<= 0.033]"),
+    ("ack_latency", "cards_delivered", "1 cards delivered"),
+    ("poll_cycle", "sessions", "2 sessions polled"),
+    ("poll_cycle", "cycle_s", "2 cycle (s)"),
+    ("poll_cycle", "ideal_s", "2 ideal = n x latency / concurrency (s)"),
+    ("poll_cycle", "cycle_ratio_to_ideal", "2 cycle / ideal  [<= 1.25]"),
+    ("poll_cycle", "together_requests", "2 Together requests per cycle"),
+    ("db_statements", "steady_SMALL_statements", "2 DB statements, steady, SMALL subs"),
+    ("db_statements", "steady_LARGE_statements", "2 DB statements, steady, LARGE subs"),
+    ("db_statements", "transitions_SMALL_statements", "2 DB statements, all change, SMALL subs"),
+    ("db_statements", "transitions_LARGE_statements", "2 DB statements, all change, LARGE subs"),
+    ("db_statements", "steady_LARGE_write_s", "2 write phase, steady (s)"),
+    ("db_statements", "transitions_LARGE_write_s", "2 write phase, all change (s)"),
+    ("fanout", "change_to_last_post_s", "3 change -> last post (s)"),
+    ("fanout", "ratio_to_interval_plus_5s", "3 ... / (interval + 5 s)  [<= 1]"),
+    ("fanout", "posts", "3 thread posts"),
+    ("pacing", "posts", "3 paced posts in one channel"),
+    ("pacing", "min_gap_s", "3 min gap between them (s)  [>= ~1]"),
+    ("memory_cpu", "peak_rss_mb", "4 peak RSS (MB)  [< 150]"),
+    ("memory_cpu", "cpu_s_per_cycle", "4 CPU per cycle (s)"),
+    ("memory_cpu", "cpu_ratio_to_10pct_interval", "4 CPU / (10% of interval)  [< 1]"),
+    ("naive_baseline", "cycle_s", "5 naive cycle, concurrency 1 (s)"),
+    ("naive_baseline", "scaled_cycle_s_at_poll_sessions", "5 naive, scaled to scenario 2 (s)"),
+    ("naive_baseline", "speedup_vs_concurrent", "5 speed-up of concurrency"),
+]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="small sizes (CI): well under a minute")
+    p.add_argument(
+        "--backends",
+        default=None,
+        help="comma-separated: sqlite,postgresql (default: sqlite, plus postgresql if reachable)",
+    )
+    p.add_argument("--save", action="store_true", help="write bench/results/latest.json")
+    p.add_argument("--only", default=None, help="comma-separated scenario names to run")
+    p.add_argument("--json-out", default=None, help="also write the JSON to this path")
+    p.add_argument("--slack-latency", type=float, default=None, help="seconds per Slack call")
+    p.add_argument(
+        "--fanout-interval", type=float, default=None, help="POLL_INTERVAL_SECONDS for scenario 3"
+    )
+    return p
+
+
+def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
+    from bench import inproc, scenarios
+
+    out: dict[str, Any] = {}
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        print(f"[{backend}] {name} ...", file=sys.stderr, flush=True)
+        try:
+            value = fn()
+        except Exception as exc:
+            traceback.print_exc()
+            value = {"error": f"{type(exc).__name__}: {exc}"[:2000], "target_met": False}
+        print(
+            f"[{backend}] {name} done in {time.monotonic() - started:.1f}s", file=sys.stderr
+        )
+        return value
+
+    wanted = lambda name: not only or name in only  # noqa: E731
+    if wanted("ack_latency"):
+        out["ack_latency"] = step("ack_latency", lambda: scenarios.ack_latency(backend, sizes))
+    if wanted("poll_cycle") or wanted("memory_cpu") or wanted("naive_baseline"):
+        both = step("poll_cycle", lambda: scenarios.poll_cycle(backend, sizes))
+        if isinstance(both, tuple):
+            out["poll_cycle"], out["memory_cpu"] = both
+        else:
+            out["poll_cycle"] = out["memory_cpu"] = both
+    if wanted("db_statements"):
+        out["db_statements"] = step("db_statements", lambda: inproc.statements(backend, sizes))
+    if wanted("fanout"):
+        out["fanout"] = step("fanout", lambda: scenarios.fanout(backend, sizes))
+    if wanted("pacing"):
+        out["pacing"] = step("pacing", lambda: scenarios.pacing(backend, sizes))
+    if wanted("naive_baseline") and "error" not in out.get("poll_cycle", {"error": 1}):
+        out["naive_baseline"] = step(
+            "naive_baseline",
+            lambda: scenarios.naive_baseline(backend, sizes, out["poll_cycle"]),
+        )
+    return out
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return "-" if value is None else str(value)
+
+
+def table(report: dict[str, Any]) -> str:
+    backends = list(report["backends"])
+    sizes = report["sizes"]
+    small, large = (sizes["stmt_sessions"] * c for c in sizes["stmt_channels"])
+    rows: list[list[str]] = [["metric", *backends]]
+    for scenario, key, label in TABLE:
+        key = key.replace("SMALL", f"{small}subs").replace("LARGE", f"{large}subs")
+        label = label.replace("SMALL", str(small)).replace("LARGE", str(large))
+        cells = []
+        for b in backends:
+            data = report["backends"][b].get(scenario, {})
+            cells.append(_cell(data.get(key)) if "error" not in data else "error")
+        rows.append([label, *cells])
+    rows.append(["", *["" for _ in backends]])
+    for scenario in SCENARIOS:
+        cells = []
+        for b in backends:
+            data = report["backends"][b].get(scenario)
+            cells.append("-" if data is None else ("met" if data.get("target_met") else "MISSED"))
+        rows.append([f"target: {scenario}", *cells])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, r in enumerate(rows):
+        lines.append(
+            "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) + " |"
+        )
+        if n == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from bench.scenarios import FULL, QUICK
+
+    sizes = QUICK if args.quick else FULL
+    if args.slack_latency is not None:
+        sizes = replace(sizes, slack_latency=args.slack_latency)
+    if args.fanout_interval is not None:
+        sizes = replace(sizes, fanout_interval=args.fanout_interval)
+    backends = (
+        [b.strip() for b in args.backends.split(",") if b.strip()]
+        if args.backends
+        else available_backends()
+    )
+    only = {s.strip() for s in args.only.split(",")} if args.only else set()
+    started = time.monotonic()
+    report: dict[str, Any] = {
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "sizes": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
+        "backends": {},
+    }
+    for backend in backends:
+        report["backends"][backend] = run_backend(backend, sizes, only)
+    report["total_seconds"] = round(time.monotonic() - started, 1)
+    text = json.dumps(report, indent=2, default=str)
+    print(table(report))
+    print()
+    print(text)
+    if args.save:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "latest.json").write_text(text + "\n")
+    if args.json_out:
+        Path(args.json_out).write_text(text + "\n")
+    errors = [
+        f"{b}/{s}"
+        for b, data in report["backends"].items()
+        for s, v in data.items()
+        if isinstance(v, dict) and "error" in v
+    ]
+    if errors:
+        print(f"scenarios that failed to run: {', '.join(errors)}", file=sys.stderr)
+        return 1
+    return 0

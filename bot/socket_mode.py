@@ -1,0 +1,79 @@
+"""`rl-bot socket`: the same app over Socket Mode, for teams with no public URL.
+
+Slack events arrive over the websocket; the poller and delivery run as in
+HTTP mode. A small HTTP server still answers /healthz (503 while the socket is
+down), /readyz and /metrics, but never /slack/events: without a signing
+secret there is nothing to verify HTTP requests with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import uvicorn
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+from bot.config import Settings
+from bot.runtime import build_runtime
+from bot.slack_app import build_app
+from bot.web import create_web_app
+
+log = logging.getLogger(__name__)
+
+
+async def run_socket(settings: Settings, *, host: str, port: int) -> int:
+    assert settings.slack_app_token is not None
+    rt = build_runtime(settings)
+    bolt = build_app(rt)
+    handler = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
+
+    async def socket_up() -> bool:
+        try:
+            return bool(await handler.client.is_connected())
+        except Exception:
+            return False
+
+    web = create_web_app(rt, bolt, socket_connected=socket_up, http_events=False)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            web,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=25,
+        )
+    )
+    # uvicorn owns SIGTERM/SIGINT: its graceful shutdown stops the scheduler
+    # and releases leases (the web app's lifespan); then the socket closes.
+    web_task = asyncio.create_task(server.serve())
+    try:
+        await handler.connect_async()
+    except Exception as exc:  # keep serving /healthz (503) and retry
+        log.error("Socket Mode connection failed: %s", type(exc).__name__)
+    reconnect = asyncio.create_task(_keep_connected(handler))
+    try:
+        await web_task
+    finally:
+        reconnect.cancel()
+        try:
+            await handler.close_async()
+        except Exception:
+            log.warning("Socket Mode close failed", exc_info=True)
+    return 0
+
+
+async def _keep_connected(handler: AsyncSocketModeHandler) -> None:
+    """slack-sdk reconnects a dropped socket itself; this covers a failed first connect."""
+    delay = 2.0
+    while True:
+        await asyncio.sleep(delay)
+        try:
+            if not await handler.client.is_connected():
+                await handler.connect_async()
+                delay = 2.0
+        except Exception as exc:
+            log.warning("Socket Mode reconnect failed: %s", type(exc).__name__)
+            delay = min(delay * 2, 60.0)
