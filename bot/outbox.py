@@ -19,7 +19,10 @@ from bot.storage import OutboxMessage, utcnow
 def _insert(db: AsyncSession) -> Any:
     dialect = db.get_bind().dialect.name
     module = postgresql if dialect == "postgresql" else sqlite
-    return module.insert(OutboxMessage)
+    # The Core table, not the ORM entity: an ORM bulk insert leaves out None values,
+    # so rows with a None in another column (on-call and operator rows have no
+    # subscription or thread) split one executemany into a statement per run of rows.
+    return module.insert(OutboxMessage.__table__)
 
 
 async def insert_outbox(db: AsyncSession, rows: list[dict[str, Any]]) -> None:

@@ -128,12 +128,15 @@ class Ticker:
         """Stop taking work, let running ticks finish, then hand back any leases."""
         self.stopping = True
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+            self.scheduler.pause()
         running = [t for t in self._running if not t.done()]
         if running:
             _, pending = await asyncio.wait(running, timeout=grace)
             for task in pending:
                 task.cancel()
+        # Only now: APScheduler's executor cancels whatever job is still running.
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
         await release_leases(self.rt)
 
 

@@ -37,6 +37,9 @@ def create_web_app(
     async def events(request: Request) -> Response:
         started = time.monotonic()
         try:
+            if not _timestamp_is_a_number(request.headers.get("x-slack-request-timestamp")):
+                # Bolt's verifier would raise on int("...") and answer 500.
+                return Response(status_code=401)
             return await handler.handle(request)
         finally:
             rt.metrics.ack_seconds.observe(time.monotonic() - started)
@@ -93,3 +96,14 @@ def create_web_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.ticker = ticker
     return app
+
+
+def _timestamp_is_a_number(value: str | None) -> bool:
+    """A missing timestamp is left to Bolt (401); a malformed one is refused here."""
+    if value is None:
+        return True
+    try:
+        int(value)
+    except ValueError:
+        return False
+    return True

@@ -144,7 +144,9 @@ def test_parse_never_raises_and_yields_an_id_or_an_answer(text: str | None) -> N
 
 
 @PROPERTY
-@given(verb=st.sampled_from(["", "show ", "subscribe ", "unsubscribe ", "SubScribe "]), sid=valid_ids)
+@given(
+    verb=st.sampled_from(["", "show ", "subscribe ", "unsubscribe ", "SubScribe "]), sid=valid_ids
+)
 def test_parse_finds_any_valid_id(verb: str, sid: str) -> None:
     assume(sid.lower() not in ("help", "list", "show", "subscribe", "unsubscribe"))
     command = parse(f"  {verb}{sid}\n")
@@ -312,7 +314,9 @@ def checkpoints(draw: st.DrawFn) -> Any:
             )
         return cp
 
-    return draw(st.one_of(json_values, st.builds(lambda n: [one() for _ in range(n)], st.integers(0, 4))))
+    return draw(
+        st.one_of(json_values, st.builds(lambda n: [one() for _ in range(n)], st.integers(0, 4)))
+    )
 
 
 @st.composite

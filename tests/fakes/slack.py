@@ -164,6 +164,7 @@ class FakeSlack(FakeHTTPServer):
         self._faults: dict[str, deque[SlackFault]] = {}
         self._channel_errors: dict[str, str] = {}
         self._counter = 0
+        self._last_micros = 0
         self._ts_lock = threading.Lock()
 
     # -- URLs ------------------------------------------------------------------------------------
@@ -376,10 +377,12 @@ class FakeSlack(FakeHTTPServer):
         return "\n".join(lines)
 
     def _next_ts(self) -> str:
+        """Like Slack: the epoch time of the post, unique per channel (here: globally)."""
         with self._ts_lock:
             self._counter += 1
-            n = self._counter
-        return f"{1700000000 + n}.{n:06d}"
+            micros = max(int(time.time() * 1_000_000), self._last_micros + 1)
+            self._last_micros = micros
+        return f"{micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     def _handle(self, request: Request) -> Response:
         if request.path.startswith("/response/"):
