@@ -58,6 +58,16 @@ class Settings(BaseSettings):
     allowed_team_ids: Annotated[frozenset[str], NoDecode] = frozenset()
     allowed_channel_ids: Annotated[frozenset[str], NoDecode] = frozenset()
 
+    # Who may press "Stop session": listed users, or members of one user group.
+    stop_allowed_user_ids: Annotated[frozenset[str], NoDecode] = frozenset()
+    stop_allowed_usergroup: str | None = None
+    # Org-wide error watch: list sessions in ERROR each cycle, alert on-call once each.
+    watch_all_errors: bool = False
+    watch_all_max_pages: int = Field(5, ge=1, le=100)
+    # Together user id -> Slack user id, for "sessions you created" in App Home.
+    created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
+    default_timezone: str = "UTC"
+
     host: str = "0.0.0.0"
     port: int = 3000
     log_level: str = "INFO"
@@ -67,9 +77,36 @@ class Settings(BaseSettings):
     # Test-only: crash the process (SIGKILL-like `os._exit`) at a named step.
     fault_crash_at: str | None = None
 
-    _split_team = field_validator("allowed_team_ids", "allowed_channel_ids", mode="before")(_csv)
+    _split_lists = field_validator(
+        "allowed_team_ids", "allowed_channel_ids", "stop_allowed_user_ids", mode="before"
+    )(_csv)
 
-    @field_validator("oncall_channel", "oncall_mention", "slack_app_token", mode="before")
+    @field_validator("created_by_user_map", mode="before")
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        if isinstance(value, str):
+            pairs = (item.split("=", 1) for item in value.split(",") if "=" in item)
+            return {k.strip(): v.strip() for k, v in pairs if k.strip() and v.strip()}
+        return value
+
+    @field_validator("default_timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}") from exc
+        return value
+
+    @field_validator(
+        "oncall_channel",
+        "oncall_mention",
+        "slack_app_token",
+        "stop_allowed_usergroup",
+        mode="before",
+    )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -27,7 +27,7 @@ from bot import rendering
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.metrics import Metrics
-from bot.models import TrainingSession
+from bot.models import Status, TrainingSession, status_of
 from bot.outbox import claim_due
 from bot.storage import OutboxMessage, utcnow
 from bot.subscriptions import end_subscriptions
@@ -130,6 +130,9 @@ def _kind(rows: list[OutboxMessage], row_id: int) -> str:
 async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> Outcome:
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     try:
+        if row.kind == "root":  # a change this subscription does not want told
+            await _update_root(row, slack=slack)
+            return Outcome(row.id, "sent", sent_ts=row.thread_ts)
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
             log.info("outbox row already in Slack; not posting again", extra=extra)
             await _update_root(row, slack=slack)
@@ -144,13 +147,7 @@ async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Setti
                 "event_type": METADATA_EVENT,
                 "event_payload": {"dedupe_key": row.dedupe_key},
             },
-            reply_broadcast=bool(
-                row.thread_ts
-                and settings.broadcast_errors
-                and row.payload.get("new_status", "")
-                and str(row.payload.get("new_status")).endswith("ERROR")
-            )
-            or None,
+            reply_broadcast=_broadcast(row, settings),
             unfurl_links=False,
             unfurl_media=False,
         )
@@ -163,6 +160,14 @@ async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Setti
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         log.warning("Slack unreachable; will retry", extra=extra | {"error": type(exc).__name__})
         return _retry(row, None, type(exc).__name__)
+
+
+def _broadcast(row: OutboxMessage, settings: Settings) -> bool | None:
+    """Errors may also show in the channel (BROADCAST_ERRORS); nothing else does."""
+    new_status = str(row.payload.get("new_status") or "")
+    if row.kind == "transition" and row.thread_ts and settings.broadcast_errors:
+        return status_of(new_status) is Status.ERROR or None
+    return None
 
 
 def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> Outcome:
@@ -265,6 +270,16 @@ async def render_row(
             ended=bool(payload.get("ended")),
             gone=bool(payload.get("gone")),
         )
+    if row.kind == "checkpoints":
+        items = payload.get("items")
+        return rendering.checkpoint_message(
+            _session(payload, row), items if isinstance(items, list) else []
+        )
+    if row.kind == "digest":
+        message = payload.get("message")
+        if isinstance(message, dict) and message.get("text"):
+            return {"text": str(message["text"]), "blocks": list(message.get("blocks") or [])}
+        return rendering.notice("(empty digest)")
     if row.kind == "oncall":
         permalink = None
         if payload.get("thread_channel") and payload.get("thread_ts"):
@@ -287,7 +302,11 @@ async def render_row(
 
 async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
     """Keep the subscription's root message showing the current card."""
-    if row.kind != "transition" or not row.thread_ts or row.payload.get("session") is None:
+    if (
+        row.kind not in ("transition", "root", "checkpoints")
+        or not row.thread_ts
+        or row.payload.get("session") is None
+    ):
         return
     session = _session(row.payload, row)
     card = rendering.card(session, subscribed=not row.payload.get("ended"))

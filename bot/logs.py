@@ -116,9 +116,16 @@ def _iso_utc(created: float) -> str:
     return stamp.replace("+00:00", "Z")
 
 
+# Extras some libraries add that only repeat the message: uvicorn's `color_message`
+# is `msg` with ANSI colour codes, which have no place in a JSON line or a log file.
+_DROPPED_EXTRAS = frozenset({"color_message"})
+
+
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {
-        k: v for k, v in record.__dict__.items() if k not in _RESERVED and not k.startswith("_")
+        k: v
+        for k, v in record.__dict__.items()
+        if k not in _RESERVED and k not in _DROPPED_EXTRAS and not k.startswith("_")
     }
 
 

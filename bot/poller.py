@@ -31,7 +31,7 @@ from bot.models import TrainingSession
 from bot.outbox import insert_outbox
 from bot.storage import Incident, Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient, TogetherError
-from bot.transitions import Transition, detect, gone
+from bot.transitions import Transition, checkpoint_keys, checkpoint_news, detect, gone
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,16 @@ def _backoff(failures: int, interval: float, retry_after: float | None) -> float
     return float(min(interval * 2 ** min(failures, 10), MAX_BACKOFF_SECONDS))
 
 
+@dataclass
+class SessionEvent:
+    """Something to tell about one session, numbered by its per-session sequence."""
+
+    seq: int
+    session: TrainingSession | None
+    transition: Transition | None = None
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+
+
 async def record_outcomes(
     db: AsyncSession,
     outcomes: dict[str, Outcome],
@@ -179,7 +189,7 @@ async def record_outcomes(
                 WatchedSession.last_status,
                 WatchedSession.transition_seq,
                 WatchedSession.consecutive_failures,
-                WatchedSession.error_key,
+                WatchedSession.checkpoint_keys,
             )
             .where(
                 WatchedSession.session_id.in_(list(outcomes)),
@@ -194,15 +204,21 @@ async def record_outcomes(
             "lost the lease on %d sessions; another replica has them", len(outcomes) - len(owned)
         )
 
-    transitions: dict[str, tuple[Transition, int, TrainingSession | None]] = {}
+    events: dict[str, list[SessionEvent]] = {}
     state_updates: list[dict[str, Any]] = []
     for session_id, row in owned.items():
         outcome = outcomes[session_id]
-        values: dict[str, Any] = {"b_id": session_id}
+        values: dict[str, Any] = {"b_id": session_id, "last_polled_at": now}
         if isinstance(outcome, TogetherError):
             if outcome.kind == "not_found":
-                transitions[session_id] = (gone(row.last_status), row.transition_seq + 1, None)
-                values.update(_closed_values(row.transition_seq + 1))
+                seq = row.transition_seq + 1
+                events[session_id] = [SessionEvent(seq, None, transition=gone(row.last_status))]
+                values.update(
+                    transition_seq=seq,
+                    active=False,
+                    consecutive_failures=0,
+                    last_failure="gone (404)",
+                )
             else:
                 failures = row.consecutive_failures + 1
                 delay = _backoff(failures, interval, outcome.retry_after)
@@ -211,14 +227,21 @@ async def record_outcomes(
                     last_failure=str(outcome)[:300],
                     next_poll_at=now + timedelta(seconds=delay),
                 )
-            state_updates.append(_complete(values, now))
+            state_updates.append(values)
             continue
         session = outcome
-        seen = detect(row.last_status, session)
         seq = row.transition_seq
+        found: list[SessionEvent] = []
+        news = checkpoint_news(row.checkpoint_keys, session)
+        if news:
+            seq += 1
+            found.append(SessionEvent(seq, session, checkpoints=news))
+        seen = detect(row.last_status, session)
         if seen is not None:
             seq += 1
-            transitions[session_id] = (seen, seq, session)
+            found.append(SessionEvent(seq, session, transition=seen))
+        if found:
+            events[session_id] = found
         values.update(
             last_status=session.status,
             last_updated_at=session.updated_at.isoformat() if session.updated_at else None,
@@ -226,19 +249,24 @@ async def record_outcomes(
             error_message=(session.error.message or "")[:2000] if session.error else None,
             training_checkpoints=len(session.training_checkpoints),
             inference_checkpoints=len(session.inference_checkpoints),
+            checkpoint_keys=checkpoint_keys(session),
             snapshot=session.model_dump(mode="json"),
             transition_seq=seq,
             consecutive_failures=0,
             last_failure=None,
             next_poll_at=now + timedelta(seconds=interval),
-            active=not (seen is not None and seen.ended) and not session.terminal,
+            active=not session.terminal,
         )
-        state_updates.append(_complete(values, now))
+        state_updates.append(values)
 
-    outbox_rows = await _write_transitions(db, transitions, settings=settings)
+    outbox_rows = await _write_events(db, events, settings=settings, now=now)
     if state_updates:
         await _update_states(db, state_updates, owner=owner)
-    ended = [sid for sid, (t, _, _) in transitions.items() if t.ended]
+    ended = [
+        sid
+        for sid, found in events.items()
+        if any(e.transition is not None and e.transition.ended for e in found)
+    ]
     if ended:
         await db.execute(
             update(Subscription)
@@ -247,21 +275,8 @@ async def record_outcomes(
             .execution_options(synchronize_session=False)
         )
     await _track_incidents(db, outcomes, settings=settings, now=now)
-    return len(transitions), outbox_rows
-
-
-def _closed_values(seq: int) -> dict[str, Any]:
-    return {
-        "transition_seq": seq,
-        "active": False,
-        "consecutive_failures": 0,
-        "last_failure": "gone (404)",
-    }
-
-
-def _complete(values: dict[str, Any], now: datetime) -> dict[str, Any]:
-    values["last_polled_at"] = now
-    return values
+    transitions = sum(1 for found in events.values() for e in found if e.transition is not None)
+    return transitions, outbox_rows
 
 
 async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:
@@ -283,13 +298,23 @@ async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, own
         await db.execute(stmt, params)
 
 
-async def _write_transitions(
+def _tells(filters: frozenset[str], transition: Transition) -> bool:
+    return "status" in filters or ("errors-only" in filters and transition.is_error)
+
+
+async def _write_events(
     db: AsyncSession,
-    transitions: dict[str, tuple[Transition, int, TrainingSession | None]],
+    events: dict[str, list[SessionEvent]],
     *,
     settings: Settings,
+    now: datetime,
 ) -> int:
-    if not transitions:
+    """One outbox row per (subscription, event), chosen by its filters and mute.
+
+    A status change that a subscription does not want told (filtered or muted)
+    still gets a `root` row, so its root card keeps showing the current state.
+    """
+    if not events:
         return 0
     subs = (
         await db.execute(
@@ -298,8 +323,10 @@ async def _write_transitions(
                 Subscription.session_id,
                 Subscription.channel_id,
                 Subscription.root_ts,
+                Subscription.filters,
+                Subscription.muted_until,
             )
-            .where(Subscription.session_id.in_(list(transitions)), Subscription.active.is_(True))
+            .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
             .order_by(Subscription.id)
         )
     ).all()
@@ -308,53 +335,98 @@ async def _write_transitions(
         by_session[sub.session_id].append(sub)
 
     rows: list[dict[str, Any]] = []
-    snapshots = await _snapshots_for_gone(db, transitions)
-    for session_id, (transition, seq, session) in transitions.items():
-        snapshot = session.model_dump(mode="json") if session else snapshots.get(session_id)
-        payload = {
-            "old_status": transition.old_status,
-            "new_status": transition.new_status,
-            "ended": transition.ended,
-            "gone": transition.gone,
-            "session": snapshot,
-        }
-        for sub in by_session.get(session_id, []):
-            rows.append(
-                {
-                    "dedupe_key": f"transition:{sub.id}:{seq}",
-                    "kind": "transition",
+    snapshots = await _snapshots_for_gone(db, events)
+    for session_id, found in events.items():
+        for event in found:
+            session = event.session
+            snapshot = session.model_dump(mode="json") if session else snapshots.get(session_id)
+            for sub in by_session.get(session_id, []):
+                filters = frozenset(f for f in sub.filters.split(",") if f)
+                muted = sub.muted_until is not None and sub.muted_until > now
+                base = {
                     "subscription_id": sub.id,
                     "session_id": session_id,
                     "channel_id": sub.channel_id,
                     "thread_ts": sub.root_ts,
-                    "payload": payload,
                 }
-            )
-        if transition.is_error and settings.oncall_channel and session is not None:
-            first = by_session.get(session_id, [None])[0]
-            rows.append(
-                {
-                    "dedupe_key": f"oncall:{session_id}:{session.error_key or seq}",
-                    "kind": "oncall",
-                    "subscription_id": None,
-                    "session_id": session_id,
-                    "channel_id": settings.oncall_channel,
-                    "thread_ts": None,
-                    "payload": {
-                        "session": snapshot,
-                        "thread_channel": first.channel_id if first else None,
-                        "thread_ts": first.root_ts if first else None,
-                    },
-                }
-            )
+                if event.transition is not None:
+                    t = event.transition
+                    told = _tells(filters, t) and not muted
+                    rows.append(
+                        base
+                        | {
+                            "dedupe_key": f"transition:{sub.id}:{event.seq}",
+                            "kind": "transition" if told else "root",
+                            "payload": {
+                                "old_status": t.old_status,
+                                "new_status": t.new_status,
+                                "ended": t.ended,
+                                "gone": t.gone,
+                                "session": snapshot,
+                            },
+                        }
+                    )
+                elif "checkpoints" in filters and not muted:
+                    rows.append(
+                        base
+                        | {
+                            "dedupe_key": f"checkpoints:{sub.id}:{event.seq}",
+                            "kind": "checkpoints",
+                            "payload": {"items": event.checkpoints, "session": snapshot},
+                        }
+                    )
+            if (
+                event.transition is not None
+                and event.transition.is_error
+                and settings.oncall_channel
+                and session is not None
+            ):
+                first = by_session.get(session_id, [None])[0]
+                rows.append(
+                    oncall_row(
+                        settings.oncall_channel,
+                        session,
+                        seq=event.seq,
+                        thread_channel=first.channel_id if first else None,
+                        thread_ts=first.root_ts if first else None,
+                    )
+                )
     await insert_outbox(db, rows)
     return len(rows)
 
 
-async def _snapshots_for_gone(
-    db: AsyncSession, transitions: dict[str, tuple[Transition, int, TrainingSession | None]]
+def oncall_row(
+    channel: str,
+    session: TrainingSession,
+    *,
+    seq: int | None,
+    thread_channel: str | None,
+    thread_ts: str | None,
 ) -> dict[str, Any]:
-    missing = [sid for sid, (_, _, s) in transitions.items() if s is None]
+    """The on-call alert for one error occurrence. Its dedupe key is the error's own
+    identity, so the subscribed poller and the org-wide watch never both alert."""
+    occurrence = session.error_key or (
+        session.updated_at.isoformat() if session.updated_at else f"seq{seq}"
+    )
+    return {
+        "dedupe_key": f"oncall:{session.id}:{occurrence}",
+        "kind": "oncall",
+        "subscription_id": None,
+        "session_id": session.id,
+        "channel_id": channel,
+        "thread_ts": None,
+        "payload": {
+            "session": session.model_dump(mode="json"),
+            "thread_channel": thread_channel,
+            "thread_ts": thread_ts,
+        },
+    }
+
+
+async def _snapshots_for_gone(
+    db: AsyncSession, events: dict[str, list[SessionEvent]]
+) -> dict[str, Any]:
+    missing = [sid for sid, found in events.items() if any(e.session is None for e in found)]
     if not missing:
         return {}
     rows = await db.execute(

@@ -51,6 +51,9 @@ SUBSCRIBE = "rl_subscribe"
 UNSUBSCRIBE = "rl_unsubscribe"
 REFRESH = "rl_refresh"
 WANDB = "rl_wandb"
+STOP = "rl_stop"
+HOME_UNSUBSCRIBE = "rl_home_unsubscribe"
+STOPPABLE = frozenset({Status.RUNNING, Status.CREATING})
 
 _STATUS_WORDS = {
     Status.CREATING: "Creating",
@@ -294,6 +297,22 @@ def _button(
     return button
 
 
+def _stop_button(session: TrainingSession) -> dict[str, Any]:
+    """Stop asks first: Slack shows the confirm dialog before the click reaches us."""
+    button = _button("Stop session", STOP, value=session.id, style="danger")
+    button["confirm"] = {
+        "title": _plain("Stop this training session?"),
+        "text": _mrkdwn(
+            f"This asks Together to stop {_text(session.name, 150)}. "
+            "Training ends; checkpoints already saved are kept."
+        ),
+        "confirm": _plain("Stop it"),
+        "deny": _plain("Keep running"),
+        "style": "danger",
+    }
+    return button
+
+
 def _message(fallback: str, blocks: list[dict[str, Any]]) -> Message:
     text = truncate(_one_line(fallback), _FALLBACK_LIMIT) or "rl-bot"
     return {"text": text, "blocks": blocks[:MAX_BLOCKS]}
@@ -430,6 +449,8 @@ def card(
         else:
             buttons.append(_button("Subscribe", SUBSCRIBE, value=session.id, style="primary"))
         buttons.append(_button("Refresh", REFRESH, value=session.id))
+        if session.status_enum in STOPPABLE:
+            buttons.append(_stop_button(session))
     wandb_url = session.wandb_url
     if wandb_url is not None:
         buttons.append(_button("W&B run", WANDB, url=wandb_url))
@@ -540,8 +561,17 @@ def operator_alert(title: str, detail: str, *, mention: str | None) -> Message:
 
 _USAGE = [
     ("/rl-session <id>", "show a training session's card"),
-    ("/rl-session subscribe <id>", "post the card here and follow its status changes"),
+    (
+        "/rl-session subscribe <id> [status] [checkpoints] [errors-only]",
+        "post the card here and follow it (default: status changes)",
+    ),
     ("/rl-session unsubscribe <id>", "stop following it in this channel"),
+    (
+        "/rl-session mute <id> <duration>",
+        "pause this channel's updates, e.g. 2h (errors still page on-call)",
+    ),
+    ("/rl-session unmute <id>", "resume them now"),
+    ("/rl-session digest on HH:MM [Area/City]", "a daily summary here (`digest off` stops it)"),
     ("/rl-session list", "this channel's subscriptions"),
     ("/rl-session help", "this message"),
 ]
@@ -562,14 +592,21 @@ def notice(text: str) -> Message:
     return _message(body, [_section(body)])
 
 
-def subscription_list(rows: Sequence[tuple[str, str | None, str | None, str | None]]) -> Message:
-    """This channel's subscriptions, packed into as few sections as fit."""
+def subscription_list(
+    rows: Sequence[tuple[str, str | None, str | None, str | None]],
+    notes: Sequence[str | None] | None = None,
+) -> Message:
+    """This channel's subscriptions, packed into as few sections as fit.
+
+    `notes`, aligned with `rows`, are the bot's own words (filters, mute)."""
     if not rows:
         return notice(
             f"This channel has no subscriptions. Use `{escape('/rl-session subscribe <id>')}`."
         )
     lines = []
-    for session_id, display_name, last_status, permalink in rows[:_MAX_LIST_ROWS]:
+    for index, (session_id, display_name, last_status, permalink) in enumerate(
+        rows[:_MAX_LIST_ROWS]
+    ):
         if last_status is None:
             status = f"{status_emoji('')} not checked yet"
         else:
@@ -577,7 +614,10 @@ def subscription_list(rows: Sequence[tuple[str, str | None, str | None, str | No
         name = _text(display_name, _NAME_LIMIT, default="")
         label = f"*{name}* {_code(session_id, _ID_LIMIT)}" if name else _code(session_id, _ID_LIMIT)
         link = _link(permalink, "thread")
-        lines.append(f"{label} · {status}" + (f" · {link}" if link else ""))
+        note = notes[index] if notes is not None and index < len(notes) else None
+        lines.append(
+            f"{label} · {status}" + (f" · {link}" if link else "") + (f" · {note}" if note else "")
+        )
 
     count = len(rows)
     blocks: list[dict[str, Any]] = [
@@ -614,6 +654,147 @@ def unsubscribed_message(user_id: str) -> Message:
     )
     text = f"{who} unsubscribed this channel; no further updates here."
     return _message(text, [_section(text)])
+
+
+def checkpoint_message(session: TrainingSession, items: Sequence[dict[str, Any]]) -> Message:
+    """All checkpoints that appeared in one poll, told as one message.
+
+    Each item is `{"kind", "id", "step", "created_at", "registered", "event"}`
+    where event is "new" or "registered" (a registration appeared later)."""
+    name = _name(session)
+    lines = []
+    for item in items[:_LIST_CHECKPOINTS]:
+        kind = "Training" if item.get("kind") == "training" else "Inference"
+        what = "registered" if item.get("event") == "registered" else "new"
+        parts = [f"*{kind} checkpoint {what}:* {_code(str(item.get('id') or ''), _ID_LIMIT)}"]
+        if item.get("step") is not None:
+            parts.append(f"step {_text(item.get('step'), 40)}")
+        names = [_text(n, _VALUE_LIMIT) for n in (item.get("registered") or [])[:3]]
+        if names:
+            parts.append("registered as " + ", ".join(names))
+        lines.append("• " + " · ".join(parts))
+    more = len(items) - len(lines)
+    if more > 0:
+        lines.append(f"…and {more} more")
+    count = len(items)
+    head = f":floppy_disk: {count} new checkpoint event{'s' if count != 1 else ''}"
+    blocks = [_section(head + "\n" + "\n".join(lines))]
+    if session.step is not None:
+        blocks.append(_context(f"Latest step {_text(session.step, 40)}"))
+    return _message(f"{name}: {count} checkpoint event{'s' if count != 1 else ''}.", blocks)
+
+
+_LIST_CHECKPOINTS = 10
+
+
+def _who(user_id: str) -> str:
+    return f"<@{user_id}>" if _USER_ID_RE.fullmatch(user_id) else _text(user_id, 100)
+
+
+def muted_message(user_id: str, until: datetime) -> Message:
+    text = (
+        f":zipper_mouth_face: {_who(user_id)} muted this thread until {slack_date(until)}. "
+        "Updates resume then; errors still reach on-call."
+    )
+    return _message(text, [_section(text)])
+
+
+def unmuted_message(user_id: str) -> Message:
+    text = f":loud_sound: {_who(user_id)} unmuted this thread; updates resume now."
+    return _message(text, [_section(text)])
+
+
+def stop_requested_message(user_id: str, session: TrainingSession) -> Message:
+    text = (
+        f":octagonal_sign: {_who(user_id)} asked Together to stop this session. "
+        f"Together says it is now {status_words(session.status).lower()}."
+    )
+    return _message(text, [_section(text)])
+
+
+def digest_message(
+    day: str,
+    sessions: Sequence[tuple[str, str | None, str]],
+    transitions: Sequence[tuple[str, str, str]],
+) -> Message:
+    """The daily digest: each watched session's state, then the day's changes.
+
+    `sessions` are (session_id, display_name, status); `transitions` are
+    (session name or id, old status, new status)."""
+    blocks: list[dict[str, Any]] = [_header(f"Training sessions: daily digest, {escape(day)}")]
+    if sessions:
+        lines = [
+            f"{status_emoji(status)} {_text(name, _NAME_LIMIT, default='') or _code(sid, _ID_LIMIT)}"
+            f" · {status_words(status)}"
+            for sid, name, status in sessions[:40]
+        ]
+        if len(sessions) > 40:
+            lines.append(f"…and {len(sessions) - 40} more")
+        blocks.append(_section("*Watched here*\n" + "\n".join(lines)))
+    else:
+        blocks.append(_section("No sessions are watched in this channel."))
+    if transitions:
+        lines = [
+            f"• {_text(name, _NAME_LIMIT)}: {status_words(old)} → {status_words(new)}"
+            for name, old, new in transitions[:40]
+        ]
+        if len(transitions) > 40:
+            lines.append(f"…and {len(transitions) - 40} more")
+        blocks.append(_section("*Changes in the last 24 hours*\n" + "\n".join(lines)))
+    else:
+        blocks.append(_context("No status changes in the last 24 hours."))
+    count = len(sessions)
+    return _message(
+        f"Daily digest {day}: {count} watched session{'s' if count != 1 else ''}, "
+        f"{len(transitions)} change{'s' if len(transitions) != 1 else ''}.",
+        blocks,
+    )
+
+
+def home_view(
+    subscriptions: Sequence[tuple[int, str, str, str | None, str | None]],
+    created: Sequence[tuple[str, str | None, str]],
+) -> dict[str, Any]:
+    """The App Home tab: your subscriptions across channels, and your sessions.
+
+    `subscriptions` are (subscription id, channel id, session id, display name,
+    last status); `created` are (session id, display name, status)."""
+    blocks: list[dict[str, Any]] = [_header("Your training-session subscriptions")]
+    if not subscriptions:
+        blocks.append(
+            _section("You have no subscriptions. Use `/rl-session subscribe <id>` in a channel.")
+        )
+    for sub_id, channel, session_id, name, status in subscriptions[:20]:
+        label = _text(name, _NAME_LIMIT, default="") or _code(session_id, _ID_LIMIT)
+        state = (
+            f"{status_emoji(status or '')} {status_words(status or '')}"
+            if status
+            else "not checked yet"
+        )
+        channel_ref = (
+            f"<#{channel}>" if re.fullmatch(r"[CG][A-Z0-9]{2,20}", channel) else _text(channel, 40)
+        )
+        block = _section(f"*{label}* in {channel_ref} · {state}")
+        block["accessory"] = _button("Unsubscribe", HOME_UNSUBSCRIBE, value=str(sub_id))
+        blocks.append(block)
+    if len(subscriptions) > 20:
+        blocks.append(_context(f"…and {len(subscriptions) - 20} more"))
+    blocks.append({"type": "divider"})
+    blocks.append(_header("Sessions you created"))
+    if created:
+        lines = [
+            f"{status_emoji(status)} {_text(name, _NAME_LIMIT, default='') or _code(sid, _ID_LIMIT)}"
+            f" · {status_words(status)}"
+            for sid, name, status in created[:30]
+        ]
+        if len(created) > 30:
+            lines.append(f"…and {len(created) - 30} more")
+        blocks.append(_section("\n".join(lines)))
+    else:
+        blocks.append(
+            _context("None that the bot is watching (or no CREATED_BY_USER_MAP entry for you).")
+        )
+    return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}
 
 
 # --- terminal rendering --------------------------------------------------------------

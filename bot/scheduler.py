@@ -17,6 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, or_, select, update
 
 from bot.delivery import deliver_due
+from bot.jobs import send_digests, watch_all_errors
 from bot.outbox import pending_count
 from bot.poller import poll_cycle
 from bot.runtime import Runtime
@@ -35,38 +36,30 @@ class Ticker:
 
     def start(self) -> None:
         settings = self.rt.settings
-        now = datetime.now(UTC)
-        common: dict[str, Any] = {
-            "max_instances": 1,
-            "coalesce": True,
-            "next_run_time": now,
-            "misfire_grace_time": None,
-        }
-        self.scheduler.add_job(
-            self._guarded,
-            "interval",
-            args=["poll", self.poll],
-            id="poll",
-            seconds=min(settings.poll_interval_seconds, POLL_TICK_MAX_SECONDS),
-            **common,
-        )
-        self.scheduler.add_job(
-            self._guarded,
-            "interval",
-            args=["deliver", self.deliver],
-            id="deliver",
-            seconds=settings.delivery_interval_seconds,
-            **common,
-        )
-        self.scheduler.add_job(
-            self._guarded,
-            "interval",
-            args=["gauges", self.gauges],
-            id="gauges",
-            seconds=15,
-            **common,
-        )
+        self._every("poll", self.poll, min(settings.poll_interval_seconds, POLL_TICK_MAX_SECONDS))
+        self._every("deliver", self.deliver, settings.delivery_interval_seconds)
+        self._every("digest", self.digest, 30)
+        if settings.watch_all_errors:
+            if not settings.oncall_channel:
+                log.warning(
+                    "WATCH_ALL_ERRORS is on but ONCALL_CHANNEL is not set: nothing to alert"
+                )
+            self._every("watch_errors", self.watch_errors, settings.poll_interval_seconds)
+        self._every("gauges", self.gauges, 15)
         self.scheduler.start()
+
+    def _every(self, name: str, work: Any, seconds: float) -> None:
+        self.scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=[name, work],
+            id=name,
+            seconds=seconds,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC),
+            misfire_grace_time=None,
+        )
 
     async def _guarded(self, name: str, work: Any) -> None:
         if self.stopping:
@@ -98,10 +91,8 @@ class Ticker:
                 result.transitions,
                 result.seconds,
             )
-        if result.outbox_rows and not self.stopping:
-            job = self.scheduler.get_job("deliver")
-            if job is not None:  # tell the change now, not at the next tick
-                job.modify(next_run_time=datetime.now(UTC))
+        if result.outbox_rows:
+            self._deliver_now()  # tell the change now, not at the next tick
 
     async def deliver(self) -> None:
         rt = self.rt
@@ -115,6 +106,19 @@ class Ticker:
             )
             if not any(o.state == "sent" for o in outcomes):
                 break
+
+    async def watch_errors(self) -> None:
+        if await watch_all_errors(self.rt):
+            self._deliver_now()
+
+    async def digest(self) -> None:
+        if await send_digests(self.rt):
+            self._deliver_now()
+
+    def _deliver_now(self) -> None:
+        job = self.scheduler.get_job("deliver")
+        if job is not None and not self.stopping:
+            job.modify(next_run_time=datetime.now(UTC))
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

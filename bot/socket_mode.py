@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from typing import Any
 
 import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
 
 from bot.config import Settings
+from bot.metrics import Metrics
 from bot.runtime import build_runtime
 from bot.slack_app import build_app
 from bot.web import create_web_app
@@ -22,11 +26,30 @@ from bot.web import create_web_app
 log = logging.getLogger(__name__)
 
 
+class TimedSocketModeHandler(AsyncSocketModeHandler):
+    """Observes rlbot_ack_seconds per envelope, as `POST /slack/events` does in HTTP mode.
+
+    `handle` returns once Bolt has acknowledged the envelope over the socket (the
+    listener's work after `ack()` goes on in the background).
+    """
+
+    def __init__(self, app: AsyncApp, app_token: str, metrics: Metrics) -> None:
+        super().__init__(app, app_token)
+        self._metrics = metrics
+
+    async def handle(self, client: Any, req: Any) -> None:
+        started = time.monotonic()
+        try:
+            await super().handle(client, req)
+        finally:
+            self._metrics.ack_seconds.observe(time.monotonic() - started)
+
+
 async def run_socket(settings: Settings, *, host: str, port: int) -> int:
     assert settings.slack_app_token is not None
     rt = build_runtime(settings)
     bolt = build_app(rt)
-    handler = AsyncSocketModeHandler(bolt, settings.slack_app_token.get_secret_value())
+    handler = TimedSocketModeHandler(bolt, settings.slack_app_token.get_secret_value(), rt.metrics)
 
     async def socket_up() -> bool:
         try:

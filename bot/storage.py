@@ -65,6 +65,13 @@ class Subscription(Base):
     active: Mapped[bool] = mapped_column(Boolean(), default=True)
     ended_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     ended_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # Comma-separated: status, checkpoints, errors-only.
+    filters: Mapped[str] = mapped_column(String(64), default="status", server_default="status")
+    muted_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+
+    @property
+    def filter_set(self) -> frozenset[str]:
+        return frozenset(f for f in self.filters.split(",") if f)
 
 
 class WatchedSession(Base):
@@ -82,6 +89,8 @@ class WatchedSession(Base):
     training_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
     inference_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
     snapshot: Mapped[dict[str, object]] = mapped_column(JSON())
+    # What checkpoints (and registrations) were already seen, to tell only new ones.
+    checkpoint_keys: Mapped[list[str] | None] = mapped_column(JSON(), nullable=True)
     transition_seq: Mapped[int] = mapped_column(Integer(), default=0)
     next_poll_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
     last_polled_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
@@ -139,3 +148,29 @@ class Incident(Base):
     alerted_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     detail: Mapped[str | None] = mapped_column(String(300), nullable=True)
     seq: Mapped[int] = mapped_column(Integer(), default=0)
+
+
+class ChannelSettings(Base):
+    """Per-channel preferences: the daily digest time and its time zone."""
+
+    __tablename__ = "channel_settings"
+
+    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    channel_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    digest_time: Mapped[str | None] = mapped_column(String(5), nullable=True)
+    digest_tz: Mapped[str] = mapped_column(String(64), default="UTC")
+    last_digest_on: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    updated_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class Job(Base):
+    """A periodic job only one replica may run at a time (lease), with its own state."""
+
+    __tablename__ = "jobs"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    baseline_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)

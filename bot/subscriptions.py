@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -19,9 +19,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import rendering
+from bot.commands import DEFAULT_FILTERS
 from bot.models import TrainingSession
-from bot.storage import OutboxMessage, Subscription, WatchedSession, utcnow
+from bot.storage import ChannelSettings, OutboxMessage, Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient
+from bot.transitions import checkpoint_keys
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,12 @@ class Subscribed:
     subscription_id: int
     root_ts: str
     already: bool
+    filters: frozenset[str] = DEFAULT_FILTERS
+    filters_changed: bool = False
+
+
+def filters_text(filters: frozenset[str]) -> str:
+    return ",".join(sorted(filters)) or "status"
 
 
 def slack_problem(exc: SlackApiError) -> str:
@@ -61,8 +69,11 @@ async def subscribe(
     user_id: str,
     poll_interval: float,
     root_ts: str | None = None,
+    filters: frozenset[str] = DEFAULT_FILTERS,
 ) -> Subscribed:
-    """Post (or adopt) the root card, then store the subscription and its watch."""
+    """Post (or adopt) the root card, then store the subscription and its watch.
+
+    Subscribing again is idempotent, and is how a channel changes its filters."""
     if channel_id.startswith("D"):
         raise SubscriptionError(DM_PROBLEM)
     existing = (
@@ -75,7 +86,12 @@ async def subscribe(
         )
     ).scalar_one_or_none()
     if existing is not None and existing.active:
-        return Subscribed(existing.id, existing.root_ts, already=True)
+        changed = existing.filter_set != filters
+        if changed:
+            existing.filters = filters_text(filters)
+        return Subscribed(
+            existing.id, existing.root_ts, already=True, filters=filters, filters_changed=changed
+        )
     if session.terminal:
         raise SubscriptionError(
             f"This session is already {rendering.status_words(session.status).lower()}; "
@@ -94,14 +110,16 @@ async def subscribe(
             subscribed_by=user_id,
             created_at=now,
             active=True,
+            filters=filters_text(filters),
         )
         db.add(existing)
     else:
         existing.root_ts, existing.subscribed_by, existing.created_at = root, user_id, now
         existing.active, existing.ended_at, existing.ended_reason = True, None, None
+        existing.filters, existing.muted_until = filters_text(filters), None
     await watch(db, session, poll_interval=poll_interval)
     await db.flush()
-    return Subscribed(existing.id, root, already=False)
+    return Subscribed(existing.id, root, already=False, filters=filters)
 
 
 async def _root_message(
@@ -148,6 +166,7 @@ async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: fl
         "snapshot": session.model_dump(mode="json"),
         "training_checkpoints": len(session.training_checkpoints),
         "inference_checkpoints": len(session.inference_checkpoints),
+        "checkpoint_keys": checkpoint_keys(session),
         "next_poll_at": now + timedelta(seconds=poll_interval),
         "active": True,
         "consecutive_failures": 0,
@@ -234,3 +253,52 @@ async def channel_subscriptions(
 async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
     """A user is waiting: retry transient failures a little, within seconds."""
     return await together.get_session(session_id, retries=2, backoff=0.5)
+
+
+async def active_subscription(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    return (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+                Subscription.active.is_(True),
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def set_mute(
+    *,
+    db: AsyncSession,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    until: datetime | None,
+) -> Subscription | None:
+    """Mute (or, with None, unmute) this channel's subscription to a session."""
+    sub = await active_subscription(
+        db, team_id=team_id, channel_id=channel_id, session_id=session_id
+    )
+    if sub is not None:
+        sub.muted_until = until
+    return sub
+
+
+async def set_digest(
+    *,
+    db: AsyncSession,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    at: str | None,
+    tz: str,
+) -> None:
+    settings = await db.get(ChannelSettings, (team_id, channel_id))
+    if settings is None:
+        settings = ChannelSettings(team_id=team_id, channel_id=channel_id)
+        db.add(settings)
+    settings.digest_time, settings.digest_tz = at, tz
+    settings.updated_by, settings.updated_at = user_id, utcnow()

@@ -132,6 +132,10 @@ class TogetherClient:
         self._timeout = timeout
         self.limiter = RateLimiter(max_rps)
         self._observe = observe
+        # Requests wait for a connection here, not inside httpcore's pool: the pool
+        # rescans its whole queue on every hand-over, which is quadratic in a burst
+        # (200 queued commands spent a quarter of the event loop there).
+        self._slots = asyncio.Semaphore(_pool_size(http) or 32)
 
     def session_url(self, session_id: str) -> str:
         if not is_session_id(session_id):
@@ -157,22 +161,72 @@ class TogetherClient:
                 attempt += 1
                 await asyncio.sleep(delay)
 
+    async def list_sessions(
+        self, *, status: str, after: str | None = None, limit: int = 100
+    ) -> tuple[list[TrainingSession], str | None]:
+        """One page of sessions in `status`, and the cursor of the next page (or None).
+
+        Rows that do not parse are skipped, not fatal: one odd session must not
+        hide the others."""
+        params = {"status": status, "limit": str(limit)}
+        if after:
+            params["after"] = after
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())
+        data = await self._request("GET", f"{self._base}/rl/training-sessions?{query}")
+        if isinstance(data, list):
+            items, body = data, {}
+        elif isinstance(data, dict):
+            body = data
+            items = next(
+                (
+                    data[k]
+                    for k in ("data", "training_sessions", "sessions")
+                    if isinstance(data.get(k), list)
+                ),
+                [],
+            )
+        else:
+            raise TogetherError("bad_response", "not a list of sessions")
+        sessions = []
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                try:
+                    sessions.append(TrainingSession.model_validate(item))
+                except ValidationError:
+                    log.warning("skipping a session that does not parse")
+        cursor = body.get("next_cursor") or body.get("after")
+        if not cursor and body.get("has_more") and sessions:
+            cursor = sessions[-1].id
+        return sessions, str(cursor) if cursor and body.get("has_more", True) else None
+
     async def stop_session(self, session_id: str) -> TrainingSession:
+        """Ask Together to stop a session; answers with the session as it is now."""
         data = await self._request("POST", self.session_url(session_id) + "/stop")
-        return _parse_session(data, session_id)
+        try:
+            return _parse_session(data, session_id)
+        except TogetherError:  # the stop was accepted; the body is just not a session
+            return await self.get_session(session_id, retries=1)
 
     async def _request(self, method: str, url: str) -> Any:
         await self.limiter.wait()
         started = time.monotonic()
         label = "error"
         try:
-            response = await self._http.request(
-                method,
-                url,
-                headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
-                timeout=self._timeout,
-                follow_redirects=False,
-            )
+            try:
+                async with asyncio.timeout(self._timeout):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise httpx.PoolTimeout("no free connection") from None
+            try:
+                response = await self._http.request(
+                    method,
+                    url,
+                    headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
+                    timeout=self._timeout,
+                    follow_redirects=False,
+                )
+            finally:
+                self._slots.release()
             label = str(response.status_code)
         except httpx.TimeoutException as exc:
             label = "timeout"
@@ -215,6 +269,13 @@ class TogetherClient:
             return response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TogetherError("bad_response", "body is not JSON", status=status) from exc
+
+
+def _pool_size(http: httpx.AsyncClient) -> int | None:
+    """The client's connection limit, when httpx's default transport tells it."""
+    pool = getattr(getattr(http, "_transport", None), "_pool", None)
+    size = getattr(pool, "_max_connections", None)
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -2,9 +2,10 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import actions, commands
+from bot.listeners import actions, commands, home
 
 
 def register(app: AsyncApp) -> None:
     commands.register(app)
     actions.register(app)
+    home.register(app)

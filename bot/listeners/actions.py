@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
@@ -14,7 +15,13 @@ from bot.listeners.commands import announce_unsubscribed
 from bot.listeners.replies import reply
 from bot.models import is_session_id
 from bot.runtime import Runtime
-from bot.subscriptions import SubscriptionError, fetch_for_user, subscribe, unsubscribe
+from bot.subscriptions import (
+    SubscriptionError,
+    active_subscription,
+    fetch_for_user,
+    subscribe,
+    unsubscribe,
+)
 from bot.together import USER_MESSAGES, TogetherError
 
 log = logging.getLogger(__name__)
@@ -25,6 +32,7 @@ def register(app: AsyncApp) -> None:
     app.action("rl_unsubscribe")(on_unsubscribe)
     app.action("rl_refresh")(on_refresh)
     app.action("rl_wandb")(on_link)
+    app.action(rendering.STOP)(on_stop)
 
 
 class Click:
@@ -172,3 +180,88 @@ def _is_subscribed_card(body: dict[str, Any]) -> bool:
             if isinstance(element, dict) and element.get("action_id") == "rl_unsubscribe":
                 return True
     return False
+
+
+STOP_NOT_CONFIGURED = (
+    "Stopping sessions from Slack is not enabled here. An operator can allow it with "
+    "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
+STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
+
+
+async def may_stop(rt: Runtime, client: AsyncWebClient, user_id: str) -> str | None:
+    """None when the user may stop sessions, else the reason they may not."""
+    settings = rt.settings
+    if not settings.stop_allowed_user_ids and not settings.stop_allowed_usergroup:
+        return STOP_NOT_CONFIGURED
+    if user_id in settings.stop_allowed_user_ids:
+        return None
+    if settings.stop_allowed_usergroup:
+        try:
+            members = await client.usergroups_users_list(usergroup=settings.stop_allowed_usergroup)
+        except SlackApiError as exc:
+            log.error("cannot read the stop user group: %s", exc.response.get("error"))
+            return "I could not check the allowed user group just now; try again shortly."
+        if user_id in (members.get("users") or []):
+            return None
+    return STOP_REFUSED
+
+
+async def on_stop(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    """Slack has already shown the confirm dialog; check who clicked, then stop."""
+    await ack()
+    rt: Runtime = context["rt"]
+    click = Click(body)
+    if click.problem:
+        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
+        return
+    who = {"user_id": click.user_id, "session_id": click.session_id, "channel_id": click.channel_id}
+    refusal = await may_stop(rt, client, click.user_id)
+    if refusal is not None:
+        log.warning("stop refused", extra=who)
+        rt.metrics.commands.labels(verb="stop", outcome="refused").inc()
+        await _tell(respond, client, click, f":no_entry_sign: {refusal}")
+        return
+    try:
+        session = await rt.together.stop_session(click.session_id)
+    except TogetherError as exc:
+        log.warning("stop failed: %s", exc, extra=who | {"together": exc.kind})
+        rt.metrics.commands.labels(verb="stop", outcome=exc.kind).inc()
+        await _tell(
+            respond, client, click, f":warning: The session was not stopped. {exc.user_message}"
+        )
+        return
+    log.info("session stop requested", extra=who | {"together_status": session.status})
+    rt.metrics.commands.labels(verb="stop", outcome="ok").inc()
+    async with rt.sessionmaker() as db:
+        sub = await active_subscription(
+            db, team_id=click.team_id, channel_id=click.channel_id, session_id=click.session_id
+        )
+    thread = sub.root_ts if sub is not None else click.message_ts
+    message = rendering.stop_requested_message(click.user_id, session)
+    try:
+        await client.chat_postMessage(
+            channel=click.channel_id,
+            thread_ts=thread,
+            text=message["text"],
+            blocks=message["blocks"],
+        )
+    except SlackApiError as exc:
+        log.warning(
+            "could not say who stopped the session: %s", exc.response.get("error"), extra=who
+        )
+        await _tell(respond, client, click, message["text"])
+    await reply(
+        respond,
+        client,
+        channel_id=click.channel_id,
+        user_id=click.user_id,
+        message=rendering.card(session, subscribed=_is_subscribed_card(body)),
+        replace_original=True,
+    )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import re
 import time
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -16,11 +18,14 @@ from bot.commands import Command, parse
 from bot.listeners.replies import reply
 from bot.models import TrainingSession
 from bot.runtime import Runtime
-from bot.storage import WatchedSession
+from bot.storage import Subscription, WatchedSession, utcnow
 from bot.subscriptions import (
+    DM_PROBLEM,
     SubscriptionError,
     channel_subscriptions,
     fetch_for_user,
+    set_digest,
+    set_mute,
     subscribe,
     unsubscribe,
 )
@@ -125,6 +130,34 @@ async def _answer(
     )
 
 
+@dataclass
+class Ctx:
+    """One command's verified facts and the ways to answer it."""
+
+    rt: Runtime
+    body: dict[str, Any]
+    respond: AsyncRespond
+    client: AsyncWebClient
+
+    @property
+    def team_id(self) -> str:
+        return str(self.body.get("team_id", ""))
+
+    @property
+    def channel_id(self) -> str:
+        return str(self.body.get("channel_id", ""))
+
+    @property
+    def user_id(self) -> str:
+        return str(self.body.get("user_id", ""))
+
+    async def answer(self, message: rendering.Message, *, in_channel: bool = False) -> None:
+        await _answer(self.respond, self.client, self.body, message, in_channel=in_channel)
+
+    async def say(self, text: str) -> None:
+        await self.answer(rendering.notice(text))
+
+
 async def _run(
     command: Command,
     *,
@@ -133,89 +166,157 @@ async def _run(
     respond: AsyncRespond,
     client: AsyncWebClient,
 ) -> str:
-    team_id, channel_id = str(body.get("team_id", "")), str(body.get("channel_id", ""))
-    user_id = str(body.get("user_id", ""))
-    if command.verb == "list":
-        async with rt.sessionmaker() as db:
-            rows = await channel_subscriptions(db=db, team_id=team_id, channel_id=channel_id)
-        await _answer(
-            respond,
-            client,
-            body,
-            rendering.subscription_list(
-                [
-                    (
-                        s.session_id,
-                        _display_name(w),
-                        w.last_status if w else None,
-                        None,
-                    )
-                    for s, w in rows
-                ]
-            ),
-        )
-        return "ok"
+    ctx = Ctx(rt, body, respond, client)
+    handler = {
+        "list": _list,
+        "unsubscribe": _unsubscribe,
+        "mute": _mute,
+        "unmute": _mute,
+        "digest": _digest,
+        "show": _show_or_subscribe,
+        "subscribe": _show_or_subscribe,
+    }[command.verb]
+    return await handler(command, ctx)
+
+
+async def _list(command: Command, ctx: Ctx) -> str:
+    async with ctx.rt.sessionmaker() as db:
+        rows = await channel_subscriptions(db=db, team_id=ctx.team_id, channel_id=ctx.channel_id)
+    now = utcnow()
+    notes = [_subscription_note(s, now) for s, _ in rows]
+    listed = [(s.session_id, _display_name(w), w.last_status if w else None, None) for s, w in rows]
+    await ctx.answer(rendering.subscription_list(listed, notes))
+    return "ok"
+
+
+def _subscription_note(sub: Subscription, now: datetime) -> str:
+    note = "filters: " + ", ".join(sorted(sub.filter_set))
+    if sub.muted_until is not None and sub.muted_until > now:
+        note += f" · muted until {rendering.slack_date(sub.muted_until)}"
+    return note
+
+
+async def _unsubscribe(command: Command, ctx: Ctx) -> str:
     assert command.session_id is not None
-    if command.verb == "unsubscribe":
-        async with rt.sessionmaker() as db, db.begin():
-            sub = await unsubscribe(
-                db=db,
-                team_id=team_id,
-                channel_id=channel_id,
-                session_id=command.session_id,
-                user_id=user_id,
-            )
-        if sub is None:
-            await _answer(
-                respond,
-                client,
-                body,
-                rendering.notice(f"This channel is not subscribed to `{command.session_id}`."),
-            )
-            return "not_subscribed"
-        await announce_unsubscribed(
-            client, sub.channel_id, sub.root_ts, user_id, command.session_id, rt
+    async with ctx.rt.sessionmaker() as db, db.begin():
+        sub = await unsubscribe(
+            db=db,
+            team_id=ctx.team_id,
+            channel_id=ctx.channel_id,
+            session_id=command.session_id,
+            user_id=ctx.user_id,
         )
-        await _answer(
-            respond,
-            client,
-            body,
-            rendering.notice(
-                f":white_check_mark: Unsubscribed this channel from `{command.session_id}`."
-            ),
+    if sub is None:
+        await ctx.say(f"This channel is not subscribed to `{command.session_id}`.")
+        return "not_subscribed"
+    await announce_unsubscribed(
+        ctx.client, sub.channel_id, sub.root_ts, ctx.user_id, command.session_id, ctx.rt
+    )
+    await ctx.say(f":white_check_mark: Unsubscribed this channel from `{command.session_id}`.")
+    return "ok"
+
+
+async def _mute(command: Command, ctx: Ctx) -> str:
+    assert command.session_id is not None
+    until = utcnow() + command.duration if command.duration is not None else None
+    async with ctx.rt.sessionmaker() as db, db.begin():
+        sub = await set_mute(
+            db=db,
+            team_id=ctx.team_id,
+            channel_id=ctx.channel_id,
+            session_id=command.session_id,
+            until=until,
         )
-        return "ok"
+    if sub is None:
+        await ctx.say(f"This channel is not subscribed to `{command.session_id}`.")
+        return "not_subscribed"
+    message = (
+        rendering.muted_message(ctx.user_id, until)
+        if until is not None
+        else rendering.unmuted_message(ctx.user_id)
+    )
+    await _post_in_thread(ctx.client, sub.channel_id, sub.root_ts, message)
+    await ctx.answer(message)
+    return "ok"
+
+
+async def _digest(command: Command, ctx: Ctx) -> str:
+    if ctx.channel_id.startswith("D"):
+        await ctx.say(DM_PROBLEM)
+        return "refused"
+    zone = command.timezone or ctx.rt.settings.default_timezone
+    async with ctx.rt.sessionmaker() as db, db.begin():
+        await set_digest(
+            db=db,
+            team_id=ctx.team_id,
+            channel_id=ctx.channel_id,
+            user_id=ctx.user_id,
+            at=command.digest_time,
+            tz=zone,
+        )
+    if command.digest_time is None:
+        await ctx.say(":white_check_mark: The daily digest for this channel is off.")
+    else:
+        await ctx.say(
+            f":white_check_mark: This channel gets a daily digest at {command.digest_time} "
+            f"({zone}). `/rl-session digest off` stops it."
+        )
+    return "ok"
+
+
+async def _show_or_subscribe(command: Command, ctx: Ctx) -> str:
+    assert command.session_id is not None
     try:
-        session = await fetch_for_user(rt.together, command.session_id)
+        session = await fetch_for_user(ctx.rt.together, command.session_id)
     except TogetherError as exc:
         _log_together(exc, command.session_id)
-        await _answer(respond, client, body, rendering.notice(f":warning: {exc.user_message}"))
+        await ctx.say(f":warning: {exc.user_message}")
         return exc.kind
     if command.verb == "show":
-        await _answer(respond, client, body, rendering.card(session), in_channel=True)
+        await ctx.answer(rendering.card(session), in_channel=True)
         return "ok"
     try:
-        async with rt.sessionmaker() as db, db.begin():
+        async with ctx.rt.sessionmaker() as db, db.begin():
             result = await subscribe(
                 db=db,
-                slack=client,
+                slack=ctx.client,
                 session=session,
-                team_id=team_id,
-                channel_id=channel_id,
-                user_id=user_id,
-                poll_interval=rt.settings.poll_interval_seconds,
+                team_id=ctx.team_id,
+                channel_id=ctx.channel_id,
+                user_id=ctx.user_id,
+                poll_interval=ctx.rt.settings.poll_interval_seconds,
+                filters=command.filters,
             )
     except SubscriptionError as exc:
-        await _answer(respond, client, body, rendering.notice(f":warning: {exc}"))
+        await ctx.say(f":warning: {exc}")
         return "refused"
-    text = (
-        f"This channel is already subscribed to `{session.id}`; updates go in its thread."
-        if result.already
-        else f":white_check_mark: Subscribed. Every status change of `{session.id}` will be told "
-        "in the thread of the card I just posted."
-    )
-    await _answer(respond, client, body, rendering.notice(text))
+    what = ", ".join(sorted(result.filters))
+    if result.filters_changed:
+        text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
+    elif result.already:
+        text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."
+    else:
+        text = (
+            f":white_check_mark: Subscribed ({what}). Updates of `{session.id}` will be told "
+            "in the thread of the card I just posted."
+        )
+    await ctx.say(text)
     return "already" if result.already else "ok"
+
+
+async def _post_in_thread(
+    client: AsyncWebClient, channel_id: str, root_ts: str, message: rendering.Message
+) -> None:
+    try:
+        await client.chat_postMessage(
+            channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
+        )
+    except SlackApiError as exc:
+        log.warning(
+            "could not post in the thread: %s",
+            exc.response.get("error"),
+            extra={"channel_id": channel_id},
+        )
 
 
 def _display_name(watch: WatchedSession | None) -> str | None:

@@ -1,0 +1,206 @@
+"""Periodic jobs that one replica at a time should run: org-wide error watch and
+daily digests. A `jobs` row is the lock: claimed with SKIP LOCKED and a lease."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot import rendering
+from bot.models import STATUS_PREFIX, Status, TrainingSession
+from bot.outbox import insert_outbox
+from bot.poller import oncall_row
+from bot.runtime import Runtime
+from bot.storage import ChannelSettings, Job, OutboxMessage, Subscription, WatchedSession, utcnow
+from bot.together import TogetherError
+
+log = logging.getLogger(__name__)
+DIGEST_WINDOW = timedelta(hours=1)  # a digest missed by more than this waits for tomorrow
+
+
+async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
+    now = utcnow()
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    await db.execute(module.insert(Job).values(name=name).on_conflict_do_nothing())
+    job = (
+        await db.execute(
+            select(Job)
+            .where(Job.name == name, or_(Job.lease_until.is_(None), Job.lease_until < now))
+            .with_for_update(skip_locked=True)
+        )
+    ).scalar_one_or_none()
+    if job is not None:
+        job.lease_owner, job.lease_until = owner, now + timedelta(seconds=lease)
+    return job
+
+
+async def release_job(db: AsyncSession, name: str, *, owner: str) -> None:
+    await db.execute(
+        update(Job)
+        .where(Job.name == name, Job.lease_owner == owner)
+        .values(lease_owner=None, lease_until=None, last_run_at=utcnow())
+    )
+
+
+def _naive_utc(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt.astimezone(ZoneInfo("UTC")).replace(tzinfo=None) if dt.tzinfo else dt
+
+
+async def watch_all_errors(rt: Runtime) -> int:
+    """Alert on-call for any session that entered ERROR since the watch began,
+    subscribed or not; each error once (the alert's dedupe key is the error)."""
+    settings = rt.settings
+    if not settings.oncall_channel:
+        return 0
+    async with rt.sessionmaker() as db, db.begin():
+        job = await claim_job(db, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds)
+        if job is None:
+            return 0
+        if job.baseline_at is None:  # errors from before the watch began are history
+            job.baseline_at = utcnow()
+        baseline = job.baseline_at
+    sessions: list[TrainingSession] = []
+    try:
+        after: str | None = None
+        for _ in range(settings.watch_all_max_pages):
+            page, after = await rt.together.list_sessions(
+                status=STATUS_PREFIX + Status.ERROR.value, after=after
+            )
+            sessions += page
+            if not after:
+                break
+    except TogetherError as exc:
+        log.warning("org-wide error watch could not list sessions: %s", exc)
+    fresh = [
+        s
+        for s in sessions
+        if s.status_enum is Status.ERROR
+        and (when := _naive_utc((s.error.occurred_at if s.error else None) or s.updated_at))
+        and when >= baseline
+    ]
+    async with rt.sessionmaker() as db, db.begin():
+        threads: dict[str, Any] = {}
+        if fresh:
+            subs = await db.execute(
+                select(Subscription.session_id, Subscription.channel_id, Subscription.root_ts)
+                .where(Subscription.session_id.in_([s.id for s in fresh]))
+                .order_by(Subscription.id)
+            )
+            for row in subs:
+                threads.setdefault(row.session_id, row)
+            rows = [
+                oncall_row(
+                    settings.oncall_channel,
+                    s,
+                    seq=None,
+                    thread_channel=threads[s.id].channel_id if s.id in threads else None,
+                    thread_ts=threads[s.id].root_ts if s.id in threads else None,
+                )
+                for s in fresh
+            ]
+            await insert_outbox(db, rows)
+        await release_job(db, "watch_all_errors", owner=rt.owner)
+    return len(fresh)
+
+
+def _local_now(zone: str, now: datetime) -> datetime:
+    try:
+        tz = ZoneInfo(zone)
+    except (KeyError, ValueError):
+        tz = ZoneInfo("UTC")
+    return now.replace(tzinfo=ZoneInfo("UTC")).astimezone(tz)
+
+
+def digest_due(setting: ChannelSettings, now: datetime) -> str | None:
+    """The local date whose digest is due now, or None."""
+    if not setting.digest_time:
+        return None
+    local = _local_now(setting.digest_tz, now)
+    hh, mm = (int(p) for p in setting.digest_time.split(":"))
+    at = local.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    day = local.date().isoformat()
+    if at <= local < at + DIGEST_WINDOW and setting.last_digest_on != day:
+        return day
+    return None
+
+
+async def send_digests(rt: Runtime) -> int:
+    """Queue each due channel's digest in the outbox (delivery sends it)."""
+    now = utcnow()
+    queued = 0
+    async with rt.sessionmaker() as db, db.begin():
+        settings = (
+            await db.execute(
+                select(ChannelSettings)
+                .where(ChannelSettings.digest_time.is_not(None))
+                .with_for_update(skip_locked=True)
+            )
+        ).scalars()
+        for setting in settings:
+            day = digest_due(setting, now)
+            if day is None:
+                continue
+            message = await _digest(db, setting, day, now)
+            await insert_outbox(
+                db,
+                [
+                    {
+                        "dedupe_key": f"digest:{setting.team_id}:{setting.channel_id}:{day}",
+                        "kind": "digest",
+                        "subscription_id": None,
+                        "session_id": None,
+                        "channel_id": setting.channel_id,
+                        "thread_ts": None,
+                        "payload": {"message": message},
+                    }
+                ],
+            )
+            setting.last_digest_on = day
+            queued += 1
+    return queued
+
+
+async def _digest(
+    db: AsyncSession, setting: ChannelSettings, day: str, now: datetime
+) -> rendering.Message:
+    watched = await db.execute(
+        select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == setting.team_id,
+            Subscription.channel_id == setting.channel_id,
+            Subscription.active.is_(True),
+        )
+    )
+    sessions = [(sid, _display(snapshot), status) for sid, snapshot, status in watched.tuples()]
+    changes = await db.execute(
+        select(OutboxMessage.session_id, OutboxMessage.payload)
+        .where(
+            OutboxMessage.channel_id == setting.channel_id,
+            OutboxMessage.kind.in_(["transition", "root"]),
+            OutboxMessage.created_at >= now - timedelta(hours=24),
+        )
+        .order_by(OutboxMessage.id)
+    )
+    transitions = [
+        (
+            _display(payload.get("session")) or str(sid),
+            str(payload.get("old_status") or ""),
+            str(payload.get("new_status") or ""),
+        )
+        for sid, payload in changes.tuples()
+    ]
+    return rendering.digest_message(day, sessions, transitions)
+
+
+def _display(snapshot: object) -> str | None:
+    name = snapshot.get("display_name") if isinstance(snapshot, dict) else None
+    return name if isinstance(name, str) else None
