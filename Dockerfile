@@ -20,10 +20,11 @@ ENV PATH=/opt/venv/bin:$PATH
 
 WORKDIR /src
 
-# Dependencies first, from pyproject.toml alone, so code edits reuse this layer.
-COPY pyproject.toml ./
+# Dependencies first, from pyproject.toml and the pinned constraints alone, so
+# code edits reuse this layer and the image gets the versions CI tested.
+COPY pyproject.toml constraints.txt ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
- && pip install --no-cache-dir -r /tmp/requirements.txt
+ && pip install --no-cache-dir -c constraints.txt -r /tmp/requirements.txt
 
 # Then the package itself. (pyproject.toml is listed again so the COPY never has
 # zero sources when there is no README.)

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.faults import crash_point
-from bot.models import TrainingSession
+from bot.models import TrainingSession, short_status
 from bot.outbox import insert_outbox
 from bot.storage import Incident, Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient, TogetherError
@@ -45,6 +45,7 @@ class CycleResult:
     failed: int = 0
     transitions: int = 0
     outbox_rows: int = 0
+    to_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -70,6 +71,8 @@ async def poll_cycle(
             setattr(total, name, getattr(total, name) + getattr(result, name))
         for kind, n in result.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + n
+        for status, n in result.to_status.items():
+            total.to_status[status] = total.to_status.get(status, 0) + n
         if result.claimed < settings.poll_batch_size:
             break
     total.seconds = time.monotonic() - started
@@ -100,7 +103,8 @@ async def _poll_batch(
 
     async with sessionmaker() as db, db.begin():
         written = await record_outcomes(db, outcomes, owner=owner, settings=settings)
-    result.transitions, result.outbox_rows = written
+    result.to_status, result.outbox_rows = written
+    result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
     return result
 
@@ -178,8 +182,10 @@ async def record_outcomes(
     *,
     owner: str,
     settings: Settings,
-) -> tuple[int, int]:
-    """Write new state and outbox rows for sessions this replica still leases."""
+) -> tuple[dict[str, int], int]:
+    """Write new state and outbox rows for sessions this replica still leases.
+
+    Returns how many sessions changed to each status, and the outbox rows written."""
     now = utcnow()
     interval = settings.poll_interval_seconds
     rows = (
@@ -275,8 +281,12 @@ async def record_outcomes(
             .execution_options(synchronize_session=False)
         )
     await _track_incidents(db, outcomes, settings=settings, now=now)
-    transitions = sum(1 for found in events.values() for e in found if e.transition is not None)
-    return transitions, outbox_rows
+    to_status: dict[str, int] = defaultdict(int)
+    for found in events.values():
+        for e in found:
+            if e.transition is not None:
+                to_status[short_status(e.transition.new_status)] += 1
+    return dict(to_status), outbox_rows
 
 
 async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:

@@ -84,6 +84,8 @@ class Ticker:
         if result.claimed:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)
             rt.metrics.poll_sessions.inc(result.claimed)
+            for status, n in result.to_status.items():
+                rt.metrics.transitions.labels(to_status=status).inc(n)
             log.info(
                 "poll cycle: %d sessions, %d failed, %d transitions in %.2fs",
                 result.claimed,

@@ -189,19 +189,11 @@ async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: fl
 async def unsubscribe(
     *, db: AsyncSession, team_id: str, channel_id: str, session_id: str, user_id: str
 ) -> Subscription | None:
-    sub = (
-        await db.execute(
-            select(Subscription).where(
-                Subscription.team_id == team_id,
-                Subscription.channel_id == channel_id,
-                Subscription.session_id == session_id,
-                Subscription.active.is_(True),
-            )
-        )
-    ).scalar_one_or_none()
-    if sub is None:
-        return None
-    await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
+    sub = await active_subscription(
+        db, team_id=team_id, channel_id=channel_id, session_id=session_id
+    )
+    if sub is not None:
+        await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
     return sub
 
 

@@ -340,11 +340,8 @@ async def announce_unsubscribed(
     rt: Runtime,
 ) -> None:
     """Say so in the thread and turn the root's button back into Subscribe."""
-    message = rendering.unsubscribed_message(user_id)
+    await _post_in_thread(client, channel_id, root_ts, rendering.unsubscribed_message(user_id))
     try:
-        await client.chat_postMessage(
-            channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
-        )
         async with rt.sessionmaker() as db:
             watch = await db.get(WatchedSession, session_id)
         if watch is not None and watch.snapshot:
@@ -354,7 +351,7 @@ async def announce_unsubscribed(
             )
     except SlackApiError as exc:
         log.warning(
-            "could not announce unsubscribe: %s",
+            "could not turn the root card back: %s",
             exc.response.get("error"),
             extra={"channel_id": channel_id},
         )
