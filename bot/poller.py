@@ -36,6 +36,9 @@ from bot.transitions import Transition, checkpoint_keys, checkpoint_news, detect
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 900.0
+# A session due this close to a tick is polled at that tick, not one tick later:
+# ticks jitter by milliseconds, and a miss costs a whole tick (up to 5 s).
+MAX_DUE_SLACK_SECONDS = 0.5
 
 
 @dataclass
@@ -87,6 +90,7 @@ async def _poll_batch(
     owner: str,
 ) -> CycleResult:
     result = CycleResult()
+    polled_at = utcnow()
     ids = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
     result.claimed = len(ids)
     if not ids:
@@ -102,7 +106,9 @@ async def _poll_batch(
             result.fetched += 1
 
     async with sessionmaker() as db, db.begin():
-        written = await record_outcomes(db, outcomes, owner=owner, settings=settings)
+        written = await record_outcomes(
+            db, outcomes, owner=owner, settings=settings, polled_at=polled_at
+        )
     result.to_status, result.outbox_rows = written
     result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
@@ -113,12 +119,13 @@ async def claim_due_sessions(
     sessionmaker: async_sessionmaker[AsyncSession], *, owner: str, settings: Settings
 ) -> list[str]:
     now = utcnow()
+    slack = timedelta(seconds=min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10))
     async with sessionmaker() as db, db.begin():
         rows = await db.execute(
             select(WatchedSession.session_id)
             .where(
                 WatchedSession.active.is_(True),
-                WatchedSession.next_poll_at <= now,
+                WatchedSession.next_poll_at <= now + slack,
                 or_(WatchedSession.lease_until.is_(None), WatchedSession.lease_until < now),
             )
             .order_by(WatchedSession.next_poll_at)
@@ -182,11 +189,17 @@ async def record_outcomes(
     *,
     owner: str,
     settings: Settings,
+    polled_at: datetime | None = None,
 ) -> tuple[dict[str, int], int]:
     """Write new state and outbox rows for sessions this replica still leases.
 
+    The next poll is one interval after the cycle started (`polled_at`), not after
+    it ended, so a session is polled every interval rather than every interval
+    plus a cycle plus a scheduler tick.
+
     Returns how many sessions changed to each status, and the outbox rows written."""
     now = utcnow()
+    next_poll = (polled_at or now) + timedelta(seconds=settings.poll_interval_seconds)
     interval = settings.poll_interval_seconds
     rows = (
         await db.execute(
@@ -260,7 +273,7 @@ async def record_outcomes(
             transition_seq=seq,
             consecutive_failures=0,
             last_failure=None,
-            next_poll_at=now + timedelta(seconds=interval),
+            next_poll_at=next_poll,
             active=not session.terminal,
         )
         state_updates.append(values)

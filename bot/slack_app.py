@@ -23,7 +23,6 @@ def build_app(rt: Runtime) -> AsyncApp:
     signing = settings.slack_signing_secret
     app = AsyncApp(
         client=rt.slack,
-        token=rt.slack.token,
         signing_secret=signing.get_secret_value() if signing else "socket-mode",
         request_verification_enabled=signing is not None,
         raise_error_for_unhandled_request=False,

@@ -89,7 +89,8 @@ async def run_socket(settings: Settings, *, host: str, port: int) -> int:
 
 
 async def _keep_connected(handler: AsyncSocketModeHandler) -> None:
-    """slack-sdk reconnects a dropped socket itself; this covers a failed first connect."""
+    """Check the socket every few seconds and reconnect at once when it is down:
+    slack-sdk's own retry after a drop waits longer (about 10 s)."""
     delay = 2.0
     while True:
         await asyncio.sleep(delay)

@@ -35,18 +35,23 @@ def register(app: AsyncApp) -> None:
     app.action(rendering.STOP)(on_stop)
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """A payload field that should be an object; anything else (null, a string) is empty."""
+    return value if isinstance(value, dict) else {}
+
+
 class Click:
     """The facts of a click, taken from the verified payload."""
 
     def __init__(self, body: dict[str, Any]) -> None:
-        action = (body.get("actions") or [{}])[0]
-        container = body.get("container") or {}
+        actions = body.get("actions")
+        action = _obj(actions[0] if isinstance(actions, list) and actions else None)
+        container = _obj(body.get("container"))
+        user = _obj(body.get("user"))
         self.session_id = str(action.get("value") or "")
-        self.team_id = str(
-            (body.get("team") or {}).get("id") or body.get("user", {}).get("team_id") or ""
-        )
-        self.channel_id = str((body.get("channel") or {}).get("id") or "")
-        self.user_id = str((body.get("user") or {}).get("id") or "")
+        self.team_id = str(_obj(body.get("team")).get("id") or user.get("team_id") or "")
+        self.channel_id = str(_obj(body.get("channel")).get("id") or "")
+        self.user_id = str(user.get("id") or "")
         self.message_ts = None if container.get("is_ephemeral") else container.get("message_ts")
 
     @property
