@@ -126,7 +126,9 @@ def digest_due(setting: ChannelSettings, now: datetime) -> str | None:
     local = _local_now(setting.digest_tz, now)
     hh, mm = (int(p) for p in setting.digest_time.split(":"))
     at = local.replace(hour=hh, minute=mm, second=0, microsecond=0)
-    day = local.date().isoformat()
+    if at > local:  # the window of yesterday's digest may run past midnight
+        at -= timedelta(days=1)
+    day = at.date().isoformat()
     if at <= local < at + DIGEST_WINDOW and setting.last_digest_on != day:
         return day
     return None
