@@ -21,7 +21,9 @@ from bot.storage import ChannelSettings, Job, OutboxMessage, Subscription, Watch
 from bot.together import TogetherError
 
 log = logging.getLogger(__name__)
-DIGEST_WINDOW = timedelta(hours=1)  # a digest missed by more than this waits for tomorrow
+DIGEST_WINDOW = timedelta(hours=1)
+# A watch idle longer than this was switched off, not briefly down: start afresh.
+WATCH_RESTART_AFTER = timedelta(hours=1)  # a digest missed by more than this waits for tomorrow
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -64,8 +66,11 @@ async def watch_all_errors(rt: Runtime) -> int:
         job = await claim_job(db, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds)
         if job is None:
             return 0
-        if job.baseline_at is None:  # errors from before the watch began are history
-            job.baseline_at = utcnow()
+        now = utcnow()
+        idle = now - job.last_run_at if job.last_run_at else None
+        if job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER):
+            # Errors from before the watch began (or was switched back on) are history.
+            job.baseline_at = now
         baseline = job.baseline_at
     sessions: list[TrainingSession] = []
     try:

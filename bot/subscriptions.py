@@ -269,14 +269,18 @@ async def set_mute(
     channel_id: str,
     session_id: str,
     until: datetime | None,
-) -> Subscription | None:
-    """Mute (or, with None, unmute) this channel's subscription to a session."""
+) -> tuple[Subscription | None, bool]:
+    """Mute (or, with None, unmute) this channel's subscription to a session.
+
+    Also says whether it was muted before, so unmuting an unmuted thread is no news."""
     sub = await active_subscription(
         db, team_id=team_id, channel_id=channel_id, session_id=session_id
     )
-    if sub is not None:
-        sub.muted_until = until
-    return sub
+    if sub is None:
+        return None, False
+    was_muted = sub.muted_until is not None and sub.muted_until > utcnow()
+    sub.muted_until = until
+    return sub, was_muted
 
 
 async def set_digest(

@@ -548,6 +548,9 @@ def test_bad_mute_durations_are_refused(
     assert query(db_url, "SELECT muted_until FROM subscriptions") == [(None,)]
     assert thread_posts(slack, "C123", root) == []
     assert "not subscribed" in said(ask(bot, slack, f"mute {SID} 30d", channel="C999"))
+    # Unmuting a thread that is not muted is no news: the user is told, the thread is not.
+    assert "not muted" in said(ask(bot, slack, f"unmute {SID}"))
+    assert thread_posts(slack, "C123", root) == []
 
 
 # --- App Home ----------------------------------------------------------------------------

@@ -220,7 +220,7 @@ async def _mute(command: Command, ctx: Ctx) -> str:
     assert command.session_id is not None
     until = utcnow() + command.duration if command.duration is not None else None
     async with ctx.rt.sessionmaker() as db, db.begin():
-        sub = await set_mute(
+        sub, was_muted = await set_mute(
             db=db,
             team_id=ctx.team_id,
             channel_id=ctx.channel_id,
@@ -230,6 +230,9 @@ async def _mute(command: Command, ctx: Ctx) -> str:
     if sub is None:
         await ctx.say(f"This channel is not subscribed to `{command.session_id}`.")
         return "not_subscribed"
+    if until is None and not was_muted:
+        await ctx.say(f"This channel's updates of `{command.session_id}` are not muted.")
+        return "not_muted"
     message = (
         rendering.muted_message(ctx.user_id, until)
         if until is not None
