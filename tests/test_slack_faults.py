@@ -1,0 +1,212 @@
+"""Issue 4, Slack faults: what delivery and the command path do when Slack says no.
+
+tests/test_subscriptions.py already covers 500s plus a 1 s 429 during delivery
+and an archived channel; this file covers the rest: a longer Retry-After, the
+`ratelimited` error, `invalid_auth` (loud, kept, told once afterwards),
+`channel_not_found` and `thread_not_found` (ended after one attempt), faults on
+the command path, and an expired or failing response_url.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.conftest import _backends
+from tests.fakes import FakeSlack
+from tests.support import wait_until
+from tests.test_commands_http import Rig, module_rig
+
+SID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+@pytest.fixture(scope="module", params=_backends())
+def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    with module_rig(request, tmp_path_factory) as shared:
+        yield shared
+
+
+@pytest.fixture(autouse=True)
+def _fresh(rig: Rig) -> Iterator[None]:
+    rig.reset()
+    yield
+    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-80:]))
+
+
+def subscribe(rig: Rig, sid: str, channel: str) -> str:
+    token = f"sub-{channel}-{sid}"
+    rig.bot.command(
+        f"subscribe {sid}", response_url=rig.slack.response_url(token), channel_id=channel
+    )
+    assert "Subscribed" in json.dumps(rig.slack.wait_for_response(token))
+    [root] = [c.ts for c in rig.slack.successful_posts(channel) if c.thread_ts is None]
+    assert root is not None
+    return root
+
+
+def told(slack: FakeSlack, channel: str, root: str) -> list[str]:
+    return [c.text or "" for c in slack.posts_in_thread(channel, root)]
+
+
+def failed_posts(slack: FakeSlack, channel: str) -> list[Any]:
+    return [c for c in slack.calls_to("chat.postMessage") if c.channel == channel and not c.ok]
+
+
+def outbox(rig: Rig, channel: str) -> list[tuple[Any, ...]]:
+    return rig.query(
+        "SELECT state, attempts, last_error, next_attempt_at FROM outbox WHERE channel_id = :c",
+        c=channel,
+    )
+
+
+def c_dead(channel: str) -> str:
+    return f"{channel}: outbox row dead"
+
+
+def as_dt(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+# --- delivery ---------------------------------------------------------------------------------
+
+
+def test_delivery_errors_are_handled_per_channel(rig: Rig) -> None:
+    slack, together = rig.slack, rig.together
+    channels = {
+        "CRATE": "ratelimited",
+        "CAUTH": "invalid_auth",
+        "CGONE": "channel_not_found",
+        "CTHREAD": "thread_not_found",
+    }
+    roots = {}
+    for i, channel in enumerate(channels):
+        sid = f"session-{i}"
+        together.add(sid)
+        roots[channel] = (sid, subscribe(rig, sid, channel))
+    for channel, error in channels.items():
+        slack.set_channel_error(channel, error)
+    for sid, _ in roots.values():
+        together.set_status(sid, "STOPPING")
+
+    # channel_not_found / thread_not_found: one attempt, the row is dead, the subscription ends.
+    for channel in ("CGONE", "CTHREAD"):
+        wait_until(
+            lambda c=channel: [r[0] for r in outbox(rig, c)] == ["dead"], what=c_dead(channel)
+        )
+    # `ratelimited`: retried (Retry-After-less, so after about a second each time).
+    wait_until(lambda: len(failed_posts(slack, "CRATE")) >= 2, what="ratelimited retried")
+    # invalid_auth: logged loudly, the row kept for later.
+    wait_until(lambda: "CRITICAL" in rig.bot.log(), what="CRITICAL log line")
+    critical = [
+        json.loads(line) for line in rig.bot.log().splitlines() if '"level":"CRITICAL"' in line
+    ]
+    assert any("invalid_auth" in c["msg"] and c.get("channel_id") == "CAUTH" for c in critical)
+
+    slack.clear_channel_error("CRATE")
+    wait_until(lambda: told(slack, "CRATE", roots["CRATE"][1]), what="told after ratelimited")
+    wait_until(lambda: outbox(rig, "CRATE")[0][0] == "sent", what="CRATE row sent")
+
+    for channel in ("CGONE", "CTHREAD"):
+        sid = roots[channel][0]
+        [(state, attempts, error, _)] = outbox(rig, channel)
+        assert (state, attempts, error) == ("dead", 1, channels[channel])
+        assert len(failed_posts(slack, channel)) == 1, channel  # bounded: no retry loop
+        assert rig.query(
+            "SELECT active, ended_reason FROM subscriptions WHERE session_id = :s", s=sid
+        ) == [(False, "slack refused delivery")]
+
+    [(state, attempts, error, next_at)] = outbox(rig, "CAUTH")
+    assert (state, attempts, error) == ("pending", 1, "invalid_auth")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    assert as_dt(next_at) - now > timedelta(seconds=30)  # backs off, does not hammer Slack
+    assert len(failed_posts(slack, "CAUTH")) == 1
+    assert rig.query("SELECT active FROM subscriptions WHERE channel_id = 'CAUTH'") == [
+        (True,)
+    ]  # nothing ended, nothing lost
+
+    # The token works again; instead of waiting the minute out, bring the retry forward.
+    slack.clear_channel_error("CAUTH")
+    rig.query("UPDATE outbox SET next_attempt_at = created_at WHERE channel_id = 'CAUTH'")
+    sid, root = roots["CAUTH"]
+    wait_until(lambda: told(slack, "CAUTH", root), what="told after invalid_auth")
+    wait_until(lambda: outbox(rig, "CAUTH")[0][0] == "sent", what="CAUTH row sent")
+    time.sleep(1.5)  # more delivery ticks: nothing told twice
+    for channel, (_, root) in roots.items():
+        expected = 1 if channel in ("CRATE", "CAUTH") else 0
+        posts = told(slack, channel, root)
+        assert len(posts) == expected, (channel, posts)
+        if expected:
+            assert "Running" in posts[0] and "Stopping" in posts[0]
+
+
+def test_a_long_retry_after_is_waited_out_then_told_once(rig: Rig) -> None:
+    slack = rig.slack
+    rig.together.add(SID)
+    root = subscribe(rig, SID, "C123")
+    slack.fail_next("chat.postMessage", status=429, retry_after=3)
+    rig.together.set_status(SID, "STOPPING")
+    wait_until(lambda: told(slack, "C123", root), timeout=20, what="told after Retry-After")
+    [refused] = failed_posts(slack, "C123")
+    [posted] = slack.posts_in_thread("C123", root)
+    assert refused.status == 429
+    assert posted.at - refused.at >= 2.9, posted.at - refused.at  # not before Slack allowed
+    time.sleep(1.0)
+    assert len(told(slack, "C123", root)) == 1
+    assert [r[:2] for r in outbox(rig, "C123")] == [("sent", 2)]
+
+
+# --- the command path ---------------------------------------------------------------------------
+
+
+def test_slack_500_and_429_while_subscribing_are_retried(rig: Rig) -> None:
+    slack = rig.slack
+    rig.together.add(SID)
+    rig.together.add("second-1")
+    slack.fail_next("chat.postMessage", status=500)
+    root = subscribe(rig, SID, "C1")
+    slack.fail_next("chat.postMessage", status=429, retry_after=1)
+    subscribe(rig, "second-1", "C2")
+    assert [c.status for c in slack.calls_to("chat.postMessage")] == [500, 200, 429, 200]
+    assert len(slack.successful_posts("C1")) == 1 and len(slack.successful_posts("C2")) == 1
+    assert rig.query("SELECT channel_id, root_ts FROM subscriptions WHERE channel_id = 'C1'") == [
+        ("C1", root)
+    ]
+
+
+def test_an_expired_response_url_falls_back_to_the_web_api(rig: Rig) -> None:
+    slack = rig.slack
+    rig.together.add(SID)
+
+    # The card was meant for the channel: it is posted there.
+    slack.expire_response_url("card")
+    rig.bot.command(SID, response_url=slack.response_url("card"))
+    [card] = slack.wait_for_calls("chat.postMessage")
+    assert card.channel == "C123" and card.thread_ts is None
+    assert SID in json.dumps(card.blocks)
+    assert [a.status for a in slack.response_attempts] == [404]
+
+    # An error was meant for the user alone: ephemeral, to that user.
+    slack.expire_response_url("missing")
+    rig.bot.command("nope-404", response_url=slack.response_url("missing"), user_id="U777")
+    [eph] = slack.wait_for_calls("chat.postEphemeral")
+    assert (eph.channel, eph.params.get("user")) == ("C123", "U777")
+    assert "no training session" in (eph.text or "")
+
+    # A response_url that errors (500) is treated the same way.
+    slack.fail_next("response", status=500)
+    rig.bot.command(f"subscribe {SID}", response_url=slack.response_url("broken"))
+    ephemerals = slack.wait_for_calls("chat.postEphemeral", 2)
+    assert "Subscribed" in (ephemerals[1].text or "")
+    assert rig.query("SELECT count(*) FROM subscriptions WHERE active") == [(1,)]
+
+    # A click whose response_url expired is still answered.
+    slack.expire_response_url("click")
+    rig.bot.click("rl_refresh", SID, response_url=slack.response_url("click"))
+    ephemerals = slack.wait_for_calls("chat.postEphemeral", 3)
+    assert SID in json.dumps(ephemerals[2].blocks)
+    assert slack.responses == {}  # nothing ever reached an expired or failing URL
