@@ -712,6 +712,18 @@ def stop_requested_message(user_id: str, session: TrainingSession) -> Message:
     return _message(text, [_section(text)])
 
 
+def _session_lines(rows: Sequence[tuple[str, str | None, str]], most: int) -> str:
+    """One line per (session id, display name, status), at most `most`, then a count."""
+    lines = [
+        f"{status_emoji(status)} {_text(name, _NAME_LIMIT, default='') or _code(sid, _ID_LIMIT)}"
+        f" · {status_words(status)}"
+        for sid, name, status in rows[:most]
+    ]
+    if len(rows) > most:
+        lines.append(f"…and {len(rows) - most} more")
+    return "\n".join(lines)
+
+
 def digest_message(
     day: str,
     sessions: Sequence[tuple[str, str | None, str]],
@@ -723,14 +735,7 @@ def digest_message(
     (session name or id, old status, new status)."""
     blocks: list[dict[str, Any]] = [_header(f"Training sessions: daily digest, {escape(day)}")]
     if sessions:
-        lines = [
-            f"{status_emoji(status)} {_text(name, _NAME_LIMIT, default='') or _code(sid, _ID_LIMIT)}"
-            f" · {status_words(status)}"
-            for sid, name, status in sessions[:40]
-        ]
-        if len(sessions) > 40:
-            lines.append(f"…and {len(sessions) - 40} more")
-        blocks.append(_section("*Watched here*\n" + "\n".join(lines)))
+        blocks.append(_section("*Watched here*\n" + _session_lines(sessions, 40)))
     else:
         blocks.append(_section("No sessions are watched in this channel."))
     if transitions:
@@ -782,14 +787,7 @@ def home_view(
     blocks.append({"type": "divider"})
     blocks.append(_header("Sessions you created"))
     if created:
-        lines = [
-            f"{status_emoji(status)} {_text(name, _NAME_LIMIT, default='') or _code(sid, _ID_LIMIT)}"
-            f" · {status_words(status)}"
-            for sid, name, status in created[:30]
-        ]
-        if len(created) > 30:
-            lines.append(f"…and {len(created) - 30} more")
-        blocks.append(_section("\n".join(lines)))
+        blocks.append(_section(_session_lines(created, 30)))
     else:
         blocks.append(
             _context("None that the bot is watching (or no CREATED_BY_USER_MAP entry for you).")

@@ -4,6 +4,7 @@ came from; the button value only names a session, and is validated."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -29,11 +30,11 @@ log = logging.getLogger(__name__)
 
 
 def register(app: AsyncApp) -> None:
-    app.action("rl_subscribe")(on_subscribe)
-    app.action("rl_unsubscribe")(on_unsubscribe)
-    app.action("rl_refresh")(on_refresh)
-    app.action("rl_wandb")(on_link)
-    app.action(rendering.STOP)(on_stop)
+    app.action(rendering.SUBSCRIBE)(card_button(on_subscribe))
+    app.action(rendering.UNSUBSCRIBE)(card_button(on_unsubscribe))
+    app.action(rendering.REFRESH)(card_button(on_refresh))
+    app.action(rendering.WANDB)(on_link)
+    app.action(rendering.STOP)(card_button(on_stop))
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -74,23 +75,43 @@ async def _tell(respond: AsyncRespond, client: AsyncWebClient, click: Click, tex
     )
 
 
+ClickHandler = Callable[
+    [Runtime, "Click", dict[str, Any], AsyncRespond, AsyncWebClient], Awaitable[None]
+]
+
+
+def card_button(handler: ClickHandler) -> Callable[..., Awaitable[None]]:
+    """Ack at once, read the click from the verified payload, refuse a bad one,
+    then hand the rest to `handler`."""
+
+    async def listener(
+        ack: AsyncAck,
+        body: dict[str, Any],
+        respond: AsyncRespond,
+        client: AsyncWebClient,
+        context: AsyncBoltContext,
+    ) -> None:
+        await ack()
+        click = Click(body)
+        if click.problem:
+            await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
+            return
+        await handler(context["rt"], click, body, respond, client)
+
+    return listener
+
+
 async def on_link(ack: AsyncAck) -> None:
     await ack()
 
 
 async def on_subscribe(
-    ack: AsyncAck,
+    rt: Runtime,
+    click: Click,
     body: dict[str, Any],
     respond: AsyncRespond,
     client: AsyncWebClient,
-    context: AsyncBoltContext,
 ) -> None:
-    await ack()
-    rt: Runtime = context["rt"]
-    click = Click(body)
-    if click.problem:
-        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
-        return
     try:
         session = await fetch_for_user(rt.together, click.session_id)
         async with rt.sessionmaker() as db, db.begin():
@@ -127,18 +148,12 @@ async def on_subscribe(
 
 
 async def on_unsubscribe(
-    ack: AsyncAck,
+    rt: Runtime,
+    click: Click,
     body: dict[str, Any],
     respond: AsyncRespond,
     client: AsyncWebClient,
-    context: AsyncBoltContext,
 ) -> None:
-    await ack()
-    rt: Runtime = context["rt"]
-    click = Click(body)
-    if click.problem:
-        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
-        return
     async with rt.sessionmaker() as db, db.begin():
         sub = await unsubscribe(
             db=db,
@@ -156,18 +171,12 @@ async def on_unsubscribe(
 
 
 async def on_refresh(
-    ack: AsyncAck,
+    rt: Runtime,
+    click: Click,
     body: dict[str, Any],
     respond: AsyncRespond,
     client: AsyncWebClient,
-    context: AsyncBoltContext,
 ) -> None:
-    await ack()
-    rt: Runtime = context["rt"]
-    click = Click(body)
-    if click.problem:
-        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
-        return
     try:
         session = await fetch_for_user(rt.together, click.session_id)
     except TogetherError as exc:
@@ -219,19 +228,13 @@ async def may_stop(rt: Runtime, client: AsyncWebClient, user_id: str) -> str | N
 
 
 async def on_stop(
-    ack: AsyncAck,
+    rt: Runtime,
+    click: Click,
     body: dict[str, Any],
     respond: AsyncRespond,
     client: AsyncWebClient,
-    context: AsyncBoltContext,
 ) -> None:
     """Slack has already shown the confirm dialog; check who clicked, then stop."""
-    await ack()
-    rt: Runtime = context["rt"]
-    click = Click(body)
-    if click.problem:
-        await _tell(respond, client, click, f":no_entry_sign: {click.problem}")
-        return
     who = {"user_id": click.user_id, "session_id": click.session_id, "channel_id": click.channel_id}
     refusal = await may_stop(rt, client, click.user_id)
     if refusal is not None:
