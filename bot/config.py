@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     delivery_concurrency: int = Field(16, ge=1, le=256)
     channel_min_interval_seconds: float = Field(1.0, ge=0)
     lease_seconds: float = Field(120.0, gt=0)
+    # Sent, dead and cancelled outbox rows are kept this long (for dedupe and digests).
+    outbox_retention_days: float = Field(30.0, ge=2)
 
     oncall_channel: str | None = None
     oncall_mention: str | None = None

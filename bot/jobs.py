@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -211,3 +211,15 @@ async def _digest(
 def _display(snapshot: object) -> str | None:
     name = snapshot.get("display_name") if isinstance(snapshot, dict) else None
     return name if isinstance(name, str) else None
+
+
+async def prune_outbox(rt: Runtime) -> int:
+    """Drop finished outbox rows past their retention; pending rows are never dropped."""
+    cutoff = utcnow() - timedelta(days=rt.settings.outbox_retention_days)
+    async with rt.sessionmaker() as db, db.begin():
+        result = await db.execute(
+            delete(OutboxMessage)
+            .where(OutboxMessage.state != "pending", OutboxMessage.created_at < cutoff)
+            .execution_options(synchronize_session=False)
+        )
+    return int(getattr(result, "rowcount", 0) or 0)

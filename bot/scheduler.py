@@ -17,7 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, or_, select, update
 
 from bot.delivery import deliver_due
-from bot.jobs import send_digests, watch_all_errors
+from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.outbox import pending_count
 from bot.poller import poll_cycle
 from bot.runtime import Runtime
@@ -46,6 +46,7 @@ class Ticker:
                 )
             self._every("watch_errors", self.watch_errors, settings.poll_interval_seconds)
         self._every("gauges", self.gauges, 15)
+        self._every("prune", self.prune, 3600)
         self.scheduler.start()
 
     def _every(self, name: str, work: Any, seconds: float) -> None:
@@ -121,6 +122,10 @@ class Ticker:
         job = self.scheduler.get_job("deliver")
         if job is not None and not self.stopping:
             job.modify(next_run_time=datetime.now(UTC))
+
+    async def prune(self) -> None:
+        if pruned := await prune_outbox(self.rt):
+            log.info("pruned %d finished outbox rows", pruned)
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

@@ -7,6 +7,7 @@ stored, so a failure stores nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import rendering
@@ -117,8 +119,18 @@ async def subscribe(
         existing.root_ts, existing.subscribed_by, existing.created_at = root, user_id, now
         existing.active, existing.ended_at, existing.ended_reason = True, None, None
         existing.filters, existing.muted_until = filters_text(filters), None
-    await watch(db, session, poll_interval=poll_interval)
-    await db.flush()
+    try:
+        await db.flush()  # before watch(): its statements would autoflush this insert
+        await watch(db, session, poll_interval=poll_interval)
+    except IntegrityError as exc:
+        # Another replica stored the same subscription a moment ago: keep its
+        # root, take back ours (unless we adopted the clicked card).
+        if root != root_ts:
+            with contextlib.suppress(SlackApiError):
+                await slack.chat_delete(channel=channel_id, ts=root)
+        raise SubscriptionError(
+            "This channel was subscribed to this session a moment ago; updates go in its thread."
+        ) from exc
     return Subscribed(existing.id, root, already=False, filters=filters)
 
 
