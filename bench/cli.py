@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import traceback
@@ -23,6 +24,7 @@ SCENARIOS = (
     "pacing",
     "memory_cpu",
     "naive_baseline",
+    "rate_limit",
 )
 
 # (scenario, key, label) rows of the summary table
@@ -53,6 +55,9 @@ TABLE: list[tuple[str, str, str]] = [
     ("naive_baseline", "cycle_s", "5 naive cycle, concurrency 1 (s)"),
     ("naive_baseline", "scaled_cycle_s_at_poll_sessions", "5 naive, scaled to scenario 2 (s)"),
     ("naive_baseline", "speedup_vs_concurrent", "5 speed-up of concurrency"),
+    ("rate_limit", "max_rps", "6 TOGETHER_MAX_RPS"),
+    ("rate_limit", "busiest_1s_window", "6 most requests in any 1 s"),
+    ("rate_limit", "requests_during_retry_after", "6 requests during a 429's Retry-After"),
 ]
 
 
@@ -64,7 +69,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="comma-separated: sqlite,postgresql (default: sqlite, plus postgresql if reachable)",
     )
-    p.add_argument("--save", action="store_true", help="write bench/results/latest.json")
+    p.add_argument(
+        "--save",
+        action="store_true",
+        help="write bench/results/latest.json and bench/results/RESULTS.md",
+    )
     p.add_argument("--only", default=None, help="comma-separated scenario names to run")
     p.add_argument("--json-out", default=None, help="also write the JSON to this path")
     p.add_argument("--slack-latency", type=float, default=None, help="seconds per Slack call")
@@ -87,9 +96,7 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
         except Exception as exc:
             traceback.print_exc()
             value = {"error": f"{type(exc).__name__}: {exc}"[:2000], "target_met": False}
-        print(
-            f"[{backend}] {name} done in {time.monotonic() - started:.1f}s", file=sys.stderr
-        )
+        print(f"[{backend}] {name} done in {time.monotonic() - started:.1f}s", file=sys.stderr)
         return value
 
     wanted = lambda name: not only or name in only  # noqa: E731
@@ -112,6 +119,8 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
             "naive_baseline",
             lambda: scenarios.naive_baseline(backend, sizes, out["poll_cycle"]),
         )
+    if wanted("rate_limit"):
+        out["rate_limit"] = step("rate_limit", lambda: scenarios.rate_limit(backend, sizes))
     return out
 
 
@@ -147,10 +156,39 @@ def table(report: dict[str, Any]) -> str:
     lines = []
     for n, r in enumerate(rows):
         lines.append(
-            "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))) + " |"
+            "| "
+            + " | ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+            + " |"
         )
         if n == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def results_markdown(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    load = m.get("loadavg_1_5_15m", {})
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`python -m bench{' --quick' if report['mode'] == 'quick' else ''}` "
+        f"({report['mode']} sizes), {m['date']}, {report['total_seconds']} s in all.",
+        "",
+        f"Machine: {m['nproc']} CPUs ({m['cpu']}), {m['memory_gb']} GB memory, "
+        f"Python {m['python']}. Load average (1, 5, 15 min) at the start: "
+        f"{load.get('start')}; after each backend: "
+        + ", ".join(f"{k[6:]} {v}" for k, v in load.items() if k.startswith("after_"))
+        + ".",
+        "",
+        "Targets are in brackets; see bench/README.md for what each number means. "
+        "The JSON with every number is `latest.json` beside this file.",
+        "",
+        table(report),
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -176,8 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
         "backends": {},
     }
+    load: dict[str, Any] = {"start": [round(x, 2) for x in os.getloadavg()]}
     for backend in backends:
         report["backends"][backend] = run_backend(backend, sizes, only)
+        load[f"after_{backend}"] = [round(x, 2) for x in os.getloadavg()]
+    report["machine"]["loadavg_1_5_15m"] = load
     report["total_seconds"] = round(time.monotonic() - started, 1)
     text = json.dumps(report, indent=2, default=str)
     print(table(report))
@@ -186,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "latest.json").write_text(text + "\n")
+        (RESULTS / "RESULTS.md").write_text(results_markdown(report))
     if args.json_out:
         Path(args.json_out).write_text(text + "\n")
     errors = [

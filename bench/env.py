@@ -25,7 +25,9 @@ from sqlalchemy import insert, text, update  # noqa: E402
 
 from bot.db import make_engine  # noqa: E402
 from bot.migrations import upgrade  # noqa: E402
+from bot.models import TrainingSession  # noqa: E402
 from bot.storage import Subscription, WatchedSession, utcnow  # noqa: E402
+from bot.transitions import checkpoint_keys  # noqa: E402
 from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402
 
@@ -95,7 +97,9 @@ def database(backend: str) -> Iterator[Database]:
 
 
 def _watch_row(sid: str, snapshot: dict[str, Any], *, due: datetime, active: bool) -> dict:
+    """A watched_sessions row as the poller leaves it after seeing `snapshot`."""
     now = utcnow()
+    session = TrainingSession.model_validate(snapshot)
     return {
         "session_id": sid,
         "active": active,
@@ -105,7 +109,8 @@ def _watch_row(sid: str, snapshot: dict[str, Any], *, due: datetime, active: boo
         "error_message": None,
         "training_checkpoints": len(snapshot.get("training_checkpoints") or []),
         "inference_checkpoints": len(snapshot.get("inference_checkpoints") or []),
-        "snapshot": snapshot,
+        "snapshot": session.model_dump(mode="json"),
+        "checkpoint_keys": checkpoint_keys(session),
         "transition_seq": 0,
         "next_poll_at": due,
         "last_polled_at": None,
@@ -259,12 +264,15 @@ class Bot:
 
     def cycles(self) -> list[tuple[int, int, int, float]]:
         """(sessions, failed, transitions, seconds) of every logged poll cycle."""
-        return [
-            (int(a), int(b), int(c), float(d)) for a, b, c, d in CYCLE_RE.findall(self.log())
-        ]
+        return [(int(a), int(b), int(c), float(d)) for a, b, c, d in CYCLE_RE.findall(self.log())]
 
     def wait_cycle(
-        self, *, sessions: int, after: int = 0, timeout: float = 60.0, transitions: int | None = None
+        self,
+        *,
+        sessions: int,
+        after: int = 0,
+        timeout: float = 60.0,
+        transitions: int | None = None,
     ) -> tuple[int, int, int, float]:
         """The first logged cycle after the `after`-th one that claimed `sessions` sessions."""
         deadline = time.monotonic() + timeout
@@ -296,15 +304,14 @@ class Bot:
         return out
 
     def metric(self, name: str) -> float | None:
-        """One sample of the bot's /metrics, by full name (with labels if any)."""
+        """One sample of the bot's /metrics, by its exact name (labels included, if any)."""
         import httpx
 
         body = httpx.get(f"{self.url}/metrics", timeout=5).text
         for line in body.splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                head, _, value = line.rpartition(" ")
-                if head == name or name.endswith("}"):
-                    return float(value)
+            head, _, value = line.rpartition(" ")
+            if head == name:
+                return float(value)
         return None
 
 

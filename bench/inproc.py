@@ -28,7 +28,9 @@ class StatementCounter:
         self.executemany = 0
         self.kinds: Counter[str] = Counter()
 
-    def __call__(self, conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+    def __call__(
+        self, conn: Any, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
         self.total += 1
         self.executemany += int(many)
         self.kinds[statement.lstrip().split(None, 1)[0].upper()] += 1
@@ -139,13 +141,13 @@ def statements(backend: str, sizes: Sizes) -> dict[str, Any]:
     runs: dict[int, dict[str, Any]] = {}
     for channels in sizes.stmt_channels:
         with database(backend) as db, FakeTogether() as together:
-            ids = seed(db.url, together, sessions=sizes.stmt_sessions, channels_per_session=channels)
+            ids = seed(
+                db.url, together, sessions=sizes.stmt_sessions, channels_per_session=channels
+            )
             make_due(db.url)
             runs[channels] = asyncio.run(_cycles(db.url, together, sizes, ids))
     small, large = (runs[c] for c in sizes.stmt_channels)
-    same = all(
-        small[k]["statements"] == large[k]["statements"] for k in ("steady", "transitions")
-    )
+    same = all(small[k]["statements"] == large[k]["statements"] for k in ("steady", "transitions"))
     out: dict[str, Any] = {"sessions": sizes.stmt_sessions}
     for channels, run in runs.items():
         subs = sizes.stmt_sessions * channels

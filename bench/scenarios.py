@@ -4,6 +4,8 @@ numbers (plus `target` / `target_met`), so the table and the JSON come from the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import statistics
 import time
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from tests.fakes import FakeSlack, FakeTogether, sign, slash_command_body
 from tests.support import SIGNING_SECRET
 
 SLACK_ACK_LIMIT = 3.0
+WARMUP = 5
 
 
 @dataclass(frozen=True)
@@ -35,17 +38,21 @@ class Sizes:
     poll_latency: float = 0.05
     poll_concurrency: int = 16
     poll_interval: float = 60.0
+    poll_repeats: int = 3
     # 2b. statements per cycle, in-process, at two subscription counts
     stmt_sessions: int = 2000
     stmt_channels: tuple[int, int] = (1, 5)
     # 3. fan-out and pacing
     fanout_sessions: int = 500
-    fanout_interval: float = 10.0
+    fanout_interval: float = 60.0  # the production default
     pacing_sessions: int = 20
     pacing_interval: float = 2.0
     channel_gap: float = 1.0
     # 5. naive baseline
     naive_sessions: int = 200
+    # 6. rate limits
+    limit_sessions: int = 200
+    limit_max_rps: float = 50.0
     # Slack answers every call after this long
     slack_latency: float = 0.0
 
@@ -59,11 +66,15 @@ QUICK = Sizes(
     poll_channels=5,
     poll_terminal=10,
     poll_latency=0.02,
+    poll_interval=2.0,  # a 2 s scheduler tick: less waiting for the cycle to start
+    poll_repeats=1,
     stmt_sessions=40,
     fanout_sessions=20,
     fanout_interval=2.0,
     pacing_sessions=3,
     naive_sessions=20,
+    limit_sessions=20,
+    limit_max_rps=20.0,
 )
 
 
@@ -85,21 +96,25 @@ def ack_latency(backend: str, sizes: Sizes) -> dict[str, Any]:
         FakeSlack(latency=sizes.slack_latency) as slack,
         FakeTogether() as together,
     ):
-        ids = seed(db.url, together, sessions=n, channels_per_session=0)
+        every = seed(db.url, together, sessions=n + WARMUP, channels_per_session=0)
+        ids, warm_ids = every[:n], every[n:]
         together.latency = sizes.ack_together_latency
         with Bot(db_url=db.url, slack=slack, together=together, env={}) as bot:
+            # A few commands one at a time first: Bolt and the clients set themselves up
+            # on the first requests; those one-off costs are reported, not averaged in.
+            warm, _ = asyncio.run(_send_commands(bot.url, slack, warm_ids, 1, prefix="warm"))
             started = time.monotonic()
-            acks, statuses = asyncio.run(_send_commands(bot.url, slack, ids, sizes))
+            acks, statuses = asyncio.run(
+                _send_commands(bot.url, slack, ids, sizes.ack_concurrency, prefix="ack")
+            )
             tokens = [f"ack-{i}" for i in range(n)]
             timeout = 30 + n * sizes.ack_together_latency / 8
 
             def delivered() -> int:
                 return sum(1 for t in tokens if slack.responses.get(t))
 
-            try:
+            with contextlib.suppress(AssertionError):
                 slack.wait_for(lambda: delivered() >= n, timeout=timeout)
-            except AssertionError:
-                pass
             all_in = time.monotonic() - started
             cards = 0
             for i, token in enumerate(tokens):
@@ -118,6 +133,8 @@ def ack_latency(backend: str, sizes: Sizes) -> dict[str, Any]:
         "ack_p50_ms": round(p50 * 1000, 1),
         "ack_p99_ms": round(p99 * 1000, 1),
         "ack_max_ms": round(max(acks) * 1000, 1),
+        "warmup_commands": WARMUP,
+        "first_cold_ack_ms": round(warm[0] * 1000, 1) if warm else None,
         "ack_p99_ratio_to_3s": round(p99 / SLACK_ACK_LIMIT, 4),
         "server_ack_mean_ms": round(server_sum / server_count * 1000, 2) if server_count else None,
         "cards_delivered": cards,
@@ -128,20 +145,21 @@ def ack_latency(backend: str, sizes: Sizes) -> dict[str, Any]:
 
 
 async def _send_commands(
-    url: str, slack: FakeSlack, ids: list[str], sizes: Sizes
+    url: str, slack: FakeSlack, ids: list[str], concurrency: int, *, prefix: str
 ) -> tuple[list[float], list[int]]:
+    """POST one signed `/rl-session <id>` per id, `concurrency` at a time; ack times."""
     import aiohttp
 
-    semaphore = asyncio.Semaphore(sizes.ack_concurrency)
+    semaphore = asyncio.Semaphore(concurrency)
     acks: list[float] = []
     statuses: list[int] = []
-    connector = aiohttp.TCPConnector(limit=sizes.ack_concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as http:
 
         async def one(i: int, sid: str) -> None:
             body = slash_command_body(
                 sid,
-                response_url=slack.response_url(f"ack-{i}"),
+                response_url=slack.response_url(f"{prefix}-{i}"),
                 channel_id=f"C{i % 10:03d}",
                 user_id=f"U{i % 7:03d}",
             )
@@ -161,9 +179,20 @@ async def _send_commands(
 
 
 def poll_cycle_process(
-    backend: str, sizes: Sizes, *, sessions: int, concurrency: int, channels: int, terminal: int
+    backend: str,
+    sizes: Sizes,
+    *,
+    sessions: int,
+    concurrency: int,
+    channels: int,
+    terminal: int,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """One poll cycle over `sessions` due sessions in a real `rl-bot serve`."""
+    """`repeats` poll cycles over `sessions` due sessions in one real `rl-bot serve`.
+
+    Sessions are seeded due in 2100; after the bot is up (and its idle CPU rate
+    measured) they are made due, and the next scheduler tick polls them all.
+    """
     latency = sizes.poll_latency
     with (
         database(backend) as db,
@@ -186,41 +215,67 @@ def poll_cycle_process(
             "POLL_CONCURRENCY": str(concurrency),
             "TOGETHER_MAX_RPS": "10000",
         }
+        ideal = sessions * latency / concurrency
+        cycles: list[dict[str, Any]] = []
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
             time.sleep(0.5)
             idle0, t0 = bot.cpu_seconds(), time.monotonic()
             time.sleep(1.0)
             idle_rate = (bot.cpu_seconds() - idle0) / (time.monotonic() - t0)
-            together.reset_counts()
             mem_before = bot.memory_mb()
-            cpu0, wall0 = bot.cpu_seconds(), time.monotonic()
-            make_due(db.url)
-            ideal = sessions * latency / concurrency
-            cycle = bot.wait_cycle(sessions=sessions, timeout=60 + ideal * 4)
-            cpu1, wall1 = bot.cpu_seconds(), time.monotonic()
-            time.sleep(0.3)
-            requests = together.total_requests
-            max_in_flight = together.max_in_flight
+            for _ in range(repeats):
+                seen = len(bot.cycles())
+                together.reset_counts()
+                req_sum = bot.metric("rlbot_together_request_seconds_sum") or 0.0
+                req_count = bot.metric("rlbot_together_request_seconds_count") or 0.0
+                cpu0, wall0 = bot.cpu_seconds(), time.monotonic()
+                make_due(db.url)
+                cycle = bot.wait_cycle(sessions=sessions, after=seen, timeout=60 + ideal * 4)
+                cpu = bot.cpu_seconds() - cpu0
+                wall = time.monotonic() - wall0
+                time.sleep(0.2)
+                req_sum = (bot.metric("rlbot_together_request_seconds_sum") or 0.0) - req_sum
+                req_count = (bot.metric("rlbot_together_request_seconds_count") or 0.0) - req_count
+                cycles.append(
+                    {
+                        "cycle_s": cycle[3],
+                        "failed": cycle[1],
+                        "together_requests": together.total_requests,
+                        "max_in_flight": together.max_in_flight,
+                        "cpu_s": cpu,
+                        "cpu_s_idle_corrected": max(0.0, cpu - idle_rate * wall),
+                        "together_mean_ms": req_sum / req_count * 1000 if req_count else None,
+                    }
+                )
             mem_after = bot.memory_mb()
-            metric_sum = bot.metric("rlbot_poll_cycle_seconds_sum")
             subs = scalar(db.url, "SELECT count(*) FROM subscriptions WHERE active")
-    seconds = cycle[3]
-    cpu = cpu1 - cpu0
+    times = [c["cycle_s"] for c in cycles]
+    seconds = statistics.median(times)
+    cpu = statistics.median(c["cpu_s"] for c in cycles)
     return {
         "sessions": sessions,
         "terminal_sessions": terminal,
         "subscriptions": subs,
         "concurrency": concurrency,
         "together_latency_s": latency,
+        "cycles_run": len(cycles),
         "cycle_s": round(seconds, 3),
-        "cycle_s_metrics": round(metric_sum, 3) if metric_sum is not None else None,
+        "cycle_s_each": [round(t, 2) for t in times],
         "ideal_s": round(ideal, 3),
         "cycle_ratio_to_ideal": round(seconds / ideal, 3) if ideal else None,
-        "together_requests": requests,
-        "together_max_in_flight": max_in_flight,
-        "failed": cycle[1],
+        "best_ratio_to_ideal": round(min(times) / ideal, 3) if ideal else None,
+        "together_requests": max(c["together_requests"] for c in cycles),
+        "together_requests_each": [c["together_requests"] for c in cycles],
+        "together_max_in_flight": max(c["max_in_flight"] for c in cycles),
+        "together_mean_ms_seen_by_bot": round(
+            statistics.median(c["together_mean_ms"] or 0 for c in cycles), 1
+        ),
+        "failed": max(c["failed"] for c in cycles),
         "cpu_s": round(cpu, 2),
-        "cpu_s_idle_corrected": round(max(0.0, cpu - idle_rate * (wall1 - wall0)), 2),
+        "cpu_s_each": [round(c["cpu_s"], 2) for c in cycles],
+        "cpu_s_idle_corrected": round(
+            statistics.median(c["cpu_s_idle_corrected"] for c in cycles), 2
+        ),
         "idle_cpu_per_s": round(idle_rate, 3),
         "rss_before_mb": round(mem_before.get("VmRSS", 0), 1),
         "peak_rss_mb": round(mem_after.get("VmHWM", 0), 1),
@@ -236,6 +291,7 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
         concurrency=sizes.poll_concurrency,
         channels=sizes.poll_channels,
         terminal=sizes.poll_terminal,
+        repeats=sizes.poll_repeats,
     )
     ratio = run["cycle_ratio_to_ideal"]
     poll = {
@@ -246,19 +302,27 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
             "subscriptions",
             "concurrency",
             "together_latency_s",
+            "cycles_run",
             "cycle_s",
-            "cycle_s_metrics",
+            "cycle_s_each",
             "ideal_s",
             "cycle_ratio_to_ideal",
+            "best_ratio_to_ideal",
             "together_requests",
+            "together_requests_each",
             "together_max_in_flight",
+            "together_mean_ms_seen_by_bot",
             "failed",
             "seed_s",
         )
     }
-    poll["requests_equal_sessions"] = run["together_requests"] == run["sessions"]
+    poll["requests_equal_sessions"] = all(
+        n == run["sessions"] for n in run["together_requests_each"]
+    )
     poll["target"] = "cycle <= 1.25 x ideal; Together requests == distinct non-terminal sessions"
-    poll["target_met"] = bool(ratio is not None and ratio <= 1.25 and poll["requests_equal_sessions"])
+    poll["target_met"] = bool(
+        ratio is not None and ratio <= 1.25 and poll["requests_equal_sessions"]
+    )
     budget = 0.10 * sizes.poll_interval
     resources = {
         "subscriptions": run["subscriptions"],
@@ -267,6 +331,7 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
         "rss_before_cycle_mb": run["rss_before_mb"],
         "rss_ratio_to_150mb": round(run["peak_rss_mb"] / 150, 3),
         "cpu_s_per_cycle": run["cpu_s"],
+        "cpu_s_per_cycle_each": run["cpu_s_each"],
         "cpu_s_per_cycle_idle_corrected": run["cpu_s_idle_corrected"],
         "interval_s": sizes.poll_interval,
         "cpu_ratio_to_10pct_interval": round(run["cpu_s"] / budget, 3),
@@ -345,10 +410,8 @@ def fanout(backend: str, sizes: Sizes) -> dict[str, Any]:
                 return [c for c in slack.successful_posts() if c.thread_ts]
 
             timeout = interval + 60 + n * 0.05
-            try:
+            with contextlib.suppress(AssertionError):
                 slack.wait_for(lambda: len(replies()) >= n, timeout=timeout)
-            except AssertionError:
-                pass
             posts = replies()
             cycle = bot.wait_cycle(sessions=n, after=seen - 1, transitions=n, timeout=5)
             per_channel: dict[str, int] = {}
@@ -400,14 +463,12 @@ def pacing(backend: str, sizes: Sizes) -> dict[str, Any]:
             def replies() -> list[Any]:
                 return [c for c in slack.successful_posts("CPACE") if c.thread_ts]
 
-            try:
+            with contextlib.suppress(AssertionError):
                 slack.wait_for(lambda: len(replies()) >= n, timeout=30 + n * gap * 2)
-            except AssertionError:
-                pass
             time.sleep(min(2.0, gap * 2))  # nothing more may arrive
             posts = replies()
     times = sorted(c.at for c in posts)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     min_gap = min(gaps) if gaps else None
     distinct = len({c.thread_ts for c in posts})
     return {
@@ -421,4 +482,63 @@ def pacing(backend: str, sizes: Sizes) -> dict[str, Any]:
         "change_to_last_post_s": round(times[-1] - changed_at, 2) if times else None,
         "target": f"all {n} posted, none dropped or repeated, >= ~{gap:.0f} s apart",
         "target_met": len(posts) == n and distinct == n and (min_gap or gap) >= 0.95 * gap,
+    }
+
+
+# -- 6. Together rate limits: the global cap, and what a 429 does -------------------------------
+
+
+def rate_limit(backend: str, sizes: Sizes) -> dict[str, Any]:
+    """A cycle under `TOGETHER_MAX_RPS`, and one whose first answer is a 429 with Retry-After.
+
+    Shown, not judged against a number in the issue: the cap must hold, and after a
+    429 a polite client waits `Retry-After` before its next request to Together.
+    """
+    n = sizes.limit_sessions
+    rps = sizes.limit_max_rps
+    retry_after = 2
+    with (
+        database(backend) as db,
+        FakeSlack(latency=sizes.slack_latency) as slack,
+        FakeTogether() as together,
+    ):
+        seed(db.url, together, sessions=n, channels_per_session=1)
+        env = {
+            "POLL_INTERVAL_SECONDS": str(sizes.poll_interval),
+            "POLL_CONCURRENCY": str(sizes.poll_concurrency),
+            "TOGETHER_MAX_RPS": str(rps),
+        }
+        with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
+            time.sleep(0.5)
+            # 1. the cap: n requests at `rps` take about n / rps seconds
+            together.reset_counts()
+            make_due(db.url)
+            capped = bot.wait_cycle(sessions=n, timeout=60 + 2 * n / rps)
+            stamps = sorted(r.at for r in list(together.requests))
+            span = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+            busiest = max((sum(1 for t in stamps if s <= t < s + 1.0) for s in stamps), default=0)
+            # 2. a 429 with Retry-After on the first request of the next cycle
+            together.reset_counts()
+            together.fail(None, status=429, headers={"Retry-After": str(retry_after)}, times=1)
+            seen = len(bot.cycles())
+            make_due(db.url)
+            bot.wait_cycle(sessions=n, after=seen, timeout=60 + 2 * n / rps)
+            answered = sorted((r.at, r.status) for r in list(together.requests))
+    first_429 = next((t for t, status in answered if status == 429), None)
+    during = (
+        sum(1 for t, _ in answered if first_429 < t < first_429 + retry_after)
+        if first_429 is not None
+        else None
+    )
+    return {
+        "sessions": n,
+        "max_rps": rps,
+        "capped_cycle_s": capped[3],
+        "min_cycle_s_at_cap": round(n / rps, 2),
+        "observed_rps": round((len(stamps) - 1) / span, 1) if span else None,
+        "busiest_1s_window": busiest,
+        "retry_after_s": retry_after,
+        "requests_during_retry_after": during,
+        "target": f"<= {rps:.0f} requests in any 1 s; none during Retry-After after a 429",
+        "target_met": busiest <= rps * 1.1 + 1 and during == 0,
     }

@@ -97,7 +97,11 @@ async def _poll_batch(
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
 
-    outcomes = await fetch_all(together, ids, concurrency=settings.poll_concurrency)
+    # Sit out a short 429 pause; a long one backs the sessions off instead, so the
+    # cycle ends well inside its leases.
+    outcomes = await fetch_all(
+        together, ids, concurrency=settings.poll_concurrency, max_wait=settings.lease_seconds / 4
+    )
     for outcome in outcomes.values():
         if isinstance(outcome, TogetherError):
             result.failed += 1
@@ -147,7 +151,7 @@ async def claim_due_sessions(
 
 
 async def fetch_all(
-    together: TogetherClient, ids: list[str], *, concurrency: int
+    together: TogetherClient, ids: list[str], *, concurrency: int, max_wait: float | None = None
 ) -> dict[str, Outcome]:
     """Fetch each session once; one failure never stops the others."""
     semaphore = asyncio.Semaphore(concurrency)
@@ -156,7 +160,7 @@ async def fetch_all(
     async def one(session_id: str) -> None:
         async with semaphore:
             try:
-                outcomes[session_id] = await together.get_session(session_id)
+                outcomes[session_id] = await together.get_session(session_id, max_wait=max_wait)
             except TogetherError as exc:
                 outcomes[session_id] = exc
             except Exception as exc:  # a bug must not sink the cycle

@@ -256,7 +256,7 @@ async def channel_subscriptions(
 
 async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
     """A user is waiting: retry transient failures a little, within seconds."""
-    return await together.get_session(session_id, retries=2, backoff=0.5)
+    return await together.get_session(session_id, retries=2, backoff=0.5, max_wait=5.0)
 
 
 async def active_subscription(

@@ -37,6 +37,7 @@ USER_MESSAGES: dict[str, str] = {
     "bad_response": "Together sent an answer the bot could not read. Try again shortly.",
 }
 MAX_RETRY_AFTER = 300.0
+GLOBAL_PAUSE_CAP = 5.0
 
 
 class TogetherError(Exception):
@@ -103,7 +104,11 @@ class RateLimiter:
     def paused_for(self) -> float:
         return max(0.0, self._paused_until - self._clock())
 
-    async def wait(self) -> None:
+    async def wait(self, max_wait: float | None = None) -> None:
+        """Wait for a turn; if Together asked us to pause longer than `max_wait`,
+        fail now rather than keep a user (or a lease) waiting."""
+        if max_wait is not None and (paused := self.paused_for) > max_wait:
+            raise TogetherError("rate_limited", "pausing after a 429", retry_after=paused)
         async with self._lock:
             now = self._clock()
             start = max(now, self._next, self._paused_until)
@@ -143,14 +148,20 @@ class TogetherClient:
         return f"{self._base}/rl/training-sessions/{quote(session_id, safe='')}"
 
     async def get_session(
-        self, session_id: str, *, retries: int = 0, backoff: float = 0.5
+        self,
+        session_id: str,
+        *,
+        retries: int = 0,
+        backoff: float = 0.5,
+        max_wait: float | None = None,
     ) -> TrainingSession:
-        """Fetch one session; transient failures are retried `retries` times."""
+        """Fetch one session; transient failures are retried `retries` times, and a
+        rate-limit pause longer than `max_wait` fails at once."""
         url = self.session_url(session_id)
         attempt = 0
         while True:
             try:
-                data = await self._request("GET", url)
+                data = await self._request("GET", url, max_wait=max_wait)
                 return _parse_session(data, session_id)
             except TogetherError as exc:
                 if not exc.transient or attempt >= retries:
@@ -207,8 +218,8 @@ class TogetherClient:
         except TogetherError:  # the stop was accepted; the body is just not a session
             return await self.get_session(session_id, retries=1)
 
-    async def _request(self, method: str, url: str) -> Any:
-        await self.limiter.wait()
+    async def _request(self, method: str, url: str, *, max_wait: float | None = None) -> Any:
+        await self.limiter.wait(max_wait)
         started = time.monotonic()
         label = "error"
         try:
@@ -246,6 +257,10 @@ class TogetherClient:
         if status in (401, 403):
             raise TogetherError("auth", message, status=status)
         if status == 429:
+            # Back off overall, briefly: every request pauses (a rate limit is usually
+            # the account's), but at most GLOBAL_PAUSE_CAP, so one session's long
+            # Retry-After (honoured for that session by the poller) stalls no others.
+            self.limiter.pause(min(retry_after_seconds(response.headers) or 1.0, GLOBAL_PAUSE_CAP))
             raise TogetherError(
                 "rate_limited",
                 message,

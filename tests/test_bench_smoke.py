@@ -1,0 +1,74 @@
+"""The benchmark harness still runs: `python -m bench --quick --backends sqlite`.
+
+Not a performance test (CI machines are shared and noisy): it only proves that
+every scenario starts the real bot, runs, and reports numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIOS = (
+    "ack_latency",
+    "poll_cycle",
+    "db_statements",
+    "fanout",
+    "pacing",
+    "memory_cpu",
+    "naive_baseline",
+    "rate_limit",
+)
+# One headline number per scenario that must be there and be a number.
+HEADLINES = {
+    "ack_latency": ("ack_p99_ms", "cards_delivered"),
+    "poll_cycle": ("cycle_s", "ideal_s", "together_requests"),
+    "db_statements": ("steady_{subs}subs_statements", "transitions_{subs}subs_statements"),
+    "fanout": ("change_to_last_post_s", "posts"),
+    "pacing": ("min_gap_s", "posts"),
+    "memory_cpu": ("peak_rss_mb", "cpu_s_per_cycle"),
+    "naive_baseline": ("cycle_s", "speedup_vs_concurrent"),
+    "rate_limit": ("busiest_1s_window", "requests_during_retry_after"),
+}
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--backends", "sqlite", "--json-out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "quick"
+    results = report["backends"]["sqlite"]
+    sizes = report["sizes"]
+    subs = sizes["stmt_sessions"] * sizes["stmt_channels"][-1]
+    for scenario in SCENARIOS:
+        data = results.get(scenario)
+        assert isinstance(data, dict), f"{scenario} missing"
+        assert "error" not in data, f"{scenario}: {data.get('error')}"
+        assert isinstance(data.get("target_met"), bool), scenario
+        for key in HEADLINES[scenario]:
+            key = key.format(subs=subs)
+            value = data.get(key)
+            assert isinstance(value, numbers.Real) and not isinstance(value, bool), (
+                f"{scenario}.{key} = {value!r}"
+            )
+    # The properties the harness exists to show hold even at smoke size.
+    assert results["poll_cycle"]["together_requests"] == results["poll_cycle"]["sessions"]
+    assert results["db_statements"]["statements_constant_in_subscriptions"] is True
+    assert results["ack_latency"]["cards_delivered"] == results["ack_latency"]["commands"]
+    assert results["pacing"]["posts"] == results["pacing"]["sessions"]
+    assert "| metric" in proc.stdout  # the table is printed
