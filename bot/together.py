@@ -107,14 +107,21 @@ class RateLimiter:
     async def wait(self, max_wait: float | None = None) -> None:
         """Wait for a turn; if Together asked us to pause longer than `max_wait`,
         fail now rather than keep a user (or a lease) waiting."""
-        if max_wait is not None and (paused := self.paused_for) > max_wait:
-            raise TogetherError("rate_limited", "pausing after a 429", retry_after=paused)
+        self._check(max_wait)
         async with self._lock:
             now = self._clock()
             start = max(now, self._next, self._paused_until)
             self._next = start + self._interval
         if (delay := start - now) > 0:
             await asyncio.sleep(delay)
+        # A 429 that came back while we waited for our turn pauses us too.
+        while (paused := self.paused_for) > 0:
+            self._check(max_wait)
+            await asyncio.sleep(paused)
+
+    def _check(self, max_wait: float | None) -> None:
+        if max_wait is not None and (paused := self.paused_for) > max_wait:
+            raise TogetherError("rate_limited", "pausing after a 429", retry_after=paused)
 
 
 Observer = Callable[[str, float], None]
