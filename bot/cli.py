@@ -110,24 +110,12 @@ def _check_schema(settings: Settings) -> int:
 
 
 def _serve(settings: Settings, *, host: str, port: int) -> int:
-    import uvicorn
-
     from bot.runtime import build_runtime
     from bot.slack_app import build_app
-    from bot.web import create_web_app
+    from bot.web import create_web_app, http_server
 
     rt = build_runtime(settings)
-    app = create_web_app(rt, build_app(rt))
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=25,
-    )
-    uvicorn.Server(config).run()
+    http_server(create_web_app(rt, build_app(rt)), host=host, port=port).run()
     return 0
 
 

@@ -111,20 +111,16 @@ async def deliver_due(
     async with sessionmaker() as db, db.begin():
         await record(db, rows, outcomes)
     if metrics is not None:
-        for o in outcomes:
+        for row, o in zip(rows, outcomes, strict=True):  # gather keeps the order
             label = (
                 "duplicate_skipped" if o.duplicate else {"pending": "retry"}.get(o.state, o.state)
             )
             if o.error in AUTH_ERRORS:
                 label = "auth_error"
             metrics.delivery_attempts.labels(outcome=label).inc()
-            if o.state == "sent" and not o.duplicate and rows and _kind(rows, o.row_id) == "oncall":
+            if o.state == "sent" and not o.duplicate and row.kind == "oncall":
                 metrics.oncall_alerts.inc()
     return outcomes
-
-
-def _kind(rows: list[OutboxMessage], row_id: int) -> str:
-    return next(r.kind for r in rows if r.id == row_id)
 
 
 async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> Outcome:

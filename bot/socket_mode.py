@@ -13,7 +13,6 @@ import logging
 import time
 from typing import Any
 
-import uvicorn
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
@@ -21,7 +20,7 @@ from bot.config import Settings
 from bot.metrics import Metrics
 from bot.runtime import build_runtime
 from bot.slack_app import build_app
-from bot.web import create_web_app
+from bot.web import create_web_app, http_server
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +57,7 @@ async def run_socket(settings: Settings, *, host: str, port: int) -> int:
             return False
 
     web = create_web_app(rt, bolt, socket_connected=socket_up, http_events=False)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            web,
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=25,
-        )
-    )
+    server = http_server(web, host=host, port=port)
     # uvicorn owns SIGTERM/SIGINT: its graceful shutdown stops the scheduler
     # and releases leases (the web app's lifespan); then the socket closes.
     web_task = asyncio.create_task(server.serve())

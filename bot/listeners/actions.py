@@ -13,7 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands import DEFAULT_FILTERS
-from bot.listeners.commands import announce_unsubscribed
+from bot.listeners.commands import end_here
 from bot.listeners.replies import reply
 from bot.models import is_session_id
 from bot.runtime import Runtime
@@ -22,7 +22,6 @@ from bot.subscriptions import (
     active_subscription,
     fetch_for_user,
     subscribe,
-    unsubscribe,
 )
 from bot.together import USER_MESSAGES, TogetherError
 
@@ -154,20 +153,16 @@ async def on_unsubscribe(
     respond: AsyncRespond,
     client: AsyncWebClient,
 ) -> None:
-    async with rt.sessionmaker() as db, db.begin():
-        sub = await unsubscribe(
-            db=db,
-            team_id=click.team_id,
-            channel_id=click.channel_id,
-            session_id=click.session_id,
-            user_id=click.user_id,
-        )
+    sub = await end_here(
+        rt,
+        client,
+        team_id=click.team_id,
+        channel_id=click.channel_id,
+        session_id=click.session_id,
+        user_id=click.user_id,
+    )
     if sub is None:
         await _tell(respond, client, click, "This channel is not subscribed to that session.")
-        return
-    await announce_unsubscribed(
-        client, sub.channel_id, sub.root_ts, click.user_id, click.session_id, rt
-    )
 
 
 async def on_refresh(

@@ -198,22 +198,42 @@ def _subscription_note(sub: Subscription, now: datetime) -> str:
 
 async def _unsubscribe(command: Command, ctx: Ctx) -> str:
     assert command.session_id is not None
-    async with ctx.rt.sessionmaker() as db, db.begin():
-        sub = await unsubscribe(
-            db=db,
-            team_id=ctx.team_id,
-            channel_id=ctx.channel_id,
-            session_id=command.session_id,
-            user_id=ctx.user_id,
-        )
+    sub = await end_here(
+        ctx.rt,
+        ctx.client,
+        team_id=ctx.team_id,
+        channel_id=ctx.channel_id,
+        session_id=command.session_id,
+        user_id=ctx.user_id,
+    )
     if sub is None:
         await ctx.say(f"This channel is not subscribed to `{command.session_id}`.")
         return "not_subscribed"
-    await announce_unsubscribed(
-        ctx.client, sub.channel_id, sub.root_ts, ctx.user_id, command.session_id, ctx.rt
-    )
     await ctx.say(f":white_check_mark: Unsubscribed this channel from `{command.session_id}`.")
     return "ok"
+
+
+async def end_here(
+    rt: Runtime,
+    client: AsyncWebClient,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    user_id: str,
+) -> Subscription | None:
+    """End this channel's subscription, say so in its thread, turn its root back."""
+    async with rt.sessionmaker() as db, db.begin():
+        sub = await unsubscribe(
+            db=db,
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session_id,
+            user_id=user_id,
+        )
+    if sub is not None:
+        await announce_unsubscribed(client, sub.channel_id, sub.root_ts, user_id, session_id, rt)
+    return sub
 
 
 async def _mute(command: Command, ctx: Ctx) -> str:
