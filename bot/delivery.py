@@ -311,7 +311,15 @@ async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
             channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]
         )
     except SlackApiError as exc:
-        # The thread reply is what matters; an uneditable root is logged, not retried.
+        if (
+            exc.response.status_code == 429
+            or exc.response.status_code >= 500
+            or (exc.response.get("error") == "ratelimited")
+        ):
+            # chat.update has its own, lower rate limit: retry the whole row later.
+            # Its thread reply is then found by its dedupe key, not posted again.
+            raise
+        # An uneditable root (deleted, too old) is logged, not retried.
         log.warning(
             "could not update root message: %s",
             exc.response.get("error"),

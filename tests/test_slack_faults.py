@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import _backends
-from tests.fakes import FakeSlack
-from tests.support import wait_until
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotProcess, query, wait_until
 from tests.test_commands_http import Rig, module_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -210,3 +210,27 @@ def test_an_expired_response_url_falls_back_to_the_web_api(rig: Rig) -> None:
     ephemerals = slack.wait_for_calls("chat.postEphemeral", 3)
     assert SID in json.dumps(ephemerals[2].blocks)
     assert slack.responses == {}  # nothing ever reached an expired or failing URL
+
+
+def test_a_rate_limited_root_update_is_retried_without_repeating_the_reply(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """chat.update is limited more tightly than chat.postMessage; a 429 on it must
+    not leave the root card stale, nor tell the change twice."""
+    sid = "123e4567-e89b-12d3-a456-4266141740aa"
+    together.add(sid)
+    bot.command(f"subscribe {sid}", response_url=slack.response_url("rl-sub"))
+    assert "Subscribed" in str(slack.wait_for_response("rl-sub"))
+    [root] = [c.ts for c in slack.successful_posts("C123") if c.thread_ts is None]
+    slack.fail_next("chat.update", status=429, retry_after=1)
+    together.set_status(sid, "STOPPING")
+    wait_until(
+        lambda: any("Stopping" in str(u.blocks) for u in slack.updates("C123", root) if u.ok),
+        timeout=20,
+        what="the root updated after the 429",
+    )
+    replies = [c for c in slack.successful_posts("C123") if c.thread_ts == root]
+    assert len(replies) == 1
+    updates = [c for c in slack.calls_to("chat.update") if c.params.get("ts") == root]
+    assert [u.ok for u in updates] == [False, True]  # refused once, then done
+    assert query(db_url, "SELECT state, attempts FROM outbox") == [("sent", 2)]
