@@ -90,10 +90,7 @@ def start_bot(
     yield factory
     for proc in started:
         proc.stop()
-        # shown by pytest only when the test fails
-        print(
-            f"--- log of {' '.join(proc.args[2:])} ---\n" + "\n".join(proc.log().splitlines()[-80:])
-        )
+        print(proc.log_tail())  # shown by pytest only when the test fails
 
 
 @pytest.fixture

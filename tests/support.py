@@ -126,8 +126,11 @@ class BotProcess:
         env: dict[str, str] | None = None,
         command: str = "serve",
         wait: bool = True,
+        unset: Sequence[str] = (),
     ) -> BotProcess:
         full_env = base_env(db_url=db_url, slack=slack, together=together)
+        for name in unset:
+            full_env.pop(name, None)
         full_env.update(env or {})
         port = free_tcp_port()
         args = [sys.executable, "-m", "bot", command, "--host", "127.0.0.1", "--port", str(port)]
@@ -168,6 +171,11 @@ class BotProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def log_tail(self, lines: int = 80) -> str:
+        """The end of the log, headed by the command, for a failing test's output."""
+        tail = "\n".join(self.log().splitlines()[-lines:])
+        return f"--- log of {' '.join(self.args[2:])} ---\n{tail}"
 
     def command(
         self,

@@ -9,8 +9,6 @@ Web API as in HTTP mode. No signing secret is configured: none is needed in this
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any, Protocol
@@ -21,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes import FakeTogether, sign
 from tests.fakes.socket_mode import FakeSocketMode, SocketModeSlack
-from tests.support import SIGNING_SECRET, BotProcess, base_env, free_tcp_port, query, wait_until
+from tests.support import SIGNING_SECRET, BotProcess, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 APP_TOKEN = "xapp-1-A1-1234567890-apptokensecret"
@@ -56,30 +54,15 @@ def start_socket_bot(
     started: list[BotProcess] = []
 
     def factory(*, wait: bool = True, **env: str) -> BotProcess:
-        workdir = tmp_path_factory.mktemp("socket-bot")
-        full_env = base_env(db_url=db_url, slack=slack, together=together)
-        del full_env["SLACK_SIGNING_SECRET"]
-        full_env["SLACK_APP_TOKEN"] = APP_TOKEN
-        full_env.update(env)
-        port = free_tcp_port()
-        args = [sys.executable, "-m", "bot", "socket", "--host", "127.0.0.1", "--port", str(port)]
-        log_path = workdir / f"bot-{port}.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                args,
-                cwd=workdir,
-                env=full_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        bot = BotProcess(
-            proc=proc,
-            url=f"http://127.0.0.1:{port}",
-            log_path=log_path,
-            env=full_env,
-            workdir=workdir,
-            args=args,
+        bot = BotProcess.start(
+            workdir=tmp_path_factory.mktemp("socket-bot"),
+            db_url=db_url,
+            slack=slack,
+            together=together,
+            env={"SLACK_APP_TOKEN": APP_TOKEN, **env},
+            command="socket",
+            wait=False,
+            unset=("SLACK_SIGNING_SECRET",),
         )
         started.append(bot)
         if wait:
@@ -89,9 +72,7 @@ def start_socket_bot(
     yield factory
     for bot in started:
         bot.stop()
-        print(
-            f"--- log of {' '.join(bot.args[2:])} ---\n" + "\n".join(bot.log().splitlines()[-80:])
-        )
+        print(bot.log_tail())
 
 
 @pytest.fixture
