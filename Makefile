@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 .PHONY: install test lint format bench run
 
 install:
-	python -m venv $(VENV) && $(BIN)/pip install -e '.[dev]'
+	python -m venv $(VENV) && $(BIN)/pip install -c constraints.txt -e '.[dev]'
 
 test:
 	$(BIN)/pytest

@@ -3,7 +3,6 @@ Slack- and Together-shaped servers, and a real `rl-bot serve` process."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
 from collections.abc import Iterator
@@ -14,6 +13,17 @@ from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
 
 PG_BASE = os.environ.get("RLBOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+# Fixtures that start a real `rl-bot` process: tests using them are `slow`, so
+# `pytest -m "not slow"` is the quick loop over pure rules and fakes.
+PROCESS_FIXTURES = frozenset({"start_bot", "bot", "rig", "start_socket_bot", "socket_bot"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 def _backends() -> list[str]:
@@ -96,7 +106,3 @@ def start_bot(
 @pytest.fixture
 def bot(start_bot: BotFactory) -> BotProcess:
     return start_bot()
-
-
-def run(coro: object) -> object:
-    return asyncio.run(coro)  # type: ignore[arg-type]

@@ -172,6 +172,7 @@ def test_sigterm_finishes_the_running_cycle_and_releases_leases(
     assert len(_thread(slack, root)) == 1
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 def test_unmigrated_postgresql_schema_refuses_to_start_clearly(
     slack: FakeSlack,
     together: FakeTogether,

@@ -277,6 +277,7 @@ def _show(
     )
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 def test_show_prints_the_card_in_the_terminal(tmp_path: Path, together: FakeTogether) -> None:
     together.add(SID, display_name="gsm8k-experiment-2")
     text = _show(tmp_path, together, SID)  # no Slack setting at all
@@ -297,6 +298,7 @@ def test_show_prints_the_card_in_the_terminal(tmp_path: Path, together: FakeToge
     assert not (tmp_path / "rl-bot.db").exists()  # show needs no database
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 def test_show_errors_exit_1_with_one_clear_line(tmp_path: Path, together: FakeTogether) -> None:
     unknown = _show(tmp_path, together, OTHER)
     assert unknown.returncode == 1
@@ -320,6 +322,7 @@ def test_show_errors_exit_1_with_one_clear_line(tmp_path: Path, together: FakeTo
 # (HTTP-mode checks are in test_security.py; these are Socket Mode's own.)
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 @pytest.mark.parametrize(
     ("env", "named", "says"),
     [
@@ -351,6 +354,7 @@ def test_socket_mode_config_errors_exit_2_with_one_line(
 # --- migrations ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 def test_migrate_brings_a_fresh_sqlite_file_to_head(tmp_path: Path) -> None:
     from bot.migrations import head_revision
 
@@ -367,6 +371,7 @@ def test_migrate_brings_a_fresh_sqlite_file_to_head(tmp_path: Path) -> None:
     assert query(url, "SELECT version_num FROM alembic_version") == [(head,)]
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 def test_serve_migrates_the_default_sqlite_database_itself(
     tmp_path: Path, slack: FakeSlack, together: FakeTogether
 ) -> None:
