@@ -75,13 +75,21 @@ async def watch_all_errors(rt: Runtime) -> int:
     sessions: list[TrainingSession] = []
     try:
         after: str | None = None
+        seen: set[str] = set()
         for _ in range(settings.watch_all_max_pages):
             page, after = await rt.together.list_sessions(
-                status=STATUS_PREFIX + Status.ERROR.value, after=after
+                status=[STATUS_PREFIX + Status.ERROR.value], after=after
             )
             sessions += page
-            if not after:
+            if not after or after in seen:  # the last page, or a cursor going round
                 break
+            seen.add(after)
+        else:
+            if after:
+                log.info(
+                    "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
+                    settings.watch_all_max_pages,
+                )
     except TogetherError as exc:
         log.warning("org-wide error watch could not list sessions: %s", exc)
     fresh = [

@@ -13,7 +13,7 @@ import email.utils
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -180,16 +180,33 @@ class TogetherClient:
                 await asyncio.sleep(delay)
 
     async def list_sessions(
-        self, *, status: str, after: str | None = None, limit: int = 100
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        created_by: str | None = None,
+        model_resources_id: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
     ) -> tuple[list[TrainingSession], str | None]:
-        """One page of sessions in `status`, and the cursor of the next page (or None).
+        """One page of sessions, and the cursor of the next page (None on the last).
 
-        Rows that do not parse are skipped, not fatal: one odd session must not
-        hide the others."""
-        params = {"status": status, "limit": str(limit)}
+        Filters go as Together's SDK sends them: several statuses comma-joined in
+        one `status` (`status=A,B`), `created_by` ("me" is the key's owner) and
+        `model_resources_id`. Pagination is read from `meta` (`has_more`,
+        `next_cursor`), with the older top-level keys as a fallback. Rows that do
+        not parse are skipped, not fatal: one odd session must not hide the others."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        params: list[tuple[str, str]] = []
+        if statuses:
+            params.append(("status", ",".join(statuses)))
+        if created_by:
+            params.append(("created_by", created_by))
+        if model_resources_id:
+            params.append(("model_resources_id", model_resources_id))
+        params.append(("limit", str(max(1, min(100, limit)))))
         if after:
-            params["after"] = after
-        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items())
+            params.append(("after", after))
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
         data = await self._request("GET", f"{self._base}/rl/training-sessions?{query}")
         if isinstance(data, list):
             items, body = data, {}
@@ -212,10 +229,7 @@ class TogetherClient:
                     sessions.append(TrainingSession.model_validate(item))
                 except ValidationError:
                     log.warning("skipping a session that does not parse")
-        cursor = body.get("next_cursor") or body.get("after")
-        if not cursor and body.get("has_more") and sessions:
-            cursor = sessions[-1].id
-        return sessions, str(cursor) if cursor and body.get("has_more", True) else None
+        return sessions, _next_cursor(body, sessions)
 
     async def stop_session(self, session_id: str) -> TrainingSession:
         """Ask Together to stop a session; answers with the session as it is now."""
@@ -311,6 +325,22 @@ def _error_message(response: httpx.Response) -> str:
     if isinstance(error, dict) and isinstance(error.get("message"), str):
         return str(error["message"])[:300]
     return ""
+
+
+def _next_cursor(body: dict[str, Any], sessions: list[TrainingSession]) -> str | None:
+    """The next page's cursor from `meta` (or the older top level), None on the last page.
+
+    `has_more` decides; a missing cursor falls back to the last id (the SDK
+    documents `after` as the last session's id)."""
+    meta = body.get("meta")
+    sources = [meta, body] if isinstance(meta, dict) else [body]
+    has_more = next((s["has_more"] for s in sources if isinstance(s.get("has_more"), bool)), None)
+    cursor = next((str(s[k]) for s in sources for k in ("next_cursor", "after") if s.get(k)), None)
+    if has_more is None:
+        has_more = cursor is not None
+    if not has_more:
+        return None
+    return cursor or (sessions[-1].id if sessions else None)
 
 
 def _parse_session(data: Any, session_id: str) -> TrainingSession:
