@@ -195,13 +195,13 @@ def test_together_old_shape_stop_and_list(together: FakeTogether) -> None:
     assert stopped.json()["status"] == "TRAINING_SESSION_STATUS_STOPPING"
     assert together.stop_requests == ["new-1"]
     page = httpx.get(f"{together.base_url}/rl/training-sessions?limit=1", headers=AUTH).json()
-    assert [s["id"] for s in page["data"]] == ["old-1"] and page["has_more"]
+    assert [s["id"] for s in page["data"]] == ["old-1"] and page["meta"]["has_more"]
     page2 = httpx.get(
         f"{together.base_url}/rl/training-sessions",
-        params={"limit": 1, "after": page["next_cursor"]},
+        params={"limit": 1, "after": page["meta"]["next_cursor"]},
         headers=AUTH,
     ).json()
-    assert [s["id"] for s in page2["data"]] == ["new-1"] and not page2["has_more"]
+    assert [s["id"] for s in page2["data"]] == ["new-1"] and not page2["meta"]["has_more"]
     running = httpx.get(
         f"{together.base_url}/rl/training-sessions", params={"status": "RUNNING"}, headers=AUTH
     ).json()

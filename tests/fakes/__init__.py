@@ -2,7 +2,15 @@
 
 from .signing import block_action_body, post_signed, sign, slash_command_body
 from .slack import FakeSlack, SlackCall, SlackFault
-from .together import FakeTogether, TogetherFault, TogetherRequest, free_port, make_session
+from .together import (
+    FakeTogether,
+    TogetherFault,
+    TogetherRequest,
+    free_port,
+    make_model_resource,
+    make_old_shape_session,
+    make_session,
+)
 
 __all__ = [
     "FakeSlack",
@@ -13,6 +21,8 @@ __all__ = [
     "TogetherRequest",
     "block_action_body",
     "free_port",
+    "make_model_resource",
+    "make_old_shape_session",
     "make_session",
     "post_signed",
     "sign",

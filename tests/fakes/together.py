@@ -1,11 +1,22 @@
 """`FakeTogether`: a Together-API-shaped HTTP server for RL training sessions.
 
+It answers the shapes of Together's own SDK (`together` 3.1.1,
+`together.types.post_training`), field for field; tests/test_together_contract.py
+validates every kind of answer with those models in strict mode.
+
 Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_key`):
 
-    GET  /v1/rl/training-sessions/{id}        the stored session, or 404 error object
-    POST /v1/rl/training-sessions/{id}/stop   status -> TRAINING_SESSION_STATUS_STOPPING
-    GET  /v1/rl/training-sessions?status=&after=&limit=   cursor-paginated list
+    GET  /v1/rl/training-sessions/{id}        Session, or a 404 error object
+    POST /v1/rl/training-sessions/{id}/stop   Session, status -> TRAINING_SESSION_STATUS_STOPPING
+    GET  /v1/rl/training-sessions?status[]=A&status[]=B&created_by=&model_resources_id=&limit=&after=
+                                              SessionsListResponse {"data", "meta"}; `status`
+                                              also works once or comma-joined (as the SDK sends it)
+    GET  /v1/rl/model-resources/{id}          ModelResources (stored, or made up for an id a
+                                              stored session points at)
+    GET  /v1/rl/model-resources?status[]=&created_by=&limit=&after=   ModelResourcesListResponse
 
+Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
+`has_more` is false. Errors are `{"error": {"message", "type", "param", "code"}}`.
 Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API.
 """
 
@@ -19,31 +30,57 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._http import FakeHTTPServer, Request, Response, free_port
 
 __all__ = [
+    "DEFAULT_ERROR_CODE",
+    "KEY_OWNER",
+    "RESOURCE_STATUSES",
+    "SESSION_ERROR_CODES",
     "STATUS_PREFIX",
     "FakeTogether",
     "TogetherFault",
     "TogetherRequest",
+    "error_body",
     "free_port",
     "full_status",
+    "make_model_resource",
+    "make_old_shape_session",
     "make_session",
 ]
 
 STATUS_PREFIX = "TRAINING_SESSION_STATUS_"
+RESOURCE_PREFIX = "MODEL_RESOURCES_STATUS_"
 _SHORT = {"UNSPECIFIED", "CREATING", "RUNNING", "STOPPED", "STOPPING", "ERROR", "EXPIRED"}
+#: statuses the list endpoint filters on (SessionListParams: no UNSPECIFIED)
+LISTABLE_STATUSES = frozenset(STATUS_PREFIX + s for s in _SHORT - {"UNSPECIFIED"})
+RESOURCE_STATUSES = ("PENDING", "CREATING", "READY", "ERROR", "STOPPED", "STOPPING")
+SESSION_ERROR_CODES = (
+    "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
+    "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY",
+    "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
+    "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED",
+)
+DEFAULT_ERROR_CODE = "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY"
 DEFAULT_ERROR_MESSAGE = (
     "The session could not start because the selected resource has no available capacity."
 )
+#: whom `created_by=me` means: the owner of the API key
+KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
+_RESOURCES = "/v1/rl/model-resources"
 
 
 def full_status(status: str) -> str:
     """`RUNNING` -> `TRAINING_SESSION_STATUS_RUNNING`; anything else is kept verbatim."""
     return STATUS_PREFIX + status.upper() if status.upper() in _SHORT else status
+
+
+def full_resource_status(status: str) -> str:
+    """`READY` -> `MODEL_RESOURCES_STATUS_READY`; anything else is kept verbatim."""
+    return RESOURCE_PREFIX + status.upper() if status.upper() in RESOURCE_STATUSES else status
 
 
 def _iso(when: datetime) -> str:
@@ -63,8 +100,16 @@ def _uid(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "/".join(parts)))
 
 
-def error_body(message: str, code: str, type_: str = "invalid_request_error") -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+def error_body(
+    message: str, code: str, type_: str = "invalid_request_error", param: str | None = None
+) -> dict[str, Any]:
+    """Together's error object: `{"error": {"message", "type", "param", "code"}}`."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def session_error(now: datetime, code: str = DEFAULT_ERROR_CODE) -> dict[str, Any]:
+    """A SessionError: code, message and occurred_at are all required."""
+    return {"code": code, "message": DEFAULT_ERROR_MESSAGE, "occurred_at": _iso(now)}
 
 
 def make_session(
@@ -78,22 +123,72 @@ def make_session(
     now: datetime | None = None,
     **over: Any,
 ) -> dict[str, Any]:
-    """A realistic session dict in the old or new API shape.
+    """A session as Together's service sends it (the SDK's `Session`, field for field).
 
-    `status` may be short ("RUNNING"). New shape: display_name, base_model "Qwen/Qwen3.5-4B",
-    metadata.wandb, policy_state, registration{model, adapter}, lora_config.train_unembed and
-    `step` (default 42; pass a string to test lenient parsing). Old shape: registration
-    {model_name, registered_at}, none of those fields, and `step` only if given. ERROR sessions
-    get an `error` object. `checkpoints` sets how many of each checkpoint kind; `over` overrides
-    top-level keys (None gives JSON null) and `drop` removes keys.
+    `status` may be short ("RUNNING"). int64 fields (steps, policy versions, the LoRA
+    seed) are JSON strings, as the service sends them; `step` defaults to "42" (pass an
+    int or any string to test parsing). ERROR sessions get an `error` with a code.
+    Inference checkpoints carry `registration{model, adapter}` (deployable), training
+    ones a bare `{id, revision_id}` artifact (resumable training state). `checkpoints`
+    sets how many of each kind; `over` overrides top-level keys (None gives JSON null)
+    and `drop` removes keys. `new_shape=False` is `make_old_shape_session`.
     """
+    if not new_shape:
+        return make_old_shape_session(
+            id, status, step=step, checkpoints=checkpoints, drop=drop, now=now, **over
+        )
     now = now or datetime.now(UTC)
     created = now - timedelta(minutes=30)
     status = full_status(status)
-    session: dict[str, Any] = {"id": id}
-    if new_shape:
-        session["display_name"] = f"grpo-{id[:8]}"
-        session["metadata"] = {
+    step = "42" if step is None else step
+    inference: list[dict[str, Any]] = []
+    training: list[dict[str, Any]] = []
+    for i in range(checkpoints):
+        at = _iso(created + timedelta(minutes=5 * (i + 1)))
+        ck_step = str(10 * (i + 1))
+        inference.append(
+            {
+                "id": _uid(id, "inference", str(i)),
+                "created_at": at,
+                "step": ck_step,
+                "registration": {
+                    "model": {"id": f"ml_{id[:6]}{i}", "revision_id": f"rv_{i:06d}"},
+                    "adapter": {"id": f"ml_{id[:6]}a{i}", "revision_id": f"rv_a{i:05d}"},
+                },
+            }
+        )
+        training.append(
+            {
+                "id": _uid(id, "training", str(i)),
+                "created_at": at,
+                "step": ck_step,
+                "registration": {"id": f"ml_{id[:6]}t{i}", "revision_id": f"rv_t{i:05d}"},
+            }
+        )
+    session: dict[str, Any] = {
+        "id": id,
+        "display_name": f"grpo-{id[:8]}",
+        "status": status,
+        "base_model": "Qwen/Qwen3.5-4B",
+        "model_resources_id": _uid(id, "model-resources"),
+        "created_by": KEY_OWNER,
+        "created_at": _iso(created),
+        "updated_at": _iso(now),
+        "step": step,
+        "policy_state": {
+            "applied_weights_version": step,
+            "target_weights_version": step,
+            "trainer_step": step,
+            "pending_publish": False,
+        },
+        "lora_config": {
+            "rank": 32,
+            "alpha": 64,
+            "dropout": 0.05,
+            "seed": "1234",
+            "train_unembed": True,
+        },
+        "metadata": {
             "wandb": {
                 "entity": "example-org",
                 "project": "grpo-gsm8k",
@@ -102,56 +197,112 @@ def make_session(
                 "run_id": id[:8],
                 "url": f"https://wandb.ai/example-org/grpo-gsm8k/runs/{id[:8]}",
             }
-        }
-    session["status"] = status
+        },
+        "inference_checkpoints": inference,
+        "training_checkpoints": training,
+    }
     if status == STATUS_PREFIX + "ERROR":
-        session["error"] = {
-            "message": DEFAULT_ERROR_MESSAGE,
-            "occurred_at": _iso(now),
-        }
+        session["error"] = session_error(now)
+    session.update(over)
+    for key in drop:
+        session.pop(key, None)
+    return session
+
+
+def make_old_shape_session(
+    id: str,
+    status: str = "TRAINING_SESSION_STATUS_RUNNING",
+    *,
+    step: int | str | None = None,
+    checkpoints: int = 1,
+    drop: Iterable[str] = (),
+    now: datetime | None = None,
+    **over: Any,
+) -> dict[str, Any]:
+    """The older seed page's shape, for backward-compatibility tests only.
+
+    No display_name, base_model, metadata or policy_state; inference registrations are
+    `{model_name, registered_at}`, training checkpoints have none; `step` only if given;
+    an ERROR session's `error` has no code. Together's SDK does not accept it (the
+    contract test checks that it stays this way)."""
+    now = now or datetime.now(UTC)
+    created = now - timedelta(minutes=30)
+    status = full_status(status)
+    session: dict[str, Any] = {"id": id, "status": status}
+    if status == STATUS_PREFIX + "ERROR":
+        session["error"] = {"message": DEFAULT_ERROR_MESSAGE, "occurred_at": _iso(now)}
     inference: list[dict[str, Any]] = []
     training: list[dict[str, Any]] = []
     for i in range(checkpoints):
         at = _iso(created + timedelta(minutes=5 * (i + 1)))
-        ck_step = 10 * (i + 1)
-        inf: dict[str, Any] = {"id": _uid(id, "inference", str(i)), "created_at": at}
-        tr: dict[str, Any] = {"id": _uid(id, "training", str(i)), "created_at": at}
-        if new_shape:
-            inf["step"] = ck_step
-            tr["step"] = ck_step
-            inf["registration"] = {
-                "model": {"id": f"ml_{id[:6]}{i}", "revision_id": f"rv_{i:06d}"},
-                "adapter": {"id": f"ml_{id[:6]}a{i}", "revision_id": f"rv_a{i:05d}"},
+        inference.append(
+            {
+                "id": _uid(id, "inference", str(i)),
+                "created_at": at,
+                "registration": {
+                    "model_name": f"user_123/Meta-Llama-3-8B-rl-step-{10 * (i + 1)}-20260216",
+                    "registered_at": at,
+                },
             }
-            tr["registration"] = {"id": f"ml_{id[:6]}t{i}", "revision_id": f"rv_t{i:05d}"}
-        else:
-            inf["registration"] = {
-                "model_name": f"user_123/Meta-Llama-3-8B-rl-step-{ck_step}-20260216",
-                "registered_at": at,
-            }
-        inference.append(inf)
-        training.append(tr)
+        )
+        training.append({"id": _uid(id, "training", str(i)), "created_at": at})
     session["inference_checkpoints"] = inference
     session["training_checkpoints"] = training
     session["created_at"] = _iso(created)
     session["updated_at"] = _iso(now)
-    lora: dict[str, Any] = {"rank": 32, "alpha": 64}
-    if new_shape:
-        lora["train_unembed"] = True
-    session["lora_config"] = lora
+    session["lora_config"] = {"rank": 32, "alpha": 64}
     session["model_resources_id"] = _uid(id, "model-resources")
-    if new_shape:
-        session["base_model"] = "Qwen/Qwen3.5-4B"
-    session["created_by"] = "user_123"
-    if new_shape:
-        session["policy_state"] = {"pending_publish": False}
-        session["step"] = 42 if step is None else step
-    elif step is not None:
+    session["created_by"] = KEY_OWNER
+    if step is not None:
         session["step"] = step
     session.update(over)
     for key in drop:
         session.pop(key, None)
     return session
+
+
+def make_model_resource(
+    id: str,
+    status: str = "MODEL_RESOURCES_STATUS_READY",
+    *,
+    base_model: str = "Qwen/Qwen3.5-4B",
+    created_by: str = KEY_OWNER,
+    now: datetime | None = None,
+    drop: Iterable[str] = (),
+    **over: Any,
+) -> dict[str, Any]:
+    """A model resource as the SDK's `ModelResources` (status may be short: "READY").
+
+    PENDING has a queue position, READY an `expires_at`, ERROR an `error` with a code."""
+    now = now or datetime.now(UTC)
+    status = full_resource_status(status)
+    resource: dict[str, Any] = {
+        "id": id,
+        "base_model": base_model,
+        "compute_config": {"num_generator_replicas": 1, "gpu_type": "H100-80GB"},
+        "created_at": _iso(now - timedelta(hours=1)),
+        "created_by": created_by,
+        "inactive_timeout": 3600,
+        "lora_enabled": True,
+        "optimizer_config": {"adam": {}},
+        "status": status,
+        "status_details": {},
+        "updated_at": _iso(now),
+    }
+    if status == RESOURCE_PREFIX + "PENDING":
+        resource["status_details"] = {"queue_position": 3}
+    if status == RESOURCE_PREFIX + "READY":
+        resource["expires_at"] = _iso(now + timedelta(hours=1))
+    if status == RESOURCE_PREFIX + "ERROR":
+        resource["error"] = {
+            "code": "MODEL_RESOURCES_ERROR_CODE_PROVISIONING_FAILED",
+            "message": "The resource's pods could not be provisioned.",
+            "occurred_at": _iso(now),
+        }
+    resource.update(over)
+    for key in drop:
+        resource.pop(key, None)
+    return resource
 
 
 @dataclass
@@ -173,6 +324,7 @@ class TogetherFault:
 class TogetherRequest:
     method: str
     path: str
+    #: the id in the path (a session's, or a model resource's)
     session_id: str | None
     authorization: str | None
     at: float
@@ -187,7 +339,10 @@ class FakeTogether(FakeHTTPServer):
     ) -> None:
         super().__init__(port=port, latency=latency)
         self.api_key = api_key
+        #: whom `created_by=me` means
+        self.key_owner = KEY_OWNER
         self.sessions: dict[str, dict[str, Any]] = {}
+        self.resources: dict[str, dict[str, Any]] = {}
         self.requests: list[TogetherRequest] = []
         #: request targets (path + query) in arrival order
         self.paths: list[str] = []
@@ -228,6 +383,42 @@ class FakeTogether(FakeHTTPServer):
         self.put(session)
         return copy.deepcopy(session)
 
+    def add_old_shape(
+        self, id: str, status: str = "TRAINING_SESSION_STATUS_RUNNING", **over: Any
+    ) -> dict[str, Any]:
+        """Store a session in the older seed shape (see `make_old_shape_session`)."""
+        session = make_old_shape_session(id, status, **over)
+        self.put(session)
+        return copy.deepcopy(session)
+
+    def add_resource(
+        self, id: str, status: str = "MODEL_RESOURCES_STATUS_READY", **over: Any
+    ) -> dict[str, Any]:
+        """Store a model resource (see `make_model_resource`); returns a copy."""
+        resource = make_model_resource(id, status, **over)
+        with self._cond:
+            self.resources[id] = copy.deepcopy(resource)
+            self._cond.notify_all()
+        return resource
+
+    def resource(self, id: str) -> dict[str, Any] | None:
+        """A stored resource, else one made up for an id a stored session points at."""
+        with self._lock:
+            if id in self.resources:
+                return copy.deepcopy(self.resources[id])
+            owner = next(
+                (s for s in self.sessions.values() if s.get("model_resources_id") == id), None
+            )
+            if owner is None:
+                return None
+            base_model = owner.get("base_model")
+            created_by = owner.get("created_by")
+        return make_model_resource(
+            id,
+            base_model=base_model if isinstance(base_model, str) else "Qwen/Qwen3.5-4B",
+            created_by=created_by if isinstance(created_by, str) else KEY_OWNER,
+        )
+
     def put(self, session: dict[str, Any]) -> None:
         with self._cond:
             self.sessions[str(session["id"])] = copy.deepcopy(session)
@@ -253,7 +444,7 @@ class FakeTogether(FakeHTTPServer):
                 now = previous + timedelta(seconds=1)
             session["updated_at"] = _iso(now)
             if status == STATUS_PREFIX + "ERROR" and "error" not in fields:
-                session["error"] = {"message": DEFAULT_ERROR_MESSAGE, "occurred_at": _iso(now)}
+                session["error"] = session_error(now)
             session.update(fields)
             self._cond.notify_all()
             return copy.deepcopy(session)
@@ -385,7 +576,7 @@ class FakeTogether(FakeHTTPServer):
 
     @staticmethod
     def _route(path: str) -> tuple[str, str | None]:
-        """-> (route name, session id)."""
+        """-> (route name, the id in the path)."""
         if path.rstrip("/") == _BASE:
             return "list", None
         if path.startswith(_BASE + "/"):
@@ -394,6 +585,12 @@ class FakeTogether(FakeHTTPServer):
                 return "stop", unquote(rest[: -len("/stop")])
             if rest and "/" not in rest:
                 return "get", unquote(rest)
+        if path.rstrip("/") == _RESOURCES:
+            return "resources", None
+        if path.startswith(_RESOURCES + "/"):
+            rest = path[len(_RESOURCES) + 1 :]
+            if rest and "/" not in rest:
+                return "resource", unquote(rest)
         return "unknown", None
 
     def _handle(self, request: Request) -> Response:
@@ -455,8 +652,18 @@ class FakeTogether(FakeHTTPServer):
                     return _not_found()
                 self.stop_requests.append(session_id)
             return Response.json(self.set_status(session_id, "STOPPING"))
+        query = parse_qs(urlsplit(request.target).query, keep_blank_values=True)
         if route == "list" and request.method == "GET":
-            return self._list(request.query)
+            return self._list_sessions(query)
+        if route == "resource" and request.method == "GET" and session_id is not None:
+            resource = self.resource(session_id)
+            if resource is None:
+                return Response.json(
+                    error_body("Model resource not found", "not_found"), status=404
+                )
+            return Response.json(resource)
+        if route == "resources" and request.method == "GET":
+            return self._list_resources(query)
         if route != "unknown":
             return Response.json(
                 error_body(f"Method {request.method} not allowed", "method_not_allowed"),
@@ -464,28 +671,80 @@ class FakeTogether(FakeHTTPServer):
             )
         return Response.json(error_body("Not found", "not_found"), status=404)
 
-    def _list(self, query: dict[str, str]) -> Response:
-        try:
-            limit = max(1, min(100, int(query.get("limit") or 20)))
-        except ValueError:
-            return Response.json(error_body("Invalid limit", "invalid_parameter"), status=400)
-        status = full_status(query["status"]) if query.get("status") else None
+    def _list_sessions(self, query: dict[str, list[str]]) -> Response:
+        statuses = _statuses(query, full_status, LISTABLE_STATUSES)
+        if isinstance(statuses, Response):
+            return statuses
+        creator = _one(query, "created_by")
+        if creator == "me":
+            creator = self.key_owner
+        resource_id = _one(query, "model_resources_id")
         with self._lock:
             items = [
                 copy.deepcopy(s)
                 for s in self.sessions.values()
-                if status is None or s.get("status") == status
+                if (not statuses or s.get("status") in statuses)
+                and (creator is None or s.get("created_by") == creator)
+                and (resource_id is None or s.get("model_resources_id") == resource_id)
             ]
-        after = query.get("after")
-        if after:
-            ids = [s["id"] for s in items]
-            items = items[ids.index(after) + 1 :] if after in ids else []
-        page = items[:limit]
-        has_more = len(items) > limit
-        cursor = page[-1]["id"] if page and has_more else None
+        return _page(items, query)
+
+    def _list_resources(self, query: dict[str, list[str]]) -> Response:
+        allowed = frozenset(RESOURCE_PREFIX + s for s in RESOURCE_STATUSES)
+        statuses = _statuses(query, full_resource_status, allowed)
+        if isinstance(statuses, Response):
+            return statuses
+        creator = _one(query, "created_by")
+        if creator == "me":
+            creator = self.key_owner
+        with self._lock:
+            items = [
+                copy.deepcopy(r)
+                for r in self.resources.values()
+                if (not statuses or r.get("status") in statuses)
+                and (creator is None or r.get("created_by") == creator)
+            ]
+        return _page(items, query)
+
+
+def _one(query: dict[str, list[str]], key: str) -> str | None:
+    values = query.get(key)
+    return values[-1] if values and values[-1] else None
+
+
+def _statuses(
+    query: dict[str, list[str]], full: Callable[[str], str], allowed: frozenset[str]
+) -> set[str] | Response:
+    """`status[]=A&status[]=B` (brackets), `status=A` or `status=A,B` (the SDK's comma form)."""
+    raw = query.get("status[]", []) + query.get("status", [])
+    wanted = {full(part.strip()) for value in raw for part in value.split(",") if part.strip()}
+    unknown = sorted(wanted - allowed)
+    if unknown:
         return Response.json(
-            {"data": page, "has_more": has_more, "next_cursor": cursor, "after": cursor}
+            error_body(f"Invalid status filter: {unknown[0]}", "invalid_parameter", param="status"),
+            status=400,
         )
+    return wanted
+
+
+def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> Response:
+    """One cursor page: `after` is the id of the previous page's last item."""
+    try:
+        limit = max(1, min(100, int(_one(query, "limit") or 100)))
+    except ValueError:
+        return Response.json(
+            error_body("Invalid limit", "invalid_parameter", param="limit"), status=400
+        )
+    after = _one(query, "after")
+    if after:
+        ids = [item["id"] for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    has_more = len(items) > limit
+    cursor = str(page[-1]["id"]) if page and has_more else ""
+    return Response.json(
+        {"data": page, "meta": {"has_more": has_more, "limit": limit, "next_cursor": cursor}}
+    )
 
 
 def _not_found() -> Response:

@@ -1,0 +1,481 @@
+"""Contract: every kind of answer the Together-shaped fake gives is one the real
+client accepts, checked with Together's own SDK models (`together` 3.1.1).
+
+Answers are fetched over HTTP and validated from their JSON bytes with
+`model_validate_json(..., strict=True)` (strict JSON mode: no number-to-string
+or string-to-bool coercion; RFC 3339 strings for datetimes). The SDK's models
+allow unknown keys, so drift into a misspelt or invented key is caught by
+`extras`, and a field the fake never sends by `FieldCoverage`. The negative
+tests prove the check fails on drifted answers. Fast: no bot process.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+import together
+from pydantic import BaseModel, ConfigDict, ValidationError
+from together.types.post_training import (
+    InferenceCheckpoint,
+    LoraConfig,
+    ModelRegistryArtifact,
+    ModelResources,
+    ModelResourcesListResponse,
+    Session,
+    SessionError,
+    SessionsListResponse,
+    TrainingCheckpoint,
+    WandbMetadata,
+)
+from together.types.post_training.inference_checkpoint import Registration
+from together.types.post_training.model_resources import ComputeConfig, StatusDetails
+from together.types.post_training.session import PolicyState
+from together.types.post_training.sessions_list_response import Meta
+
+from tests.fakes import FakeTogether
+from tests.fakes.together import (
+    RESOURCE_STATUSES,
+    SESSION_ERROR_CODES,
+    make_old_shape_session,
+    make_session,
+)
+
+KEY = "test-together-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+STATUSES = ["UNSPECIFIED", "CREATING", "RUNNING", "STOPPING", "STOPPED", "ERROR", "EXPIRED"]
+# Keys the fake may send that the SDK's Session does not declare: the session
+# type (trainer only / trainer and generator), which the bot shows when present.
+ALLOWED_EXTRAS = {"Session": {"type"}}
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ErrorDetail(BaseModel):
+    """The documented error object; the SDK has no model for it (it keeps the
+    decoded body on its exceptions), so this one is exact: four keys, no more."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    error: ErrorDetail
+
+
+def _children(model: BaseModel) -> Iterator[BaseModel]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, BaseModel):
+                yield item
+
+
+def extras(model: BaseModel, where: str = "") -> list[str]:
+    """Keys present in the JSON that no SDK model along the way declares."""
+    name = type(model).__name__
+    found = [
+        f"{where or name}.{key}"
+        for key in (model.__pydantic_extra__ or {})
+        if key not in ALLOWED_EXTRAS.get(name, set())
+    ]
+    for child in _children(model):
+        found += extras(child, f"{where or name}>{type(child).__name__}")
+    return found
+
+
+class FieldCoverage:
+    """Which declared fields of each SDK model the fake has actually sent."""
+
+    def __init__(self) -> None:
+        self.seen: dict[type[BaseModel], set[str]] = defaultdict(set)
+
+    def add(self, model: BaseModel) -> None:
+        self.seen[type(model)] |= model.model_fields_set
+        for child in _children(model):
+            self.add(child)
+
+    def missing(self, cls: type[BaseModel]) -> set[str]:
+        return set(cls.model_fields) - self.seen[cls]
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeTogether]:
+    with FakeTogether(KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def coverage() -> FieldCoverage:
+    return FieldCoverage()
+
+
+@pytest.fixture(autouse=True)
+def _fresh(fake: FakeTogether) -> None:
+    with fake._lock:
+        fake.sessions.clear()
+        fake.resources.clear()
+    fake.clear_faults()
+
+
+def fetch(fake: FakeTogether, path: str, *, method: str = "GET", **kw: Any) -> httpx.Response:
+    return httpx.request(method, f"{fake.base_url}{path}", headers=AUTH, timeout=5, **kw)
+
+
+def strict(cls: type[M], response: httpx.Response, coverage: FieldCoverage | None = None) -> M:
+    """The answer as the SDK model, strictly, with no undeclared keys."""
+    assert response.headers["content-type"].startswith("application/json")
+    model = cls.model_validate_json(response.content, strict=True)
+    assert extras(model) == [], response.text[:500]
+    if coverage is not None:
+        coverage.add(model)
+    return model
+
+
+def get_session(
+    fake: FakeTogether, coverage: FieldCoverage, sid: str, status: str = "RUNNING", **over: Any
+) -> Session:
+    fake.add(sid, status, **over)
+    response = fetch(fake, f"/rl/training-sessions/{sid}")
+    assert response.status_code == 200
+    session = strict(Session, response, coverage)
+    assert session.id == sid
+    return session
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", STATUSES)
+def test_session_in_each_status(fake: FakeTogether, coverage: FieldCoverage, status: str) -> None:
+    session = get_session(fake, coverage, f"s-{status.lower()}", status)
+    assert session.status == f"TRAINING_SESSION_STATUS_{status}"
+    assert (session.error is not None) == (status == "ERROR")
+
+
+@pytest.mark.parametrize("code", SESSION_ERROR_CODES)
+def test_session_error_with_each_code(
+    fake: FakeTogether, coverage: FieldCoverage, code: str
+) -> None:
+    error = {"code": code, "message": "it broke", "occurred_at": "2026-01-02T00:00:05Z"}
+    session = get_session(fake, coverage, "s-err", "ERROR", error=error)
+    assert session.error is not None and session.error.code == code
+
+
+def test_session_after_set_status_error_and_stop(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    get_session(fake, coverage, "s-live", "RUNNING")
+    fake.set_status("s-live", "ERROR")
+    session = strict(Session, fetch(fake, "/rl/training-sessions/s-live"), coverage)
+    assert session.error is not None and session.error.code in SESSION_ERROR_CODES
+
+    fake.add("s-stop", "RUNNING")
+    stopped = fetch(fake, "/rl/training-sessions/s-stop/stop", method="POST")
+    assert stopped.status_code == 200
+    assert strict(Session, stopped, coverage).status == "TRAINING_SESSION_STATUS_STOPPING"
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        pytest.param({"checkpoints": 0}, id="no-checkpoints"),
+        pytest.param({"checkpoints": 3}, id="three-of-each"),
+        pytest.param(
+            {
+                "inference_checkpoints": [
+                    {"id": "i-unreg", "created_at": "2026-01-02T00:00:00Z", "step": "5"},
+                    {
+                        "id": "i-model",
+                        "created_at": "2026-01-02T00:00:00Z",
+                        "step": 6,
+                        "registration": {"model": {"id": "ml_a", "revision_id": "rv_a"}},
+                    },
+                    {
+                        "id": "i-adapter",
+                        "created_at": "2026-01-02T00:00:00Z",
+                        "step": "7",
+                        "registration": {"adapter": {"id": "ml_b", "revision_id": "rv_b"}},
+                    },
+                ],
+                "training_checkpoints": [
+                    {"id": "t-unreg", "created_at": "2026-01-02T00:00:00Z", "step": "5"}
+                ],
+            },
+            id="registrations-partial",
+        ),
+        pytest.param({"resume_from_checkpoint_id": "ckpt-123"}, id="resumed"),
+        pytest.param({"drop": ["lora_config"]}, id="full-weights-no-lora"),
+        pytest.param(
+            {"lora_config": {"rank": 8, "alpha": 16, "dropout": 0, "seed": 7}}, id="lora-int-seed"
+        ),
+        pytest.param(
+            {
+                "policy_state": {
+                    "applied_weights_version": "40",
+                    "target_weights_version": 42,
+                    "trainer_step": "42",
+                    "pending_publish": True,
+                }
+            },
+            id="policy-publish-pending",
+        ),
+        pytest.param(
+            {"metadata": {"wandb": {"entity": "org", "project": "p", "run_id": "r1"}}},
+            id="wandb-without-url",
+        ),
+        pytest.param({"metadata": {}}, id="no-wandb"),
+        pytest.param({"drop": ["display_name"]}, id="no-display-name"),
+        pytest.param({"step": "12345678901234567"}, id="int64-step-as-string"),
+        pytest.param({"step": 7}, id="step-as-number"),
+        pytest.param({"type": "TRAINING_SESSION_TYPE_TRAINER_ONLY"}, id="session-type"),
+    ],
+)
+def test_session_variants(
+    fake: FakeTogether, coverage: FieldCoverage, over: dict[str, Any]
+) -> None:
+    session = get_session(fake, coverage, "s-variant", "RUNNING", **over)
+    if "step" in over:
+        assert session.step == over["step"]  # the SDK keeps it exactly as sent
+
+
+def test_every_declared_field_is_sent_somewhere(fake: FakeTogether) -> None:
+    """Field for field, including those the bot does not use yet."""
+    seen = FieldCoverage()
+    ids = ["c-err", "c-resume", "c-int-seed"]
+    fake.add(ids[0], "ERROR")
+    fake.add(ids[1], resume_from_checkpoint_id="ckpt-1")
+    fake.add(ids[2], lora_config={"rank": 8, "alpha": 16, "dropout": 0.1, "seed": 7})
+    for sid in ids:
+        seen.add(strict(Session, fetch(fake, f"/rl/training-sessions/{sid}")))
+    fake.add_resource("r-pending", "PENDING")
+    fake.add_resource("r-error", "ERROR")
+    fake.add_resource("r-ready", "READY", base_weights_ref="ml_base@rv_1")
+    seen.add(strict(ModelResourcesListResponse, fetch(fake, "/rl/model-resources")))
+    seen.add(strict(SessionsListResponse, fetch(fake, "/rl/training-sessions?limit=1")))
+    for cls in (
+        Session,
+        PolicyState,
+        SessionError,
+        LoraConfig,
+        WandbMetadata,
+        TrainingCheckpoint,
+        InferenceCheckpoint,
+        Registration,
+        ModelRegistryArtifact,
+        ModelResources,
+        ComputeConfig,
+        StatusDetails,
+        SessionsListResponse,
+        ModelResourcesListResponse,
+    ):
+        assert seen.missing(cls) == set(), cls.__name__
+
+
+# --- lists ---------------------------------------------------------------------------------
+
+
+def test_list_pages_follow_meta_cursor(fake: FakeTogether, coverage: FieldCoverage) -> None:
+    for i in range(7):
+        fake.add(f"l-{i}", "ERROR" if i % 2 else "RUNNING")
+    ids: list[str] = []
+    cursor = ""
+    pages = 0
+    while True:
+        params = {"limit": 3, **({"after": cursor} if cursor else {})}
+        page = strict(
+            SessionsListResponse, fetch(fake, "/rl/training-sessions", params=params), coverage
+        )
+        pages += 1
+        assert page.data is not None and page.meta is not None
+        assert page.meta.limit == 3
+        ids += [s.id for s in page.data]
+        if not page.meta.has_more:
+            assert page.meta.next_cursor == ""  # empty when has_more is false
+            break
+        assert page.meta.next_cursor == page.data[-1].id
+        cursor = page.meta.next_cursor
+    assert pages == 3 and ids == [f"l-{i}" for i in range(7)]
+
+
+def test_list_filters_brackets_comma_creator_and_resource(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    fake.add("f-run", "RUNNING")
+    fake.add("f-err", "ERROR", created_by="user_other")
+    fake.add("f-stop", "STOPPED", model_resources_id="res-1")
+
+    def ids(query: str) -> list[str]:
+        page = strict(SessionsListResponse, fetch(fake, f"/rl/training-sessions?{query}"), coverage)
+        return [s.id for s in page.data or []]
+
+    err, run = "TRAINING_SESSION_STATUS_ERROR", "TRAINING_SESSION_STATUS_RUNNING"
+    assert ids(f"status[]={err}&status[]={run}") == ["f-run", "f-err"]
+    assert ids(f"status%5B%5D={err}") == ["f-err"]
+    assert ids(f"status={err}%2C{run}") == ["f-run", "f-err"]  # the SDK's own form
+    assert ids("created_by=me") == ["f-run", "f-stop"]
+    assert ids("created_by=user_other") == ["f-err"]
+    assert ids("model_resources_id=res-1") == ["f-stop"]
+    assert ids("status[]=TRAINING_SESSION_STATUS_EXPIRED") == []
+
+
+def test_the_sdk_client_talks_to_the_fake(fake: FakeTogether) -> None:
+    """Together's own client, end to end: paths, its query format, its parsing."""
+    fake.add("k-run", "RUNNING")
+    fake.add("k-err", "ERROR")
+    fake.add("k-stop", "STOPPED")
+    client = together.Together(api_key=KEY, base_url=fake.url, max_retries=0)
+    page = client.post_training.sessions.list(
+        status=["TRAINING_SESSION_STATUS_ERROR", "TRAINING_SESSION_STATUS_RUNNING"], limit=100
+    )
+    assert [s.id for s in page.data or []] == ["k-run", "k-err"]
+    assert page.meta is not None and page.meta.has_more is False
+    assert client.post_training.sessions.retrieve("k-err").error is not None
+    assert client.post_training.sessions.stop("k-run").status == "TRAINING_SESSION_STATUS_STOPPING"
+    resource_id = fake.get("k-run")["model_resources_id"]  # type: ignore[index]
+    assert client.post_training.model_resources.retrieve(resource_id).id == resource_id
+    with pytest.raises(together.NotFoundError) as missing:
+        client.post_training.sessions.retrieve("nope")
+    ErrorBody.model_validate(missing.value.body, strict=True)
+
+
+# --- model resources -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", RESOURCE_STATUSES)
+def test_model_resource_in_each_status(
+    fake: FakeTogether, coverage: FieldCoverage, status: str
+) -> None:
+    fake.add_resource(f"r-{status.lower()}", status)
+    response = fetch(fake, f"/rl/model-resources/r-{status.lower()}")
+    assert response.status_code == 200
+    resource = strict(ModelResources, response, coverage)
+    assert resource.status == f"MODEL_RESOURCES_STATUS_{status}"
+
+
+def test_model_resource_of_a_session_and_resource_pages(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    session = fake.add("m-1")
+    resource = strict(
+        ModelResources, fetch(fake, f"/rl/model-resources/{session['model_resources_id']}")
+    )
+    assert resource.base_model == session["base_model"]
+    for i in range(3):
+        fake.add_resource(f"rp-{i}", "READY" if i else "PENDING")
+    first = strict(
+        ModelResourcesListResponse, fetch(fake, "/rl/model-resources", params={"limit": 2})
+    )
+    assert [r.id for r in first.data] == ["rp-0", "rp-1"] and first.meta.has_more
+    rest = strict(
+        ModelResourcesListResponse,
+        fetch(fake, "/rl/model-resources", params={"limit": 2, "after": first.meta.next_cursor}),
+        coverage,
+    )
+    assert [r.id for r in rest.data] == ["rp-2"] and rest.meta.has_more is False
+    ready = strict(
+        ModelResourcesListResponse,
+        fetch(fake, "/rl/model-resources?status[]=MODEL_RESOURCES_STATUS_PENDING"),
+    )
+    assert [r.id for r in ready.data] == ["rp-0"]
+
+
+# --- error bodies ----------------------------------------------------------------------------
+
+
+def _error_cases(fake: FakeTogether) -> list[tuple[str, httpx.Response]]:
+    fake.add("e-1")
+    base = fake.base_url
+    cases = [
+        ("401 bad key", httpx.get(f"{base}/rl/training-sessions/e-1", headers={})),
+        ("404 session", fetch(fake, "/rl/training-sessions/nope")),
+        ("404 stop", fetch(fake, "/rl/training-sessions/nope/stop", method="POST")),
+        ("404 resource", fetch(fake, "/rl/model-resources/nope")),
+        ("404 route", fetch(fake, "/rl/nothing-here")),
+        ("405 method", fetch(fake, "/rl/training-sessions/e-1", method="DELETE")),
+        ("400 limit", fetch(fake, "/rl/training-sessions?limit=lots")),
+        ("400 status", fetch(fake, "/rl/training-sessions?status[]=RUNNINGISH")),
+    ]
+    for status in (400, 401, 403, 404, 429, 500, 502, 503):
+        fake.fail("e-1", status=status, times=1)
+        cases.append((f"{status} fault", fetch(fake, "/rl/training-sessions/e-1")))
+    return cases
+
+
+def test_each_error_body(fake: FakeTogether) -> None:
+    for label, response in _error_cases(fake):
+        assert response.status_code >= 400, label
+        body = ErrorBody.model_validate_json(response.content, strict=True)
+        assert body.error.message and body.error.type, label
+
+
+# --- the check itself fails on drift ---------------------------------------------------------
+
+
+def _served(fake: FakeTogether, body: Any) -> httpx.Response:
+    fake.add("drift")
+    fake.fail("drift", body=json.dumps(body), times=1)
+    return fetch(fake, "/rl/training-sessions/drift")
+
+
+@pytest.mark.parametrize(
+    "drift",
+    [
+        pytest.param(lambda s: s.update(step=42.0), id="float-step"),
+        pytest.param(lambda s: s.update(created_at=1767312000), id="epoch-datetime"),
+        pytest.param(lambda s: s["policy_state"].pop("trainer_step"), id="policy-missing-field"),
+        pytest.param(lambda s: s.update(status="RUNNING"), id="short-status"),
+        pytest.param(lambda s: s.update(error={"message": "x", "occurred_at": "2026-01-02T00:00:00Z"}), id="error-without-code"),
+        pytest.param(lambda s: s.pop("base_model"), id="no-base-model"),
+        pytest.param(lambda s: s.update(model_resource_id=s.pop("model_resources_id")), id="misspelt-key"),
+        pytest.param(lambda s: s["lora_config"].update(dropout="0.05"), id="dropout-as-string"),
+        pytest.param(lambda s: s["training_checkpoints"][0].update(registration={"model": {"id": "a", "revision_id": "b"}}), id="training-registration-as-inference"),
+        pytest.param(lambda s: s["metadata"]["wandb"].update(link="https://wandb.ai/x"), id="unknown-wandb-key"),
+    ],
+)  # fmt: skip
+def test_drifted_session_fails_the_check(fake: FakeTogether, drift: Any) -> None:
+    body = make_session("drift")
+    drift(body)
+    response = _served(fake, body)
+    with pytest.raises((ValidationError, AssertionError)):
+        strict(Session, response)
+
+
+def test_old_seed_shape_is_not_what_the_sdk_accepts(fake: FakeTogether) -> None:
+    """The older seed shape stays a separate, backward-compatibility fixture."""
+    fake.add_old_shape("old-1")
+    with pytest.raises(ValidationError):
+        strict(Session, fetch(fake, "/rl/training-sessions/old-1"))
+    old = make_old_shape_session("x")
+    assert "display_name" not in old and "base_model" not in old and "policy_state" not in old
+    assert "model_name" in old["inference_checkpoints"][0]["registration"]
+    assert make_session("x", new_shape=False).keys() == old.keys()
+
+
+def test_top_level_pagination_is_drift(fake: FakeTogether) -> None:
+    fake.add("drift")
+    body = {"data": [make_session("drift")], "has_more": False, "next_cursor": None}
+    fake.fail(None, body=json.dumps(body), times=1)
+    response = fetch(fake, "/rl/training-sessions")
+    with pytest.raises(AssertionError):
+        strict(SessionsListResponse, response)
+    assert Meta.model_fields.keys() == {"has_more", "limit", "next_cursor"}
+
+
+def test_error_body_check_is_exact() -> None:
+    for bad in (
+        {"error": {"message": "m", "type": "t", "code": "c"}},  # no param
+        {"error": {"message": "m", "type": "t", "param": None, "code": 404}},
+        {"message": "m"},
+        {"error": "not found"},
+    ):
+        with pytest.raises(ValidationError):
+            ErrorBody.model_validate_json(json.dumps(bad), strict=True)
