@@ -1,17 +1,22 @@
 """Together training-session models, tolerant of both API versions.
 
 The older shape has `registration{model_name, registered_at}` on inference
-checkpoints; the newer one has `registration{model{id, revision_id}, adapter{…}}`
-plus display_name, base_model, metadata and policy_state. Unknown fields are
-kept (`extra="allow"`) and unknown statuses are shown by name, never rejected.
+checkpoints; the newer one (Together's SDK `together.types.post_training`) has
+`registration{model{id, revision_id}, adapter{…}}` on inference checkpoints, a
+bare `{id, revision_id}` artifact on training checkpoints, plus display_name,
+base_model, metadata and policy_state. int64 fields (steps, versions) arrive as
+strings and are parsed as exact integers. Unknown fields are kept
+(`extra="allow"`) and unknown statuses are shown by name, never rejected.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import (
     BaseModel,
@@ -25,6 +30,7 @@ from pydantic import (
 STATUS_PREFIX = "TRAINING_SESSION_STATUS_"
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 MAX_SESSION_ID_LENGTH = 128
+_SAFE_URL_RE = re.compile(r"^https?://[^\s<>|]+$")
 
 
 def is_session_id(text: str) -> bool:
@@ -104,23 +110,74 @@ class SessionError(_Model):
     _dt = field_validator("occurred_at", mode="before")(_lenient_datetime)
 
 
+_INT_RE = re.compile(r"[+-]?\d{1,30}")
+
+
+def _lenient_int(value: Any) -> Any:
+    """An int64 as Together sends it (a JSON string, or a number) -> an exact int.
+
+    Never through `float`: `"12345678901234567"` must not become `…568`. A
+    fractional value is cut toward zero; anything else unreadable is None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value == value and abs(value) != float("inf") else None
+    if isinstance(value, str):
+        text = value.strip()
+        if _INT_RE.fullmatch(text):
+            return int(text)
+        try:
+            number = Decimal(text)
+        except InvalidOperation:
+            return None
+        # The exponent bound keeps "1e999999999" from building a huge int.
+        if not number.is_finite() or number.adjusted() > 30:
+            return None
+        return int(number)
+    return None
+
+
 class LoraConfig(_Model):
     rank: int | None = None
-    alpha: float | None = None
+    alpha: int | None = None
     dropout: float | None = None
+    # An int64 seed may come as a string; it is shown, never computed with.
+    seed: int | str | None = None
     train_unembed: bool | None = None
+
+    @field_validator("rank", "alpha", mode="before")
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        return _lenient_int(value)
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return _lenient_int(value)
 
 
 class ModelRef(_Model):
+    """A model-registry artifact: one revision of a model in Together's registry."""
+
     id: str | None = None
     revision_id: str | None = None
+
+    @property
+    def label(self) -> str | None:
+        if not self.id:
+            return None
+        return f"{self.id}@{self.revision_id}" if self.revision_id else self.id
 
 
 class InferenceRegistration(_Model):
     # older API
     model_name: str | None = None
     registered_at: datetime | None = None
-    # newer API
+    # newer API: what can be deployed or downloaded
     model: ModelRef | None = None
     adapter: ModelRef | None = None
 
@@ -128,12 +185,11 @@ class InferenceRegistration(_Model):
 
 
 class Checkpoint(_Model):
+    """What both checkpoint kinds share; see the two subclasses for `registration`."""
+
     id: str = ""
     created_at: datetime | None = None
     step: int | None = None
-    # inference checkpoints carry InferenceRegistration, training ones a ModelRef;
-    # one permissive model covers both.
-    registration: InferenceRegistration | None = None
 
     _dt = field_validator("created_at", mode="before")(_lenient_datetime)
 
@@ -142,13 +198,38 @@ class Checkpoint(_Model):
     def _step(cls, value: Any) -> Any:
         return _lenient_int(value)
 
+    def registered_names(self) -> list[str]:
+        return []
+
+
+class TrainingCheckpoint(Checkpoint):
+    """Saved training state. Its registration is a model-registry artifact that
+    holds the trainer's state, used to resume training, not to deploy."""
+
+    registration: ModelRef | None = None
+
     @field_validator("registration", mode="before")
     @classmethod
     def _registration(cls, value: Any) -> Any:
-        # Training checkpoints register as a bare {id, revision_id}.
-        if isinstance(value, dict) and "id" in value and "model" not in value:
-            return {"model": value}
-        return value if isinstance(value, dict) or value is None else None
+        # Snapshots stored by earlier versions wrapped the artifact as {"model": {...}}.
+        if isinstance(value, dict) and "id" not in value and isinstance(value.get("model"), dict):
+            return value["model"]
+        return value if isinstance(value, dict) else None
+
+    def registered_names(self) -> list[str]:
+        label = self.registration.label if self.registration is not None else None
+        return [label] if label else []
+
+
+class InferenceCheckpoint(Checkpoint):
+    """Saved inference weights; registration names the deployable model and/or adapter."""
+
+    registration: InferenceRegistration | None = None
+
+    @field_validator("registration", mode="before")
+    @classmethod
+    def _registration(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else None
 
     def registered_names(self) -> list[str]:
         reg = self.registration
@@ -157,28 +238,28 @@ class Checkpoint(_Model):
         names = []
         if reg.model_name:
             names.append(reg.model_name)
-        for label, ref in (("model", reg.model), ("adapter", reg.adapter)):
-            if ref is not None and ref.id:
-                rev = f"@{ref.revision_id}" if ref.revision_id else ""
-                names.append(f"{label} {ref.id}{rev}")
+        for kind, ref in (("model", reg.model), ("adapter", reg.adapter)):
+            label = ref.label if ref is not None else None
+            if label:
+                names.append(f"{kind} {label}")
         return names
 
 
-def _lenient_int(value: Any) -> Any:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str | float):
-        try:
-            return int(float(value))
-        except (TypeError, ValueError, OverflowError):
-            return None
-    return None
-
-
 class PolicyState(_Model):
+    """Session-scoped policy versions: what the trainer produced versus what the
+    generator applied, and whether a publish to the generator is in flight."""
+
+    applied_weights_version: int | None = None
+    target_weights_version: int | None = None
+    trainer_step: int | None = None
     pending_publish: bool | None = None
+
+    @field_validator(
+        "applied_weights_version", "target_weights_version", "trainer_step", mode="before"
+    )
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        return _lenient_int(value)
 
 
 class TrainingSession(_Model):
@@ -194,10 +275,12 @@ class TrainingSession(_Model):
     step: int | None = None
     error: SessionError | None = None
     lora_config: LoraConfig | None = None
-    inference_checkpoints: list[Checkpoint] = []
-    training_checkpoints: list[Checkpoint] = []
+    inference_checkpoints: list[InferenceCheckpoint] = []
+    training_checkpoints: list[TrainingCheckpoint] = []
     metadata: dict[str, Any] | None = None
     policy_state: PolicyState | None = None
+    # Not in Together's SDK model: trainer only, or trainer and generator, when sent.
+    type: str | None = None
 
     _dt = field_validator("created_at", "updated_at", mode="before")(_lenient_datetime)
 
@@ -241,11 +324,19 @@ class TrainingSession(_Model):
 
     @property
     def wandb_url(self) -> str | None:
+        """The W&B run: its `url`, else built from entity, project and run id."""
         wandb = (self.metadata or {}).get("wandb")
-        url = wandb.get("url") if isinstance(wandb, dict) else None
-        if isinstance(url, str) and re.match(r"^https?://[^\s<>|]+$", url) and len(url) <= 3000:
+        if not isinstance(wandb, dict):
+            return None
+        url = wandb.get("url")
+        if isinstance(url, str) and _SAFE_URL_RE.fullmatch(url) and len(url) <= 3000:
             return url
-        return None
+        parts = [wandb.get(key) for key in ("entity", "project", "run_id")]
+        if not all(isinstance(p, str) and p.strip() for p in parts):
+            return None
+        entity, project, run_id = (quote(str(p).strip(), safe="") for p in parts)
+        built = f"https://wandb.ai/{entity}/{project}/runs/{run_id}"
+        return built if len(built) <= 3000 else None
 
     @property
     def error_key(self) -> str | None:

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.models import Checkpoint, Status, TrainingSession, is_session_id, short_status, status_of
+from bot.models import (
+    Checkpoint,
+    Status,
+    TrainingCheckpoint,
+    TrainingSession,
+    is_session_id,
+    short_status,
+    status_of,
+)
 
 Message = dict[str, Any]
 """A chat.postMessage payload: "text" (plain fallback, never empty) and "blocks"."""
@@ -221,6 +229,60 @@ def status_words(raw_status: str) -> str:
     return _text(human, 80, default="Unknown")
 
 
+ERROR_CODE_PREFIX = "TRAINING_SESSION_ERROR_CODE_"
+# Together's documented session error codes: a short phrase, and what to do next.
+_ERROR_CODES: dict[str, tuple[str, str | None]] = {
+    "RESOURCE_UNAVAILABLE": (
+        "Model resource unavailable",
+        "Check that the model resource is ready (it stops after its inactive timeout), "
+        "then start a new session on a ready one.",
+    ),
+    "RESOURCE_AT_CAPACITY": (
+        "Model resource at capacity",
+        "Try again later or on another model resource; a LoRA training checkpoint can "
+        "resume on another resource with compatible base-model weights.",
+    ),
+    "TIMED_OUT": (
+        "Timed out",
+        "Start a new session resuming from its latest training checkpoint to keep its progress.",
+    ),
+    "SESSION_FAILED": (
+        "Session failed",
+        "Read the message; to go on, start a new session resuming from its latest "
+        "training checkpoint.",
+    ),
+}
+
+
+def error_code_words(code: str | None) -> tuple[str, str | None]:
+    """A phrase for an error code and, for documented codes, the next step; an
+    unknown code is humanised from its name (`…_CODE_FOO_BAR` -> "Foo bar")."""
+    short = (code or "").strip().removeprefix(ERROR_CODE_PREFIX)
+    if short in _ERROR_CODES:
+        return _ERROR_CODES[short]
+    human = short.replace("_", " ").strip().lower().capitalize()
+    return _text(human, 80, default="Unknown error"), None
+
+
+def _short_code(code: str) -> str:
+    """The code without Together's long common prefix, in a code span."""
+    return _code(code.strip().removeprefix(ERROR_CODE_PREFIX) or code, 100)
+
+
+_TYPE_PREFIXES = ("TRAINING_SESSION_TYPE_", "SESSION_TYPE_")
+
+
+def session_type_words(raw: str | None) -> str | None:
+    """`TRAINING_SESSION_TYPE_TRAINER_AND_GENERATOR` -> "Trainer and generator"."""
+    if not raw or not raw.strip():
+        return None
+    short = raw.strip()
+    for prefix in _TYPE_PREFIXES:
+        short = short.removeprefix(prefix)
+    human = short.replace("_", " ").strip().lower().capitalize()
+    return _text(human, 80, default="") or None
+
+
 def status_emoji(raw_status: str) -> str:
     """A distinct emoji per status so changes are visible at a glance."""
     return _STATUS_EMOJI[status_of(raw_status)]
@@ -339,20 +401,40 @@ def _checkpoint_key(cp: Checkpoint) -> tuple[bool, float]:
     return (ts is not None, ts if ts is not None else 0.0)
 
 
+def registration_words(kind: str, names: Sequence[str]) -> str | None:
+    """What a checkpoint's registration is for. A training checkpoint's is a
+    registry artifact of training state, to resume from; an inference
+    checkpoint's is the model and/or adapter to deploy."""
+    shown = [_text(n, _VALUE_LIMIT) for n in names[:3]]
+    if not shown:
+        return None
+    if kind == "training":
+        return "resumable state " + ", ".join(shown)
+    return "deployable as " + " and ".join(shown)
+
+
 def _checkpoint_line(cp: Checkpoint) -> str:
     parts = [_code(cp.id, _ID_LIMIT) if cp.id else "(no id)", slack_date(cp.created_at)]
     if cp.step is not None:
         parts.append(f"step {_text(cp.step, 40)}")
-    names = [_text(n, _VALUE_LIMIT) for n in cp.registered_names()[:3]]
-    if names:
-        parts.append("registered as " + ", ".join(names))
+    kind = "training" if isinstance(cp, TrainingCheckpoint) else "inference"
+    registration = registration_words(kind, cp.registered_names())
+    if registration:
+        parts.append(registration)
     return "• " + " · ".join(parts)
+
+
+_CHECKPOINT_KINDS = {
+    "training": "training state to resume from",
+    "inference": "weights to deploy",
+}
 
 
 def _checkpoint_section(kind: str, checkpoints: Sequence[Checkpoint]) -> dict[str, Any]:
     """The newest few checkpoints of one kind; the rest are only counted."""
     newest = sorted(checkpoints, key=_checkpoint_key, reverse=True)[:_LATEST_CHECKPOINTS]
-    lines = [f"*Latest {kind} checkpoints*"] + [_checkpoint_line(cp) for cp in newest]
+    title = f"*Latest {kind} checkpoints* ({_CHECKPOINT_KINDS.get(kind, kind)})"
+    lines = [title] + [_checkpoint_line(cp) for cp in newest]
     more = len(checkpoints) - len(newest)
     if more > 0:
         lines.append(f"…and {more} more {kind} checkpoint{'s' if more != 1 else ''}")
@@ -365,10 +447,15 @@ def _error_text(session: TrainingSession) -> str:
     error = session.error
     if error is None or not (error.code or error.message):
         return "*Error:* Together gave no error details."
-    code = f" {_code(error.code, 100)}" if error.code else ""
-    lines = [f"*Error*{code}"]
+    lines = ["*Error*"]
+    next_step = None
+    if error.code:
+        phrase, next_step = error_code_words(error.code)
+        lines = [f"*Error: {phrase}* {_short_code(error.code)}"]
     if error.message:
         lines.append(_text(error.message, _ERROR_MESSAGE_LIMIT, multiline=True))
+    if next_step:
+        lines.append(f"*Next step:* {next_step}")
     if error.occurred_at is not None:
         lines.append(f"Occurred {slack_date(error.occurred_at)}")
     return "\n".join(lines)
@@ -380,12 +467,36 @@ def _lora_text(session: TrainingSession) -> str | None:
         return None
     parts = [
         f"{label} {_text(value, 40)}"
-        for label, value in (("rank", lora.rank), ("alpha", lora.alpha), ("dropout", lora.dropout))
+        for label, value in (
+            ("rank", lora.rank),
+            ("alpha", lora.alpha),
+            ("dropout", lora.dropout),
+            ("seed", lora.seed),
+        )
         if value is not None
     ]
     if lora.train_unembed is not None:
         parts.append(f"train unembed {'yes' if lora.train_unembed else 'no'}")
     return "*LoRA:* " + (" · ".join(parts) if parts else "default settings")
+
+
+def _policy_text(session: TrainingSession) -> str | None:
+    """The trainer's policy version against the one the generator applied, on one line."""
+    policy = session.policy_state
+    if policy is None:
+        return None
+    parts = []
+    if policy.trainer_step is not None:
+        parts.append(f"trainer step {_text(policy.trainer_step, 40)}")
+    if policy.applied_weights_version is not None:
+        applied = f"applied weights version {_text(policy.applied_weights_version, 40)}"
+        target = policy.target_weights_version
+        if target is not None and target != policy.applied_weights_version:
+            applied += f" (target {_text(target, 40)})"
+        parts.append(applied)
+    if policy.pending_publish:
+        parts.append("pending publish")
+    return "*Policy state:* " + " · ".join(parts) if parts else None
 
 
 def card(
@@ -416,6 +527,9 @@ def card(
     ]
     if session.step is not None:
         pairs.append(("Step", _text(session.step, 40)))
+    session_type = session_type_words(session.type)
+    if session_type:
+        pairs.append(("Type", session_type))
     blocks.append(_fields(pairs))
 
     details = []
@@ -426,8 +540,9 @@ def card(
         details.append(
             f"*Resumed from checkpoint:* {_code(session.resume_from_checkpoint_id, _ID_LIMIT)}"
         )
-    if session.policy_state is not None and session.policy_state.pending_publish:
-        details.append("*Policy state:* pending publish")
+    policy = _policy_text(session)
+    if policy:
+        details.append(policy)
     if details:
         blocks.append(_section("\n".join(details)))
 
@@ -494,8 +609,9 @@ def transition_message(
         blocks.append(_section(_error_text(session)))
         error = session.error
         if error is not None and (error.code or error.message):
-            detail = ": ".join(_text(v, 300) for v in (error.code, error.message) if v)
-            fallback.append(_sentence(f"Error {detail}"))
+            phrase = error_code_words(error.code)[0] if error.code else None
+            detail = ": ".join(_text(v, 300) for v in (phrase, error.message) if v)
+            fallback.append(_sentence(f"Error: {detail}"))
     if gone:
         blocks.append(_section(f":wastebasket: {_GONE}"))
         fallback.append(_GONE)
@@ -516,13 +632,14 @@ def oncall_alert(
     code = error.code if error is not None else None
     message = error.message if error is not None else None
     occurred = error.occurred_at if error is not None else None
+    phrase, next_step = error_code_words(code) if code else (None, None)
 
     blocks: list[dict[str, Any]] = [
         _section(f"{lead}:rotating_light: *Training session entered Error:* {name}"),
         _fields(
             [
                 ("Session ID", _code(session.id, _ID_LIMIT)),
-                ("Error code", _code(code, 100)),
+                ("Error", f"{phrase} {_short_code(code)}" if code else NONE),
                 ("Base model", _text(session.base_model, _VALUE_LIMIT)),
                 ("Created by", _text(session.created_by, _VALUE_LIMIT)),
                 ("Occurred", slack_date(occurred)),
@@ -531,6 +648,7 @@ def oncall_alert(
         _section(
             "*Error message*\n"
             + _text(message, _ERROR_MESSAGE_LIMIT, multiline=True, default="(none given)")
+            + (f"\n*Next step:* {next_step}" if next_step else "")
         ),
     ]
     link = _link(permalink, "View thread")
@@ -539,7 +657,7 @@ def oncall_alert(
 
     summary = f"{lead}Training session {_label(session)} entered Error"
     if code or message:
-        summary += ": " + ": ".join(_text(v, 300) for v in (code, message) if v)
+        summary += ": " + ": ".join(_text(v, 300) for v in (phrase, message) if v)
     return _message(summary, blocks)
 
 
@@ -669,9 +787,11 @@ def checkpoint_message(session: TrainingSession, items: Sequence[dict[str, Any]]
         parts = [f"*{kind} checkpoint {what}:* {_code(str(item.get('id') or ''), _ID_LIMIT)}"]
         if item.get("step") is not None:
             parts.append(f"step {_text(item.get('step'), 40)}")
-        names = [_text(n, _VALUE_LIMIT) for n in (item.get("registered") or [])[:3]]
-        if names:
-            parts.append("registered as " + ", ".join(names))
+        registered = item.get("registered")
+        names = [str(n) for n in registered] if isinstance(registered, list) else []
+        words = registration_words("training" if kind == "Training" else "inference", names)
+        if words:
+            parts.append(words)
         lines.append("• " + " · ".join(parts))
     more = len(items) - len(lines)
     if more > 0:
@@ -767,7 +887,10 @@ def home_view(
     blocks: list[dict[str, Any]] = [_header("Your training-session subscriptions")]
     if not subscriptions:
         blocks.append(
-            _section("You have no subscriptions. Use `/rl-session subscribe <id>` in a channel.")
+            _section(
+                f"You have no subscriptions. Use `{escape('/rl-session subscribe <id>')}` "
+                "in a channel."
+            )
         )
     for sub_id, channel, session_id, name, status in subscriptions[:20]:
         label = _text(name, _NAME_LIMIT, default="") or _code(session_id, _ID_LIMIT)

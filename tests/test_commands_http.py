@@ -172,6 +172,44 @@ def test_card_for_both_api_shapes_arrives_in_channel(rig: Rig) -> None:
     assert {r.method for r in together.requests} == {"GET"}
 
 
+def test_card_of_a_real_shaped_session(rig: Rig) -> None:
+    """Exact int64 step, checkpoint kinds, error phrase, policy state, session type,
+    LoRA dropout and seed, and a W&B link built from its parts, through the process."""
+    sid = "523e4567-e89b-12d3-a456-426614174000"
+    rig.together.add(
+        sid,
+        "ERROR",
+        step="12345678901234567",
+        type="TRAINING_SESSION_TYPE_TRAINER_AND_GENERATOR",
+        resume_from_checkpoint_id="ckpt-prev",
+        error={
+            "code": "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE",
+            "message": "The model resource stopped.",
+            "occurred_at": "2026-01-02T00:00:05Z",
+        },
+        policy_state={
+            "applied_weights_version": "40",
+            "target_weights_version": "42",
+            "trainer_step": "42",
+            "pending_publish": True,
+        },
+        metadata={"wandb": {"entity": "example-org", "project": "grpo gsm8k", "run_id": "abc1"}},
+    )
+    card = rig.slack.wait_for_response(ask(rig, sid)[1])
+    blob = json.dumps(card, ensure_ascii=False)
+    assert "12345678901234567" in blob and "12345678901234568" not in blob
+    assert f"resumable state ml_{sid[:6]}t0@rv_t00000" in blob
+    assert f"deployable as model ml_{sid[:6]}0@rv_000000 and adapter" in blob
+    assert "registered as" not in blob
+    assert "*Resumed from checkpoint:* `ckpt-prev`" in blob
+    assert "Model resource unavailable" in blob and "*Next step:*" in blob
+    assert "TRAINING_SESSION_ERROR_CODE_" not in blob
+    assert "trainer step 42 · applied weights version 40 (target 42) · pending publish" in blob
+    assert "Trainer and generator" in blob
+    assert "dropout 0.05" in blob and "seed 1234" in blob
+    assert buttons(card)["rl_wandb"]["url"] == "https://wandb.ai/example-org/grpo%20gsm8k/runs/abc1"
+
+
 def test_every_status_renders_with_its_own_emoji(rig: Rig) -> None:
     tokens = {}
     for i, raw in enumerate(STATUSES):

@@ -482,6 +482,47 @@ def test_error_watch_paginates_and_is_bounded_per_cycle(
     assert len(paths) >= 3 and not any("after=" in p for p in paths)
 
 
+def test_error_watch_follows_meta_cursor_to_an_error_on_page_3(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """The real list answer keeps `has_more`/`next_cursor` under `meta`: the watch
+    must follow it past page 1 (pages of 100) to find a new error on page 3."""
+    long_ago = iso(datetime.now(UTC) - timedelta(hours=3))
+    old = {"code": "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED", "message": "old"}
+    for i in range(210):
+        together.add(
+            f"p{i:07d}-0000-0000-0000-000000000000",
+            status="ERROR",
+            checkpoints=0,
+            error={**old, "occurred_at": long_ago},
+        )
+    late = "f0000000-0000-0000-0000-000000000210"
+    together.add(late, display_name="page-three-run", checkpoints=0)
+    start_bot(WATCH_ALL_ERRORS="true", ONCALL_CHANNEL=OPS)
+    watch_runs(together, 2)
+    assert slack.successful_posts(OPS) == []  # 210 errors from before the watch
+
+    together.set_status(
+        late,
+        "ERROR",
+        error={
+            "code": "TRAINING_SESSION_ERROR_CODE_TIMED_OUT",
+            "message": "no operation for an hour",
+            "occurred_at": iso(datetime.now(UTC)),
+        },
+    )
+    wait_until(lambda: slack.successful_posts(OPS), what="alert for the error on page 3")
+    watch_runs(together, 2)
+    [alert] = slack.successful_posts(OPS)
+    told = said({"t": alert.text, "b": alert.blocks})
+    assert "page-three-run" in told and "Timed out" in told and late in told
+    paths = list_requests(together)
+    assert all("status=TRAINING_SESSION_STATUS_ERROR" in p and "limit=100" in p for p in paths)
+    assert any("after=p0000099-" in p for p in paths)  # page 2
+    assert any("after=p0000199-" in p for p in paths)  # page 3
+    assert together.requests_for(late) == 0  # found by listing, never polled one by one
+
+
 # --- mute --------------------------------------------------------------------------------
 
 

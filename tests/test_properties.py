@@ -292,11 +292,17 @@ KNOWN_FIELDS = [
     "training_checkpoints",
     "metadata",
     "policy_state",
+    "type",
 ]
 NESTED = {
     "error": ["code", "message", "occurred_at"],
-    "lora_config": ["rank", "alpha", "dropout", "train_unembed"],
-    "policy_state": ["pending_publish"],
+    "lora_config": ["rank", "alpha", "dropout", "seed", "train_unembed"],
+    "policy_state": [
+        "applied_weights_version",
+        "target_weights_version",
+        "trainer_step",
+        "pending_publish",
+    ],
     "metadata": ["wandb"],
 }
 CHECKPOINT_FIELDS = ["id", "created_at", "step", "registration"]
@@ -350,6 +356,16 @@ def api_sessions(draw: st.DrawFn) -> dict[str, Any]:
 @example(data={"id": SID, "inference_checkpoints": [{"id": 7, "registration": {"model": "x"}}]})
 @example(data={"id": SID, "policy_state": {"pending_publish": "maybe"}, "base_model": ["a"]})
 @example(data={"id": SID, "metadata": {"wandb": {"url": "<!channel>"}}, "status": 3})
+@example(
+    data={
+        "id": SID,
+        "metadata": {"wandb": {"entity": "<!here>", "project": "a|b", "run_id": "x" * 4000}},
+        "policy_state": {"trainer_step": "1e999999999", "applied_weights_version": 10**400},
+        "lora_config": {"seed": "<@U1>", "dropout": float("nan")},
+        "step": "12345678901234567",
+        "type": "<!channel>",
+    }
+)
 def test_any_json_in_the_fields_parses_and_renders_within_limits(data: dict[str, Any]) -> None:
     session = TrainingSession.model_validate(data)
     assert session.id == SID

@@ -23,8 +23,11 @@ from bot.rendering import (
     as_text,
     block_kit_problems,
     card,
+    checkpoint_message,
+    error_code_words,
     escape,
     help_message,
+    home_view,
     notice,
     oncall_alert,
     operator_alert,
@@ -395,6 +398,163 @@ def test_injection_in_every_field_is_inert() -> None:
         assert_inert(msg, PERMALINK_TOKEN, MENTION)
     # the terminal rendering shows the text as it was written
     assert evil in as_text(card(s))
+
+
+# --- real shapes: checkpoint kinds, error codes, policy state (issue 11) ------------------
+
+ERROR_PHRASES = {
+    "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE": "Model resource unavailable",
+    "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY": "Model resource at capacity",
+    "TRAINING_SESSION_ERROR_CODE_TIMED_OUT": "Timed out",
+    "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED": "Session failed",
+}
+
+
+def _line_with(shown: str, needle: str) -> str:
+    [line] = [line for line in shown.splitlines() if needle in line]
+    return line
+
+
+def test_training_checkpoints_are_resumable_state_not_a_registered_model() -> None:
+    shown = as_text(card(session(NEW_SHAPE)))
+    assert "Latest training checkpoints* (training state to resume from)" in shown
+    training = shown.split("*Latest training checkpoints*")[1].split("*Latest inference")[0]
+    assert "resumable state ml_abc123@rv_def456" in training
+    assert "registered as" not in shown and "deployable" not in training
+
+
+def test_inference_checkpoints_are_deployable_model_and_adapter() -> None:
+    shown = as_text(card(session(NEW_SHAPE)))
+    inference = shown.split("*Latest inference checkpoints*")[1]
+    assert "(weights to deploy)" in inference
+    assert "deployable as model ml_abc123@rv_def456 and adapter ml_abc123@rv_def456" in inference
+    assert "resumable" not in inference
+    old = as_text(card(session(OLD_SHAPE)))
+    assert "deployable as username/Meta-Llama-3-8B-rl-step-42-20260216" in old
+    assert "resumable state" not in old  # the old shape's training checkpoint has none
+
+
+def test_checkpoint_events_name_each_kind_for_what_it_is() -> None:
+    items = [
+        {"kind": "training", "id": "t1", "step": 10, "registered": ["ml_t@rv_t"], "event": "new"},
+        {
+            "kind": "inference",
+            "id": "i1",
+            "step": 10,
+            "registered": ["model ml_m@rv_m", "adapter ml_a@rv_a"],
+            "event": "registered",
+        },
+        {"kind": "inference", "id": "i2", "step": 20, "registered": [], "event": "new"},
+    ]
+    msg = checkpoint_message(session(NEW_SHAPE), items)
+    assert_valid(msg)
+    shown = as_text(msg)
+    assert "*Training checkpoint new:* `t1` · step 10 · resumable state ml_t@rv_t" in shown
+    assert (
+        "*Inference checkpoint registered:* `i1` · step 10 · "
+        "deployable as model ml_m@rv_m and adapter ml_a@rv_a"
+    ) in shown
+    assert _line_with(shown, "`i2`").endswith("step 20")
+    assert "registered as" not in shown
+
+
+def test_resumed_from_is_shown() -> None:
+    shown = as_text(card(session(NEW_SHAPE, resume_from_checkpoint_id="ckpt-prev")))
+    assert "*Resumed from checkpoint:* `ckpt-prev`" in shown
+
+
+@pytest.mark.parametrize(("code", "phrase"), list(ERROR_PHRASES.items()))
+def test_each_documented_error_code_has_a_phrase_and_a_next_step(code: str, phrase: str) -> None:
+    assert error_code_words(code)[0] == phrase
+    assert error_code_words(code)[1]
+    error = {"code": code, "message": "it broke", "occurred_at": "2026-01-02T00:00:05Z"}
+    s = session(NEW_SHAPE, status="TRAINING_SESSION_STATUS_ERROR", error=error)
+    short = code.removeprefix("TRAINING_SESSION_ERROR_CODE_")
+    told = [
+        transition_message(s, "TRAINING_SESSION_STATUS_RUNNING", s.status, ended=True),
+        oncall_alert(s, permalink=None, mention=None),
+    ]
+    for msg in [card(s), *told]:
+        assert_valid(msg)
+        shown = as_text(msg)
+        assert phrase in shown and f"`{short}`" in shown
+        assert "*Next step:*" in shown
+        assert code not in shown  # the long enum name is not shown
+    for msg in told:  # the notification text says it too
+        assert f"Error: {phrase}: it broke" in msg["text"]
+
+
+@pytest.mark.parametrize(
+    ("code", "phrase"),
+    [
+        ("TRAINING_SESSION_ERROR_CODE_FOO_BAR", "Foo bar"),
+        ("NO_CAPACITY", "No capacity"),
+        ("OOM", "Oom"),
+        ("  ", "Unknown error"),
+    ],
+)
+def test_unknown_error_codes_are_humanised(code: str, phrase: str) -> None:
+    assert error_code_words(code) == (phrase, None)
+
+
+def test_policy_state_type_lora_dropout_and_seed_are_shown() -> None:
+    s = session(
+        NEW_SHAPE,
+        type="TRAINING_SESSION_TYPE_TRAINER_AND_GENERATOR",
+        lora_config={"rank": 32, "alpha": 64, "dropout": 0.05, "seed": "98765432109876543"},
+        policy_state={
+            "applied_weights_version": "40",
+            "target_weights_version": "42",
+            "trainer_step": "42",
+            "pending_publish": True,
+        },
+    )
+    msg = card(s)
+    assert_valid(msg)
+    shown = as_text(msg)
+    assert "Type: Trainer and generator" in shown
+    assert "*LoRA:* rank 32 · alpha 64 · dropout 0.05 · seed 98765432109876543" in shown
+    assert (
+        "*Policy state:* trainer step 42 · applied weights version 40 (target 42) · pending publish"
+    ) in shown
+    in_sync = session(
+        NEW_SHAPE,
+        type="TRAINER_ONLY",
+        policy_state={
+            "applied_weights_version": 42,
+            "target_weights_version": 42,
+            "trainer_step": 42,
+            "pending_publish": False,
+        },
+    )
+    shown = as_text(card(in_sync))
+    assert "*Policy state:* trainer step 42 · applied weights version 42\n" in shown + "\n"
+    assert "Type: Trainer only" in shown
+
+
+def test_a_17_digit_step_is_shown_exactly() -> None:
+    s = session(NEW_SHAPE, step="12345678901234567")
+    shown = as_text(card(s))
+    assert "Step: 12345678901234567" in shown
+    assert "12345678901234568" not in shown
+    items = [{"kind": "training", "id": "t", "step": s.step, "registered": [], "event": "new"}]
+    assert "Latest step 12345678901234567" in as_text(checkpoint_message(s, items))
+
+
+def test_wandb_button_built_from_entity_project_and_run_id() -> None:
+    wandb = {"entity": "example-org", "project": "grpo gsm8k", "run_id": "abc123"}
+    msg = card(session(NEW_SHAPE, metadata={"wandb": wandb}))
+    assert (
+        buttons(msg)["rl_wandb"]["url"] == "https://wandb.ai/example-org/grpo%20gsm8k/runs/abc123"
+    )
+
+
+def test_home_empty_state_escapes_the_id_placeholder() -> None:
+    view = home_view([], [])
+    texts = list(text_fields(view))
+    assert any("`/rl-session subscribe &lt;id&gt;`" in t for t in texts)
+    for text in texts:
+        assert "<id>" not in text
 
 
 # --- limits with huge inputs ---------------------------------------------------------------
@@ -864,7 +1024,9 @@ def sessions(draw: st.DrawFn) -> TrainingSession:
                 st.none(),
                 st.fixed_dictionaries(
                     {
-                        "code": st.one_of(st.none(), untrusted),
+                        "code": st.one_of(
+                            st.none(), untrusted, st.sampled_from(list(ERROR_PHRASES))
+                        ),
                         "message": st.one_of(st.none(), untrusted),
                         "occurred_at": timestamps,
                     }
@@ -878,13 +1040,28 @@ def sessions(draw: st.DrawFn) -> TrainingSession:
                     {
                         "rank": st.integers(),
                         "alpha": st.floats(allow_nan=True),
+                        "dropout": st.floats(allow_nan=True),
+                        "seed": st.one_of(st.integers(), untrusted),
                         "train_unembed": st.booleans(),
                     }
                 ),
             )
         ),
-        "metadata": {"wandb": {"url": draw(st.one_of(untrusted, st.just("https://wandb.ai/r")))}},
-        "policy_state": {"pending_publish": draw(st.booleans())},
+        "metadata": {
+            "wandb": {
+                "url": draw(st.one_of(st.none(), untrusted, st.just("https://wandb.ai/r"))),
+                "entity": draw(untrusted),
+                "project": draw(untrusted),
+                "run_id": draw(untrusted),
+            }
+        },
+        "policy_state": {
+            "pending_publish": draw(st.booleans()),
+            "trainer_step": draw(st.one_of(st.integers(), st.text(max_size=25))),
+            "applied_weights_version": draw(st.one_of(st.integers(), st.text(max_size=25))),
+            "target_weights_version": draw(st.one_of(st.integers(), st.text(max_size=25))),
+        },
+        "type": draw(st.one_of(st.none(), untrusted)),
         "training_checkpoints": [checkpoint("training") for _ in range(draw(st.integers(0, 5)))],
         "inference_checkpoints": [
             checkpoint(draw(st.sampled_from(["old", "new"])))
