@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -555,6 +556,62 @@ def test_home_empty_state_escapes_the_id_placeholder() -> None:
     assert any("`/rl-session subscribe &lt;id&gt;`" in t for t in texts)
     for text in texts:
         assert "<id>" not in text
+
+
+# The session behind README's example card.
+README_EXAMPLE: dict[str, Any] = {
+    "id": "123e4567-e89b-12d3-a456-426614174000",
+    "display_name": "gsm8k-experiment-2",
+    "status": "TRAINING_SESSION_STATUS_RUNNING",
+    "base_model": "Qwen/Qwen3.5-4B",
+    "model_resources_id": "223e4567-e89b-12d3-a456-426614174000",
+    "created_by": "user_123",
+    "created_at": "2026-01-02T00:00:00Z",
+    "updated_at": "2026-01-02T01:00:00Z",
+    "step": "42",
+    "policy_state": {
+        "applied_weights_version": "41",
+        "target_weights_version": "42",
+        "trainer_step": "42",
+        "pending_publish": True,
+    },
+    "lora_config": {
+        "rank": 32,
+        "alpha": 64,
+        "dropout": 0.05,
+        "seed": "1234",
+        "train_unembed": True,
+    },
+    "metadata": {"wandb": {"entity": "example-org", "project": "grpo-gsm8k", "run_id": "abc123"}},
+    "training_checkpoints": [
+        {
+            "id": "ckpt-train-40",
+            "created_at": "2026-01-02T00:50:00Z",
+            "step": "40",
+            "registration": {"id": "ml_abc123", "revision_id": "rv_def456"},
+        }
+    ],
+    "inference_checkpoints": [
+        {
+            "id": "ckpt-infer-40",
+            "created_at": "2026-01-02T00:50:00Z",
+            "step": "40",
+            "registration": {
+                "model": {"id": "ml_ghi789", "revision_id": "rv_jkl012"},
+                "adapter": {"id": "ml_mno345", "revision_id": "rv_pqr678"},
+            },
+        }
+    ],
+}
+
+
+def test_readme_example_card_is_what_the_bot_posts() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    after = readme.split("Example card, exactly as `chat.postMessage` receives it", 1)[1]
+    example = json.loads(after.split("```json\n", 1)[1].split("\n```", 1)[0])
+    assert example == card(session(README_EXAMPLE)), (
+        "README's example card is out of date: paste json.dumps(card(...)) of README_EXAMPLE"
+    )
 
 
 # --- limits with huge inputs ---------------------------------------------------------------
