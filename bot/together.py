@@ -190,15 +190,15 @@ class TogetherClient:
     ) -> tuple[list[TrainingSession], str | None]:
         """One page of sessions, and the cursor of the next page (None on the last).
 
-        Filters go as Together's SDK sends them: several statuses comma-joined in
-        one `status` (`status=A,B`), `created_by` ("me" is the key's owner) and
-        `model_resources_id`. Pagination is read from `meta` (`has_more`,
+        Statuses go in the brackets form of Together's API notes
+        (`status[]=A&status[]=B`; together 3.1.1's own client joins them with
+        commas, which our test server accepts too), then `created_by` ("me" is
+        the key's owner) and `model_resources_id`. Pagination is read from `meta` (`has_more`,
         `next_cursor`), with the older top-level keys as a fallback. Rows that do
         not parse are skipped, not fatal: one odd session must not hide the others."""
         statuses = [status] if isinstance(status, str) else list(status or [])
         params: list[tuple[str, str]] = []
-        if statuses:
-            params.append(("status", ",".join(statuses)))
+        params.extend(("status[]", s) for s in statuses)
         if created_by:
             params.append(("created_by", created_by))
         if model_resources_id:

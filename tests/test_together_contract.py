@@ -15,6 +15,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -479,3 +480,28 @@ def test_error_body_check_is_exact() -> None:
     ):
         with pytest.raises(ValidationError):
             ErrorBody.model_validate_json(json.dumps(bad), strict=True)
+
+
+async def test_our_client_sends_statuses_in_brackets_form(fake: FakeTogether) -> None:
+    """The bot's own client: `status[]=A&status[]=B` (Together's API notes), filters, meta pages."""
+    from bot.together import TogetherClient
+
+    for i in range(3):
+        fake.add(f"b-err-{i}", "ERROR")
+    sent = len(fake.paths)
+    async with httpx.AsyncClient() as http:
+        client = TogetherClient(http, base_url=fake.base_url, api_key=fake.api_key)
+        first, cursor = await client.list_sessions(
+            status=["TRAINING_SESSION_STATUS_ERROR", "TRAINING_SESSION_STATUS_RUNNING"],
+            created_by="me",
+            limit=2,
+        )
+        assert cursor is not None
+        rest, last = await client.list_sessions(
+            status=["TRAINING_SESSION_STATUS_ERROR"], after=cursor, limit=2
+        )
+    assert [s.id for s in first + rest] == ["b-err-0", "b-err-1", "b-err-2"]
+    assert last is None
+    query = parse_qs(urlsplit(fake.paths[sent]).query)
+    assert query["status[]"] == ["TRAINING_SESSION_STATUS_ERROR", "TRAINING_SESSION_STATUS_RUNNING"]
+    assert query["created_by"] == ["me"] and "status" not in query
