@@ -345,3 +345,164 @@ class TrainingSession(_Model):
             return None
         when = self.error.occurred_at.isoformat() if self.error.occurred_at else ""
         return f"{self.error.code or ''}|{when}"
+
+
+# --- model resources (issue 12: spend watch) -------------------------------------------
+
+RESOURCE_STATUS_PREFIX = "MODEL_RESOURCES_STATUS_"
+
+
+class ResourceStatus(StrEnum):
+    PENDING = "PENDING"
+    CREATING = "CREATING"
+    READY = "READY"
+    ERROR = "ERROR"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    UNKNOWN = "UNKNOWN"
+
+
+def short_resource_status(raw: str | None) -> str:
+    """`MODEL_RESOURCES_STATUS_READY` -> `READY`; unknown names are kept as given."""
+    if not raw or not raw.strip():
+        return "UNKNOWN"
+    raw = raw.strip()
+    return raw.removeprefix(RESOURCE_STATUS_PREFIX)
+
+
+def resource_status_of(raw: str | None) -> ResourceStatus:
+    try:
+        return ResourceStatus(short_resource_status(raw))
+    except ValueError:
+        return ResourceStatus.UNKNOWN
+
+
+class ComputeConfig(_Model):
+    """The GPUs provisioned: GPU type and generator replicas (0: trainer only)."""
+
+    gpu_type: str | None = None
+    num_generator_replicas: int | None = None
+
+    @field_validator("num_generator_replicas", mode="before")
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        return _lenient_int(value)
+
+
+class StatusDetails(_Model):
+    """Set only while the resource waits for GPUs: its place in the queue."""
+
+    queue_position: int | None = None
+
+    @field_validator("queue_position", mode="before")
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        return _lenient_int(value)
+
+
+class ModelResourceError(_Model):
+    code: str | None = None
+    message: str | None = None
+    occurred_at: datetime | None = None
+
+    _dt = field_validator("occurred_at", mode="before")(_lenient_datetime)
+
+
+class ModelResource(_Model):
+    """The GPUs a training session attaches to; it bills while READY.
+
+    It stops after `inactive_timeout` seconds without activity (`expires_at`,
+    refreshed about once a minute), and a stopped session leaves it running."""
+
+    id: str
+    status: str = "MODEL_RESOURCES_STATUS_UNSPECIFIED"
+    base_model: str | None = None
+    base_weights_ref: str | None = None
+    compute_config: ComputeConfig | None = None
+    status_details: StatusDetails | None = None
+    created_by: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    expires_at: datetime | None = None
+    inactive_timeout: int | None = None
+    lora_enabled: bool | None = None
+    optimizer_config: dict[str, Any] | None = None
+    error: ModelResourceError | None = None
+
+    _dt = field_validator("created_at", "updated_at", "expires_at", mode="before")(
+        _lenient_datetime
+    )
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status(cls, value: Any) -> Any:
+        return value if isinstance(value, str) and value else "MODEL_RESOURCES_STATUS_UNSPECIFIED"
+
+    @field_validator("inactive_timeout", mode="before")
+    @classmethod
+    def _int(cls, value: Any) -> Any:
+        return _lenient_int(value)
+
+    @field_validator("compute_config", "status_details", "optimizer_config", "error", mode="before")
+    @classmethod
+    def _object_or_none(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else None
+
+    @property
+    def status_enum(self) -> ResourceStatus:
+        return resource_status_of(self.status)
+
+    @property
+    def gpu_type(self) -> str | None:
+        return self.compute_config.gpu_type if self.compute_config is not None else None
+
+    @property
+    def replicas(self) -> int | None:
+        config = self.compute_config
+        return config.num_generator_replicas if config is not None else None
+
+    @property
+    def queue_position(self) -> int | None:
+        details = self.status_details
+        return details.queue_position if details is not None else None
+
+    def estimate_body(self) -> dict[str, Any]:
+        """The resource's own fields as `POST /model-resources/estimate-cost` takes them."""
+        body: dict[str, Any] = {"base_model": self.base_model or ""}
+        config = {
+            k: v
+            for k, v in (("gpu_type", self.gpu_type), ("num_generator_replicas", self.replicas))
+            if v is not None
+        }
+        if config:
+            body["compute_config"] = config
+        if self.lora_enabled is not None:
+            body["lora_enabled"] = self.lora_enabled
+        if self.inactive_timeout is not None:
+            body["inactive_timeout"] = self.inactive_timeout
+        if self.base_weights_ref:
+            body["base_weights_ref"] = self.base_weights_ref
+        if self.optimizer_config:
+            body["optimizer_config"] = self.optimizer_config
+        return body
+
+
+class CostEstimate(_Model):
+    """Together's on-demand price for a resource layout (an estimate, not a bill)."""
+
+    currency: str = "USD"
+    price_per_hour: float | None = None
+
+    @field_validator("price_per_hour", mode="before")
+    @classmethod
+    def _price(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float | str):
+            try:
+                number = float(value)
+            except ValueError:
+                return None
+            # Negative, NaN or infinite prices are garbage, not a bill.
+            return number if number == number and 0 <= number < 1e9 else None
+        return None

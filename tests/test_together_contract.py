@@ -26,6 +26,7 @@ from together.types.post_training import (
     LoraConfig,
     ModelRegistryArtifact,
     ModelResources,
+    ModelResourcesEstimateCostResponse,
     ModelResourcesListResponse,
     Session,
     SessionError,
@@ -40,6 +41,7 @@ from together.types.post_training.sessions_list_response import Meta
 
 from tests.fakes import FakeTogether
 from tests.fakes.together import (
+    DEFAULT_PRICES,
     RESOURCE_STATUSES,
     SESSION_ERROR_CODES,
     make_old_shape_session,
@@ -262,6 +264,14 @@ def test_every_declared_field_is_sent_somewhere(fake: FakeTogether) -> None:
     fake.add_resource("r-ready", "READY", base_weights_ref="ml_base@rv_1")
     seen.add(strict(ModelResourcesListResponse, fetch(fake, "/rl/model-resources")))
     seen.add(strict(SessionsListResponse, fetch(fake, "/rl/training-sessions?limit=1")))
+    seen.add(
+        strict(
+            ModelResourcesEstimateCostResponse,
+            fetch(
+                fake, "/rl/model-resources/estimate-cost", method="POST", json=_resource_body(fake)
+            ),
+        )
+    )
     for cls in (
         Session,
         PolicyState,
@@ -277,6 +287,7 @@ def test_every_declared_field_is_sent_somewhere(fake: FakeTogether) -> None:
         StatusDetails,
         SessionsListResponse,
         ModelResourcesListResponse,
+        ModelResourcesEstimateCostResponse,
     ):
         assert seen.missing(cls) == set(), cls.__name__
 
@@ -343,6 +354,17 @@ def test_the_sdk_client_talks_to_the_fake(fake: FakeTogether) -> None:
     assert client.post_training.sessions.stop("k-run").status == "TRAINING_SESSION_STATUS_STOPPING"
     resource_id = fake.get("k-run")["model_resources_id"]  # type: ignore[index]
     assert client.post_training.model_resources.retrieve(resource_id).id == resource_id
+    estimate = client.post_training.model_resources.estimate_cost(
+        base_model="Qwen/Qwen3.5-4B",
+        compute_config={"gpu_type": "B200-SXM", "num_generator_replicas": 1},
+    )
+    assert estimate.price_per_hour == pytest.approx(2 * DEFAULT_PRICES["B200-SXM"])
+    fake.add("k-run-2", "RUNNING", model_resources_id="k-res")
+    with pytest.raises(together.BadRequestError):
+        client.post_training.model_resources.stop("k-res")  # the SDK sends ?force= in the query
+    stopped = client.post_training.model_resources.stop("k-res", force=True)
+    assert stopped.status == "MODEL_RESOURCES_STATUS_STOPPING"
+    assert fake.resource_stop_requests[-1] == ("k-res", True)
     with pytest.raises(together.NotFoundError) as missing:
         client.post_training.sessions.retrieve("nope")
     ErrorBody.model_validate(missing.value.body, strict=True)
@@ -389,6 +411,75 @@ def test_model_resource_of_a_session_and_resource_pages(
     assert [r.id for r in ready.data] == ["rp-0"]
 
 
+def _resource_of(fake: FakeTogether, session_id: str) -> str:
+    return str(fake.get(session_id)["model_resources_id"])  # type: ignore[index]
+
+
+def _resource_body(fake: FakeTogether, **over: Any) -> dict[str, Any]:
+    """An estimate-cost body from a stored resource's own fields, as the bot sends it."""
+    resource = fake.add_resource("r-priced", "READY", **over)
+    body = {
+        key: resource[key]
+        for key in ("base_model", "compute_config", "lora_enabled", "inactive_timeout")
+    }
+    return body | {"optimizer_config": resource["optimizer_config"]}
+
+
+@pytest.mark.parametrize(("gpu", "replicas"), [("H100-80GB", 1), ("B200-SXM", 0), ("B200-SXM", 4)])
+def test_estimate_cost_answer(
+    fake: FakeTogether, coverage: FieldCoverage, gpu: str, replicas: int
+) -> None:
+    config = {"gpu_type": gpu, "num_generator_replicas": replicas}
+    body = _resource_body(fake, compute_config=config)
+    response = fetch(fake, "/rl/model-resources/estimate-cost", method="POST", json=body)
+    assert response.status_code == 200
+    estimate = strict(ModelResourcesEstimateCostResponse, response, coverage)
+    assert estimate.currency == "USD"
+    assert estimate.price_per_hour == pytest.approx(DEFAULT_PRICES[gpu] * (1 + replicas))
+    assert fake.estimate_requests[-1] == body
+
+
+def test_resource_stop_refused_while_a_session_is_active_unless_forced(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    fake.reset_counts()
+    fake.add("rs-run", "RUNNING")
+    fake.add("rs-done", "STOPPED")
+    resource_id = _resource_of(fake, "rs-run")
+    path = f"/rl/model-resources/{resource_id}/stop"
+    refused = fetch(fake, path, method="POST", json={"force": False})
+    assert refused.status_code == 400
+    assert ErrorBody.model_validate_json(refused.content, strict=True).error.code == (
+        "failed_precondition"
+    )
+    assert fake.resource_stop_requests == []
+    stopped = strict(ModelResources, fetch(fake, path, method="POST", json={"force": True}))
+    assert stopped.status == "MODEL_RESOURCES_STATUS_STOPPING" and stopped.expires_at is None
+    assert fake.resource_stop_requests == [(resource_id, True)]
+    assert fake.get("rs-run")["status"] == "TRAINING_SESSION_STATUS_STOPPING"  # type: ignore[index]
+    assert fake.get("rs-done")["status"] == "TRAINING_SESSION_STATUS_STOPPED"  # type: ignore[index]
+    # A resource with no active session stops without force.
+    fake.add_resource("rs-idle", "READY")
+    idle = fetch(fake, "/rl/model-resources/rs-idle/stop", method="POST")
+    assert strict(ModelResources, idle, coverage).status == "MODEL_RESOURCES_STATUS_STOPPING"
+
+
+def test_resource_knobs_give_real_shapes(fake: FakeTogether, coverage: FieldCoverage) -> None:
+    """Queue position, expires_at and status changes set by tests stay SDK-valid."""
+    session = fake.add("kn-1", "CREATING")
+    resource_id = session["model_resources_id"]
+    fake.set_resource(resource_id, "PENDING", queue_position=7)
+    pending = strict(ModelResources, fetch(fake, f"/rl/model-resources/{resource_id}"), coverage)
+    assert pending.status_details.queue_position == 7 and pending.expires_at is None
+    fake.set_resource(resource_id, "READY", expires_at="2026-01-02T03:04:05Z")
+    ready = strict(ModelResources, fetch(fake, f"/rl/model-resources/{resource_id}"), coverage)
+    assert ready.status_details.queue_position is None
+    assert ready.expires_at is not None and ready.expires_at.hour == 3
+    fake.set_resource(resource_id, "STOPPED")
+    stopped = strict(ModelResources, fetch(fake, f"/rl/model-resources/{resource_id}"), coverage)
+    assert stopped.expires_at is None
+
+
 # --- error bodies ----------------------------------------------------------------------------
 
 
@@ -404,6 +495,13 @@ def _error_cases(fake: FakeTogether) -> list[tuple[str, httpx.Response]]:
         ("405 method", fetch(fake, "/rl/training-sessions/e-1", method="DELETE")),
         ("400 limit", fetch(fake, "/rl/training-sessions?limit=lots")),
         ("400 status", fetch(fake, "/rl/training-sessions?status[]=RUNNINGISH")),
+        ("400 estimate", fetch(fake, "/rl/model-resources/estimate-cost", method="POST", json={})),
+        ("405 estimate", fetch(fake, "/rl/model-resources/estimate-cost")),
+        ("404 resource stop", fetch(fake, "/rl/model-resources/nope/stop", method="POST")),
+        (
+            "400 resource stop while a session is active",
+            fetch(fake, f"/rl/model-resources/{_resource_of(fake, 'e-1')}/stop", method="POST"),
+        ),
     ]
     for status in (400, 401, 403, 404, 429, 500, 502, 503):
         fake.fail("e-1", status=status, times=1)

@@ -14,6 +14,14 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
     GET  /v1/rl/model-resources/{id}          ModelResources (stored, or made up for an id a
                                               stored session points at)
     GET  /v1/rl/model-resources?status[]=&created_by=&limit=&after=   ModelResourcesListResponse
+    POST /v1/rl/model-resources/estimate-cost  {"currency", "price_per_hour"}: `prices[gpu_type]`
+                                              per generator replica (the trainer counts as one)
+    POST /v1/rl/model-resources/{id}/stop     ModelResources, status -> STOPPING; `force` from
+                                              the JSON body or the query (`?force=true`, as the
+                                              SDK sends it); without it, a 400
+                                              `failed_precondition` while a session on it is
+                                              CREATING, RUNNING or STOPPING; with it, those
+                                              sessions go to STOPPING too
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
 `has_more` is false. Errors are `{"error": {"message", "type", "param", "code"}}`.
@@ -36,6 +44,7 @@ from ._http import FakeHTTPServer, Request, Response, free_port
 
 __all__ = [
     "DEFAULT_ERROR_CODE",
+    "DEFAULT_PRICES",
     "KEY_OWNER",
     "RESOURCE_STATUSES",
     "SESSION_ERROR_CODES",
@@ -71,6 +80,10 @@ DEFAULT_ERROR_MESSAGE = (
 KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
+#: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
+DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
+#: session statuses that block a stop without `force`
+_ACTIVE = frozenset(STATUS_PREFIX + s for s in ("CREATING", "RUNNING", "STOPPING"))
 
 
 def full_status(status: str) -> str:
@@ -329,6 +342,8 @@ class TogetherRequest:
     authorization: str | None
     at: float
     status: int = 0
+    #: the request body as sent (JSON for the POSTs that take one)
+    body: bytes = b""
 
 
 class FakeTogether(FakeHTTPServer):
@@ -350,6 +365,12 @@ class FakeTogether(FakeHTTPServer):
         self.auth_headers: list[str | None] = []
         #: ids POSTed to /stop, in order
         self.stop_requests: list[str] = []
+        #: (resource id, force) POSTed to a model resource's /stop, in order
+        self.resource_stop_requests: list[tuple[str, bool]] = []
+        #: JSON bodies POSTed to estimate-cost, in order
+        self.estimate_requests: list[dict[str, Any]] = []
+        #: estimate-cost's price per hour per GPU group, by GPU type
+        self.prices: dict[str, float] = dict(DEFAULT_PRICES)
         #: extra latency for one session's requests, added to `latency`
         self.session_latency: dict[str, float] = {}
         self._counts: Counter[str] = Counter()
@@ -419,6 +440,43 @@ class FakeTogether(FakeHTTPServer):
             created_by=created_by if isinstance(created_by, str) else KEY_OWNER,
         )
 
+    def set_resource(
+        self,
+        id: str,
+        status: str | None = None,
+        *,
+        queue_position: int | None = None,
+        expires_at: datetime | str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Change a resource (made up from its sessions if not stored yet) and store it.
+
+        `status` may be short ("READY"); leaving PENDING drops the queue position and
+        leaving READY drops `expires_at`, as the service does. `queue_position` and
+        `expires_at` (a datetime or RFC 3339 string) set those; `fields` merge last."""
+        current = self.resource(id)
+        if current is None:
+            raise KeyError(id)
+        with self._cond:
+            resource = self.resources.get(id, current)
+            if status is not None:
+                resource["status"] = full_resource_status(status)
+                if resource["status"] != RESOURCE_PREFIX + "PENDING":
+                    resource["status_details"] = {}
+                if resource["status"] != RESOURCE_PREFIX + "READY":
+                    resource.pop("expires_at", None)
+            if queue_position is not None:
+                resource["status_details"] = {"queue_position": queue_position}
+            if expires_at is not None:
+                resource["expires_at"] = (
+                    _iso(expires_at) if isinstance(expires_at, datetime) else expires_at
+                )
+            resource["updated_at"] = _iso(datetime.now(UTC))
+            resource.update(fields)
+            self.resources[id] = resource
+            self._cond.notify_all()
+            return copy.deepcopy(resource)
+
     def put(self, session: dict[str, Any]) -> None:
         with self._cond:
             self.sessions[str(session["id"])] = copy.deepcopy(session)
@@ -471,6 +529,8 @@ class FakeTogether(FakeHTTPServer):
             self.paths.clear()
             self.auth_headers.clear()
             self.stop_requests.clear()
+            self.resource_stop_requests.clear()
+            self.estimate_requests.clear()
             self._counts.clear()
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
@@ -587,8 +647,12 @@ class FakeTogether(FakeHTTPServer):
                 return "get", unquote(rest)
         if path.rstrip("/") == _RESOURCES:
             return "resources", None
+        if path.rstrip("/") == _RESOURCES + "/estimate-cost":
+            return "estimate", None
         if path.startswith(_RESOURCES + "/"):
             rest = path[len(_RESOURCES) + 1 :]
+            if rest.endswith("/stop"):
+                return "resource_stop", unquote(rest[: -len("/stop")])
             if rest and "/" not in rest:
                 return "resource", unquote(rest)
         return "unknown", None
@@ -602,6 +666,7 @@ class FakeTogether(FakeHTTPServer):
             session_id=session_id,
             authorization=auth,
             at=request.at,
+            body=request.body,
         )
         with self._cond:
             self.requests.append(record)
@@ -664,12 +729,71 @@ class FakeTogether(FakeHTTPServer):
             return Response.json(resource)
         if route == "resources" and request.method == "GET":
             return self._list_resources(query)
+        if route == "estimate" and request.method == "POST":
+            return self._estimate(request.body)
+        if route == "resource_stop" and request.method == "POST" and session_id is not None:
+            return self._stop_resource(session_id, request.body, query)
         if route != "unknown":
             return Response.json(
                 error_body(f"Method {request.method} not allowed", "method_not_allowed"),
                 status=405,
             )
         return Response.json(error_body("Not found", "not_found"), status=404)
+
+    def _estimate(self, raw: bytes) -> Response:
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not isinstance(body.get("base_model"), str):
+            return Response.json(
+                error_body("base_model is required", "invalid_parameter", param="base_model"),
+                status=400,
+            )
+        config = body.get("compute_config")
+        if not isinstance(config, dict):
+            config = {}
+        gpu = config.get("gpu_type") or "H100-80GB"
+        replicas = config.get("num_generator_replicas", 1)
+        if gpu not in self.prices or not isinstance(replicas, int) or replicas < 0:
+            return Response.json(
+                error_body("Invalid compute_config", "invalid_parameter", param="compute_config"),
+                status=400,
+            )
+        with self._lock:
+            self.estimate_requests.append(body)
+            price = self.prices[gpu] * (1 + replicas)
+        return Response.json({"currency": "USD", "price_per_hour": round(price, 4)})
+
+    def _stop_resource(self, resource_id: str, raw: bytes, query: dict[str, list[str]]) -> Response:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        flag = body.get("force") if isinstance(body, dict) else None
+        if not isinstance(flag, bool):
+            flag = (_one(query, "force") or "false").lower() == "true"
+        if self.resource(resource_id) is None:
+            return Response.json(error_body("Model resource not found", "not_found"), status=404)
+        with self._cond:
+            attached = [
+                s
+                for s in self.sessions.values()
+                if s.get("model_resources_id") == resource_id and s.get("status") in _ACTIVE
+            ]
+            if attached and not flag:
+                return Response.json(
+                    error_body(
+                        f"{len(attached)} training session(s) are still active on this "
+                        "model resource; stop them first or pass force=true",
+                        "failed_precondition",
+                    ),
+                    status=400,
+                )
+            self.resource_stop_requests.append((resource_id, flag))
+        for session in attached:
+            self.set_status(str(session["id"]), "STOPPING")
+        return Response.json(self.set_resource(resource_id, "STOPPING"))
 
     def _list_sessions(self, query: dict[str, list[str]]) -> Response:
         statuses = _statuses(query, full_status, LISTABLE_STATUSES)
