@@ -1,23 +1,31 @@
 """`rl-bot serve | socket | migrate | show <id>`.
 
 Configuration problems are one line each on stderr and exit code 2; an
-out-of-date schema is exit code 3 with the command that fixes it.
+out-of-date schema is exit code 3 with the command that fixes it; a SQLite
+database already used by another rl-bot process is exit code 4.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
 
 from bot.config import Mode, Settings
 
 log = logging.getLogger("bot")
 EXIT_CONFIG = 2
 EXIT_SCHEMA = 3
+EXIT_IN_USE = 4
+# The lock on the SQLite file, held (open) for the life of the process.
+_sqlite_lock: IO[str] | None = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _migrate(settings)
     if command == "show":
         return asyncio.run(_show(settings, args.session_id, as_json=args.json))
+    if (problem := _lock_sqlite(settings.database_url)) is not None:
+        print(f"rl-bot: {problem}", file=sys.stderr)
+        return EXIT_IN_USE
     if (code := _check_schema(settings)) != 0:
         return code
     host = args.host or settings.host
@@ -83,6 +94,47 @@ def _migrate(settings: Settings) -> int:
         return 1
     print("rl-bot: database is at the latest schema")
     return 0
+
+
+def _lock_sqlite(url: str) -> str | None:
+    """One process per SQLite file: claims there are not atomic across processes
+    (the driver opens its transaction only at the UPDATE), so a second process,
+    such as an overlapping restart, could send a row twice. None when this
+    process may go on (PostgreSQL, or the lock is ours), else why not."""
+    global _sqlite_lock
+    from sqlalchemy.engine import make_url
+
+    from bot.db import async_url, is_sqlite
+
+    if not is_sqlite(url):
+        return None
+    database = make_url(async_url(url)).database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    path = Path(database).resolve()
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        handle = open(lock_path, "a+")  # noqa: SIM115 - held open until the process ends
+    except OSError as exc:
+        return f"cannot create the lock file {lock_path}: {exc.strerror}"
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip()[:20]
+        handle.close()
+        who = f" (pid {holder})" if holder.isdigit() else ""
+        return (
+            f"another rl-bot process{who} is using the SQLite database {path}. SQLite "
+            "supports one rl-bot process: stop the other one first, or use PostgreSQL "
+            "to run several replicas"
+        )
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    _sqlite_lock = handle
+    return None
 
 
 def _check_schema(settings: Settings) -> int:

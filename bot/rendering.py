@@ -23,6 +23,7 @@ from bot.models import (
     short_status,
     status_of,
 )
+from bot.snapshots import checkpoint_count
 
 Message = dict[str, Any]
 """A chat.postMessage payload: "text" (plain fallback, never empty) and "blocks"."""
@@ -320,7 +321,9 @@ def _plain(text: str) -> dict[str, Any]:
 
 
 def _mrkdwn(text: str) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": text}
+    # verbatim: Slack would otherwise link bare URLs and channel names and parse
+    # some mentions in API text; our own `<…>` tokens still work.
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def _header(text: str) -> dict[str, Any]:
@@ -376,8 +379,24 @@ def _stop_button(session: TrainingSession) -> dict[str, Any]:
 
 
 def _message(fallback: str, blocks: list[dict[str, Any]]) -> Message:
-    text = truncate(_one_line(fallback), _FALLBACK_LIMIT) or "rl-bot"
+    text = truncate(_defuse(_one_line(fallback)), _FALLBACK_LIMIT) or "rl-bot"
     return {"text": text, "blocks": blocks[:MAX_BLOCKS]}
+
+
+# The `text` fallback (notifications, screen readers) has no `verbatim`: Slack
+# links bare URLs and domains in it, and names too under `link_names`. A word
+# joiner (U+2060, invisible) after `@`, `#`, the colon of `://` and a dot inside
+# a word breaks each of those patterns; our own `<…>` tokens are left alone.
+_WORD_JOINER = "\u2060"
+_AUTOLINK_RE = re.compile(r"(?<=[@#])|(?<=:)(?=//)|(?<=\w\.)(?=\w)")
+
+
+def _defuse(text: str) -> str:
+    parts = _TOKEN_RE.split(text)  # odd items are the insides of `<…>` tokens
+    return "".join(
+        f"<{part}>" if i % 2 else _AUTOLINK_RE.sub(_WORD_JOINER, part)
+        for i, part in enumerate(parts)
+    )
 
 
 def _name(session: TrainingSession) -> str:
@@ -430,12 +449,12 @@ _CHECKPOINT_KINDS = {
 }
 
 
-def _checkpoint_section(kind: str, checkpoints: Sequence[Checkpoint]) -> dict[str, Any]:
-    """The newest few checkpoints of one kind; the rest are only counted."""
+def _checkpoint_section(kind: str, checkpoints: Sequence[Checkpoint], total: int) -> dict[str, Any]:
+    """The newest few checkpoints of one kind; the rest (of `total`) are only counted."""
     newest = sorted(checkpoints, key=_checkpoint_key, reverse=True)[:_LATEST_CHECKPOINTS]
     title = f"*Latest {kind} checkpoints* ({_CHECKPOINT_KINDS.get(kind, kind)})"
     lines = [title] + [_checkpoint_line(cp) for cp in newest]
-    more = len(checkpoints) - len(newest)
+    more = total - len(newest)
     if more > 0:
         lines.append(f"…and {more} more {kind} checkpoint{'s' if more != 1 else ''}")
     # Each line is bounded well under a third of the limit, so the "and N more"
@@ -550,11 +569,14 @@ def card(
         blocks.append(_section(f"{status_emoji(Status.ERROR.value)} {_error_text(session)}"))
 
     training, inference = session.training_checkpoints, session.inference_checkpoints
-    blocks.append(_section(f"*Checkpoints:* training {len(training)} · inference {len(inference)}"))
+    # A stored snapshot keeps only the newest checkpoints, and their counts.
+    n_training = checkpoint_count(session, "training")
+    n_inference = checkpoint_count(session, "inference")
+    blocks.append(_section(f"*Checkpoints:* training {n_training} · inference {n_inference}"))
     if training:
-        blocks.append(_checkpoint_section("training", training))
+        blocks.append(_checkpoint_section("training", training, n_training))
     if inference:
-        blocks.append(_checkpoint_section("inference", inference))
+        blocks.append(_checkpoint_section("inference", inference, n_inference))
 
     buttons: list[dict[str, Any]] = []
     # A button's value must round-trip to a session id the handlers accept.
@@ -941,6 +963,7 @@ def _plain_from_mrkdwn(text: str) -> str:
     """Tokens to readable text, then entities back to characters (one pass, so
     `&amp;lt;` becomes `&lt;` and not `<`)."""
     untokened = _TOKEN_RE.sub(_token_text, text)
+    untokened = untokened.replace(_WORD_JOINER, "")
     unescaped = _ENTITY_RE.sub(lambda m: {"amp": "&", "lt": "<", "gt": ">"}[m.group(1)], untokened)
     # escape() already dropped control characters from API values; repeat it so
     # nothing in a message can send escape sequences to a terminal.

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import httpx
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
@@ -20,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.db import make_engine, make_sessionmaker
+from bot.http_util import SlackRateLimitRetry
 from bot.metrics import Metrics, get_metrics
 from bot.together import TogetherClient
 
@@ -74,6 +74,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         max_rps=settings.together_max_rps,
         timeout=settings.together_timeout_seconds,
         observe=observe,
+        max_response_bytes=settings.together_max_response_bytes,
     )
     token = _secret(settings.slack_bot_token)
     slack = AsyncWebClient(
@@ -82,7 +83,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         timeout=10,
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=2),
-            AsyncRateLimitErrorRetryHandler(max_retry_count=2),
+            SlackRateLimitRetry(max_retry_count=2),
             AsyncServerErrorRetryHandler(max_retry_count=2),
         ],
     )

@@ -17,16 +17,29 @@ from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
+HOME_EVENTS = frozenset({"app_home_opened"})
+# Bolt log lines that end with the request body (slack_bolt.logger.messages).
+BODY_LOG_PREFIXES = (
+    "Unhandled request",
+    "A global middleware",
+    "Invalid request signature detected",
+)
+
 
 def build_app(rt: Runtime) -> AsyncApp:
     settings = rt.settings
     signing = settings.slack_signing_secret
+    bolt_log = logging.getLogger("bot.bolt")
+    if not any(isinstance(f, NoRequestBodies) for f in bolt_log.filters):
+        bolt_log.addFilter(NoRequestBodies())  # Bolt's loggers copy their base's filters
     app = AsyncApp(
         client=rt.slack,
         signing_secret=signing.get_secret_value() if signing else "socket-mode",
-        request_verification_enabled=signing is not None,
+        # `bot.web` verifies the signature over the raw bytes before Bolt parses
+        # anything; Bolt's verifier would parse first and log failing bodies.
+        request_verification_enabled=False,
         raise_error_for_unhandled_request=False,
-        logger=logging.getLogger("bot.bolt"),
+        logger=bolt_log,
     )
 
     @app.middleware
@@ -39,12 +52,36 @@ def build_app(rt: Runtime) -> AsyncApp:
         if settings.allowed_team_ids and team not in settings.allowed_team_ids:
             log.warning("request from a workspace not allowed", extra={"team_id": team})
             return await _refuse(context, body, "rl-bot is not enabled for this workspace.")
-        if settings.allowed_channel_ids and channel and channel not in settings.allowed_channel_ids:
+        if (
+            settings.allowed_channel_ids
+            and channel
+            and channel not in settings.allowed_channel_ids
+            and not _is_home(body)
+        ):
             return await _refuse(context, body, "rl-bot is not enabled in this channel.")
         return await next()
 
     listeners.register(app)
     return app
+
+
+def _is_home(body: dict[str, Any]) -> bool:
+    """The App Home tab: its event carries the user's DM channel, where the bot
+    posts nothing. `ALLOWED_CHANNEL_IDS` limits the channels the bot posts in."""
+    event = body.get("event")
+    return isinstance(event, dict) and event.get("type") in HOME_EVENTS
+
+
+class NoRequestBodies(logging.Filter):
+    """Bolt writes request bodies into some log lines (unhandled requests, a
+    middleware that answered nothing); keep the line, drop the body."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        for prefix in BODY_LOG_PREFIXES:
+            if message.startswith(prefix):
+                record.msg, record.args = f"{prefix} (request body not logged)", None
+        return True
 
 
 async def _refuse(context: AsyncBoltContext, body: dict[str, Any], text: str) -> BoltResponse:

@@ -1,8 +1,10 @@
 """Subscribing a channel to a session, and ending subscriptions.
 
 Services take the database session as the keyword `db` and leave the
-transaction to the caller. Slack and Together calls happen before anything is
-stored, so a failure stores nothing.
+transaction to the caller, except `subscribe`, which calls Slack between two
+short transactions of its own: no transaction is ever open across a Slack or
+Together call. Those calls happen before anything is stored, so a failure
+stores nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import exists, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
 from bot.commands import DEFAULT_FILTERS
 from bot.models import TrainingSession
+from bot.snapshots import trimmed_snapshot
 from bot.storage import ChannelSettings, OutboxMessage, Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient
 from bot.transitions import checkpoint_keys
@@ -41,6 +44,10 @@ DM_PROBLEM = "Subscriptions live in channels, not direct messages. Run this in a
 
 class SubscriptionError(Exception):
     """A problem to tell the user, already worded for them."""
+
+
+class _SubscribedMeanwhile(Exception):
+    """The ended subscription we meant to revive was revived by someone else."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,7 @@ def slack_problem(exc: SlackApiError) -> str:
 
 async def subscribe(
     *,
-    db: AsyncSession,
+    sessionmaker: async_sessionmaker[AsyncSession],
     slack: AsyncWebClient,
     session: TrainingSession,
     team_id: str,
@@ -71,67 +78,107 @@ async def subscribe(
     user_id: str,
     poll_interval: float,
     root_ts: str | None = None,
-    filters: frozenset[str] = DEFAULT_FILTERS,
+    filters: frozenset[str] | None = None,
 ) -> Subscribed:
     """Post (or adopt) the root card, then store the subscription and its watch.
 
-    Subscribing again is idempotent, and is how a channel changes its filters."""
+    Subscribing again is idempotent, and is how a channel changes its filters
+    (`filters=None`, as from a button, keeps the channel's). No transaction is
+    open while Slack is called: the lookup and the store are two short ones, and
+    a replica that stored the same subscription in between is caught by the
+    unique key."""
     if channel_id.startswith("D"):
         raise SubscriptionError(DM_PROBLEM)
-    existing = (
-        await db.execute(
-            select(Subscription).where(
-                Subscription.team_id == team_id,
-                Subscription.channel_id == channel_id,
-                Subscription.session_id == session.id,
+    async with sessionmaker() as db, db.begin():
+        existing = await _subscription_row(db, team_id, channel_id, session.id)
+        if existing is not None and existing.active:
+            wanted = existing.filter_set if filters is None else filters
+            changed = existing.filter_set != wanted
+            if changed:
+                existing.filters = filters_text(wanted)
+            return Subscribed(
+                existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
             )
-        )
-    ).scalar_one_or_none()
-    if existing is not None and existing.active:
-        changed = existing.filter_set != filters
-        if changed:
-            existing.filters = filters_text(filters)
-        return Subscribed(
-            existing.id, existing.root_ts, already=True, filters=filters, filters_changed=changed
-        )
     if session.terminal:
         raise SubscriptionError(
             f"This session is already {rendering.status_words(session.status).lower()}; "
             "nothing more will change, so there is nothing to subscribe to."
         )
-
+    wanted = DEFAULT_FILTERS if filters is None else filters
     card = rendering.card(session, subscribed=True)
     root = await _root_message(slack, channel_id, card, root_ts)
-    now = utcnow()
-    if existing is None:
-        existing = Subscription(
-            team_id=team_id,
-            channel_id=channel_id,
-            session_id=session.id,
-            root_ts=root,
-            subscribed_by=user_id,
-            created_at=now,
-            active=True,
-            filters=filters_text(filters),
-        )
-        db.add(existing)
-    else:
-        existing.root_ts, existing.subscribed_by, existing.created_at = root, user_id, now
-        existing.active, existing.ended_at, existing.ended_reason = True, None, None
-        existing.filters, existing.muted_until = filters_text(filters), None
     try:
-        await db.flush()  # before watch(): its statements would autoflush this insert
-        await watch(db, session, poll_interval=poll_interval)
-    except IntegrityError as exc:
-        # Another replica stored the same subscription a moment ago: keep its
-        # root, take back ours (unless we adopted the clicked card).
+        async with sessionmaker() as db, db.begin():
+            sub_id = await _store(
+                db,
+                team_id=team_id,
+                channel_id=channel_id,
+                session_id=session.id,
+                root=root,
+                user_id=user_id,
+                filters=wanted,
+            )
+            await watch(db, session, poll_interval=poll_interval)
+    except (IntegrityError, _SubscribedMeanwhile) as exc:
+        # Another replica (or a double click) stored the same subscription while
+        # we posted: keep its root, take back ours (unless we adopted the clicked card).
         if root != root_ts:
             with contextlib.suppress(SlackApiError):
                 await slack.chat_delete(channel=channel_id, ts=root)
         raise SubscriptionError(
             "This channel was subscribed to this session a moment ago; updates go in its thread."
         ) from exc
-    return Subscribed(existing.id, root, already=False, filters=filters)
+    return Subscribed(sub_id, root, already=False, filters=wanted)
+
+
+async def _subscription_row(
+    db: AsyncSession, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    return (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def _store(
+    db: AsyncSession,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    root: str,
+    user_id: str,
+    filters: frozenset[str],
+) -> int:
+    """Insert the subscription, or revive an ended one. Another replica doing the
+    same shows as IntegrityError (insert) or `_SubscribedMeanwhile` (revive)."""
+    now = utcnow()
+    row = await _subscription_row(db, team_id, channel_id, session_id)
+    if row is None:
+        row = Subscription(
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session_id,
+            root_ts=root,
+            subscribed_by=user_id,
+            created_at=now,
+            active=True,
+            filters=filters_text(filters),
+        )
+        db.add(row)
+    elif row.active:
+        raise _SubscribedMeanwhile
+    else:
+        row.root_ts, row.subscribed_by, row.created_at = root, user_id, now
+        row.active, row.ended_at, row.ended_reason = True, None, None
+        row.filters, row.muted_until = filters_text(filters), None
+    await db.flush()  # before watch(): its statements would autoflush this insert
+    return row.id
 
 
 async def _root_message(
@@ -175,7 +222,7 @@ async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: fl
         "last_status": session.status,
         "last_updated_at": session.updated_at.isoformat() if session.updated_at else None,
         "error_key": session.error_key,
-        "snapshot": session.model_dump(mode="json"),
+        "snapshot": trimmed_snapshot(session),
         "training_checkpoints": len(session.training_checkpoints),
         "inference_checkpoints": len(session.inference_checkpoints),
         "checkpoint_keys": checkpoint_keys(session),

@@ -168,6 +168,8 @@ def test_metrics_move_after_real_traffic(
 
     # The gauges are computed from the database by a job (every 15 s, and at start): a
     # replica started now reports them at once. SID's subscription ended with its ERROR.
+    if db_url.startswith("sqlite"):
+        bot.terminate()  # one rl-bot process per SQLite file (issue 10)
     replica = start_bot()
     gauges = scrape_until(
         replica,
@@ -233,7 +235,10 @@ def test_console_logs_are_not_json(
 # --- health and readiness -----------------------------------------------------------------------
 
 
-def test_healthz_and_readyz(bot: BotProcess, slack: FakeSlack, db_url: str) -> None:
+def test_healthz_and_readyz(start_bot: BotFactory, slack: FakeSlack, db_url: str) -> None:
+    # Slack's answer is normally reused for a minute (tests/test_resources_edges.py);
+    # with the cache off each probe asks, so a change shows at once.
+    bot = start_bot(READYZ_SLACK_CACHE_SECONDS="0")
     health = httpx.get(f"{bot.url}/healthz")
     assert (health.status_code, health.json()) == (200, {"ok": True})
     ready = httpx.get(f"{bot.url}/readyz")

@@ -12,7 +12,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.commands import DEFAULT_FILTERS
 from bot.listeners.commands import end_here
 from bot.listeners.replies import reply
 from bot.models import is_session_id
@@ -113,22 +112,17 @@ async def on_subscribe(
 ) -> None:
     try:
         session = await fetch_for_user(rt.together, click.session_id)
-        async with rt.sessionmaker() as db, db.begin():
-            # The button has no filters to give: keep the channel's, not the default.
-            current = await active_subscription(
-                db, team_id=click.team_id, channel_id=click.channel_id, session_id=session.id
-            )
-            result = await subscribe(
-                db=db,
-                slack=client,
-                session=session,
-                team_id=click.team_id,
-                channel_id=click.channel_id,
-                user_id=click.user_id,
-                poll_interval=rt.settings.poll_interval_seconds,
-                root_ts=click.message_ts,
-                filters=current.filter_set if current is not None else DEFAULT_FILTERS,
-            )
+        result = await subscribe(
+            sessionmaker=rt.sessionmaker,
+            slack=client,
+            session=session,
+            team_id=click.team_id,
+            channel_id=click.channel_id,
+            user_id=click.user_id,
+            poll_interval=rt.settings.poll_interval_seconds,
+            root_ts=click.message_ts,
+            filters=None,  # the button has no filters to give: keep the channel's
+        )
     except TogetherError as exc:
         await _tell(respond, client, click, f":warning: {exc.user_message}")
         return

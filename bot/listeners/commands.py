@@ -299,17 +299,16 @@ async def _show_or_subscribe(command: Command, ctx: Ctx) -> str:
         await ctx.answer(rendering.card(session), in_channel=True)
         return "ok"
     try:
-        async with ctx.rt.sessionmaker() as db, db.begin():
-            result = await subscribe(
-                db=db,
-                slack=ctx.client,
-                session=session,
-                team_id=ctx.team_id,
-                channel_id=ctx.channel_id,
-                user_id=ctx.user_id,
-                poll_interval=ctx.rt.settings.poll_interval_seconds,
-                filters=command.filters,
-            )
+        result = await subscribe(
+            sessionmaker=ctx.rt.sessionmaker,
+            slack=ctx.client,
+            session=session,
+            team_id=ctx.team_id,
+            channel_id=ctx.channel_id,
+            user_id=ctx.user_id,
+            poll_interval=ctx.rt.settings.poll_interval_seconds,
+            filters=command.filters,
+        )
     except SubscriptionError as exc:
         await ctx.say(f":warning: {exc}")
         return "refused"

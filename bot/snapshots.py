@@ -1,0 +1,86 @@
+"""What of a session is stored: only what messages are rendered from.
+
+The poller stores a snapshot of each watched session every poll and copies it
+into every outbox row; a session with thousands of checkpoints (tens of MB) must
+not be stored whole. A snapshot keeps the session's own fields, the newest few
+checkpoints of each kind with the total counts, and strings cut just past what
+any message shows, so a card rendered from it looks the same as one rendered
+from Together's full answer.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from bot.models import Checkpoint, TrainingSession
+
+COUNTS_KEY = "checkpoint_counts"
+KEPT_CHECKPOINTS = 5
+# Longer than every text budget in `bot.rendering`, so the card still shows its "…".
+MAX_STRING = 2100
+MAX_LIST = 20
+MAX_KEYS = 40
+MAX_DEPTH = 5
+
+CheckpointKind = Literal["training", "inference"]
+
+
+def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
+    """A bounded JSON-able dict that `TrainingSession.model_validate` reads back."""
+    full = session.model_dump(mode="json", include=set(type(session).model_fields))
+    snapshot: dict[str, Any] = {k: _bounded(v, 1) for k, v in full.items() if k != "metadata"}
+    wandb = (session.metadata or {}).get("wandb")
+    snapshot["metadata"] = {"wandb": _bounded(wandb, 2)} if isinstance(wandb, dict) else None
+    for kind in ("training", "inference"):
+        checkpoints: list[Checkpoint] = list(getattr(session, f"{kind}_checkpoints"))
+        # The newest (ties as the card breaks them), kept in the API's order.
+        ranked = sorted(
+            range(len(checkpoints)), key=lambda i: _newest_first(checkpoints[i]), reverse=True
+        )
+        kept = sorted(ranked[:KEPT_CHECKPOINTS])
+        snapshot[f"{kind}_checkpoints"] = [
+            _bounded(checkpoints[i].model_dump(mode="json"), 2) for i in kept
+        ]
+    snapshot[COUNTS_KEY] = {
+        "training": checkpoint_count(session, "training"),
+        "inference": checkpoint_count(session, "inference"),
+    }
+    return snapshot
+
+
+def checkpoint_count(session: TrainingSession, kind: CheckpointKind) -> int:
+    """How many checkpoints of `kind` the session has: the stored count for a
+    trimmed snapshot, else the length of the list."""
+    listed = len(getattr(session, f"{kind}_checkpoints"))
+    counts = (session.model_extra or {}).get(COUNTS_KEY)
+    stored = counts.get(kind) if isinstance(counts, dict) else None
+    if isinstance(stored, int) and not isinstance(stored, bool) and stored > listed:
+        return stored
+    return listed
+
+
+def _newest_first(cp: Checkpoint) -> tuple[bool, float]:
+    """The order the card lists checkpoints in; undated ones last."""
+    created: datetime | None = cp.created_at
+    if created is None:
+        return (False, 0.0)
+    try:
+        return (True, (created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp())
+    except (OverflowError, OSError, ValueError):
+        return (False, 0.0)
+
+
+def _bounded(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return value[:MAX_STRING]
+    if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            return None
+        items = list(value.items())[:MAX_KEYS]
+        return {str(k)[:MAX_STRING]: _bounded(v, depth + 1) for k, v in items}
+    if isinstance(value, list):
+        if depth > MAX_DEPTH:
+            return None
+        return [_bounded(v, depth + 1) for v in value[:MAX_LIST]]
+    return value

@@ -1,0 +1,194 @@
+"""Issue 10, resources and edges, through a real `rl-bot serve`: no transaction
+held while Slack is slow, a cached readiness check, App Home under a channel
+allowlist, one process per SQLite file, and API text that must not link or ping.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess, query, wait_until
+from tests.test_features import open_home
+
+pytestmark = pytest.mark.slow
+
+SID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+def is_postgres(db_url: str) -> bool:
+    return db_url.startswith("postgres")
+
+
+# --- 10. no transaction across a Slack call ----------------------------------------------------
+
+
+def test_subscribing_while_slack_is_slow_holds_no_database_connection(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    bot = start_bot()
+    sids = [f"slow-session-{i:02d}" for i in range(24)]
+    for sid in sids:
+        together.add(sid)
+    slack.method_latency["chat.postMessage"] = 6.0
+    for i, sid in enumerate(sids):
+        response = bot.command(
+            f"subscribe {sid}", response_url=slack.response_url(sid), channel_id=f"C{i:03d}"
+        )
+        assert response.status_code == 200
+    time.sleep(2.5)  # every subscribe is now waiting on its root post
+    idle = None
+    if is_postgres(db_url):
+        [(idle,)] = query(
+            db_url,
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND state = 'idle in transaction'",
+        )
+    started = time.monotonic()
+    ready = httpx.get(f"{bot.url}/readyz", timeout=30)
+    readyz = time.monotonic() - started
+    print(f"idle in transaction while posts hang: {idle}; /readyz {readyz:.2f}s")
+    assert ready.status_code == 200, ready.text
+    assert readyz < 1.0
+    if idle is not None:
+        assert idle == 0
+    answers = [slack.wait_for_response(sid, timeout=40) for sid in sids]
+    assert all("Subscribed" in json.dumps(a) for a in answers), answers
+    assert query(db_url, "SELECT count(*) FROM subscriptions WHERE active") == [(24,)]
+
+
+# --- 11. /readyz asks Slack at most once a minute ------------------------------------------------
+
+
+def test_readyz_does_not_call_slack_on_every_request(bot: BotProcess, slack: FakeSlack) -> None:
+    before = len(slack.calls_to("auth.test"))
+
+    def probe(_: int) -> int:
+        return httpx.get(f"{bot.url}/readyz", timeout=10).status_code
+
+    with ThreadPoolExecutor(10) as pool:
+        statuses = list(pool.map(probe, range(50)))
+    calls = len(slack.calls_to("auth.test")) - before
+    print(f"50 /readyz -> {calls} auth.test calls")
+    assert statuses == [200] * 50
+    assert calls <= 1
+
+
+# --- 12. the channel allowlist and App Home ------------------------------------------------------
+
+
+def test_allowed_channel_ids_leave_app_home_working(
+    start_bot: BotFactory, slack: FakeSlack
+) -> None:
+    bot = start_bot(ALLOWED_CHANNEL_IDS="C123")
+    open_home(bot, user="U123")
+    [publish] = slack.wait_for_calls("views.publish", 1, timeout=10)
+    assert publish.params.get("user_id") == "U123"
+    # ...while a command from a channel not on the list is still refused.
+    refused = bot.command("help", response_url=slack.response_url("x"), channel_id="C999")
+    assert "not enabled in this channel" in refused.json()["text"]
+
+
+# --- 13. one process per SQLite file ---------------------------------------------------------------
+
+
+def test_a_second_process_on_the_same_sqlite_file_refuses_to_start(
+    start_bot: BotFactory,
+    slack: FakeSlack,
+    together: FakeTogether,
+    db_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    if is_postgres(db_url):
+        pytest.skip("several processes on one PostgreSQL database are supported")
+    first = start_bot()
+    second = BotProcess.start(
+        workdir=tmp_path_factory.mktemp("second"),
+        db_url=db_url,
+        slack=slack,
+        together=together,
+        wait=False,
+    )
+    try:
+        code = second.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        second.stop()
+    print(f"second process: exit {code}: {second.log().strip()[-300:]}")
+    assert code == 4, second.log_tail()
+    assert "another rl-bot process" in second.log()
+    assert f"pid {first.proc.pid}" in second.log()
+    assert httpx.get(f"{first.url}/healthz").status_code == 200
+    # Once the first has stopped, a new process starts.
+    first.terminate()
+    start_bot()
+
+
+# --- 14. API text cannot link or mention -------------------------------------------------------------
+
+HOSTILE = "@here <!channel> see https://evil.example/x and www.evil.example #general @channel"
+# What Slack would turn into a link or a mention in text it parses.
+AUTOLINKED = re.compile(r"https?://|www\.\w|evil\.example|@here|@channel|#general|<!channel>")
+
+
+def _text_objects(value: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        if value.get("type") in ("mrkdwn", "plain_text") and isinstance(value.get("text"), str):
+            found.append(value)
+        for item in value.values():
+            found += _text_objects(item)
+    elif isinstance(value, list):
+        for item in value:
+            found += _text_objects(item)
+    return found
+
+
+def test_api_text_cannot_become_a_link_or_a_mention(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(ONCALL_CHANNEL="COPS")
+    together.add(SID, display_name=HOSTILE, base_model=HOSTILE, created_by=HOSTILE)
+    bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"), channel_id="C1")
+    assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
+    bot.command(SID, response_url=slack.response_url("card"), channel_id="C1")
+    slack.wait_for_response("card")
+    error = {"code": HOSTILE, "message": HOSTILE, "occurred_at": datetime.now(UTC).isoformat()}
+    together.set_status(SID, "ERROR", error=error)
+    wait_until(lambda: slack.successful_posts("COPS"), what="on-call alert")
+    wait_until(
+        lambda: [c for c in slack.successful_posts("C1") if c.thread_ts], what="thread reply"
+    )
+    time.sleep(1)  # the root card update follows the reply
+
+    messages: list[tuple[str, Any, Any]] = [
+        (c.method, c.text, c.blocks)
+        for c in slack.calls
+        if c.method in ("chat.postMessage", "chat.update", "chat.postEphemeral")
+    ]
+    messages += [
+        (f"response {token}", body.get("text"), body.get("blocks"))
+        for token in ("sub", "card")
+        for body in slack.responses[token]
+    ]
+    assert len(messages) >= 5, messages
+    shown_hostile = 0
+    for where, text, blocks in messages:
+        for obj in _text_objects(blocks):
+            if obj["type"] == "mrkdwn":
+                assert obj.get("verbatim") is True, (where, obj)
+            assert "<!channel>" not in obj["text"], (where, obj)
+            shown_hostile += "evil" in obj["text"]
+        assert isinstance(text, str)
+        assert not AUTOLINKED.search(text), (where, text)
+    assert shown_hostile, "the hostile text was not shown at all"
