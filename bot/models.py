@@ -311,10 +311,6 @@ class TrainingSession(_Model):
         return status_of(self.status)
 
     @property
-    def short_status(self) -> str:
-        return short_status(self.status)
-
-    @property
     def terminal(self) -> bool:
         return self.status_enum in TERMINAL
 
