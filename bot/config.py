@@ -39,8 +39,6 @@ class Settings(BaseSettings):
     together_timeout_seconds: float = 10.0
     together_max_rps: float = Field(50.0, gt=0)
     together_outage_alert_seconds: float = 300.0
-    # A Together answer larger than this is refused unread (a transient bad response).
-    together_max_response_bytes: int = Field(4 << 20, ge=1024)
 
     database_url: str = "sqlite:///./rl-bot.db"
 
@@ -51,6 +49,9 @@ class Settings(BaseSettings):
     delivery_concurrency: int = Field(16, ge=1, le=256)
     channel_min_interval_seconds: float = Field(1.0, ge=0)
     lease_seconds: float = Field(120.0, gt=0)
+    # A session is told gone only after Together's JSON 404 has lasted this long
+    # (and came at least twice in a row): one 404 may be a deploy's hiccup.
+    not_found_confirm_seconds: float = Field(180.0, ge=0)
     # Sent, dead and cancelled outbox rows are kept this long (for dedupe and digests).
     outbox_retention_days: float = Field(30.0, ge=2)
 
@@ -74,10 +75,6 @@ class Settings(BaseSettings):
 
     host: str = "0.0.0.0"
     port: int = 3000
-    # A request to /slack/events larger than this is refused with 413 unread.
-    max_request_body_bytes: int = Field(1 << 20, ge=1024)
-    # /readyz reuses Slack's auth.test answer this long (a failure at most 10 s).
-    readyz_slack_cache_seconds: float = Field(60.0, ge=0)
     log_level: str = "INFO"
     log_format: Literal["json", "console"] = "json"
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")

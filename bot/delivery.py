@@ -1,11 +1,17 @@
 """Delivery: send due outbox rows to Slack, once each.
 
-A row is claimed (leased, attempts + 1), sent, then marked. If the process dies
-between Slack accepting the post and the mark, the row is claimed again after
-its lease; a row with an earlier attempt first looks for its own dedupe key in
-the thread's message metadata and, if Slack already has it, is marked sent
-without posting again. That is what makes at-least-once delivery tell each
-transition exactly once.
+A row is claimed (leased, attempts + 1), fenced, sent, then marked. The fence
+is the promise between replicas: just before each post the lease is renewed by
+the database's clock, and only if this replica still holds it (a batch can
+outlive its lease when Slack is slow; another replica may have taken the rest).
+The mark only touches a row that is still pending and still ours, so neither a
+cancelled row nor another replica's row is ever changed by a late result.
+
+If the process dies between Slack accepting the post and the mark, the row is
+claimed again after its lease; a row with an earlier attempt first looks for
+its own dedupe key in the thread's message metadata and, if Slack already has
+it, is marked sent without posting again. That is what makes at-least-once
+delivery tell each transition exactly once.
 """
 
 from __future__ import annotations
@@ -14,23 +20,21 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Table, bindparam, update
+from sqlalchemy import Float, Table, and_, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
 from bot.config import Settings
 from bot.faults import crash_point
-from bot.http_util import parse_retry_after
 from bot.metrics import Metrics
 from bot.models import Status, TrainingSession, status_of
-from bot.outbox import claim_due
-from bot.storage import OutboxMessage, utcnow
+from bot.outbox import claim_due, fence
+from bot.storage import OutboxMessage, db_now
 from bot.subscriptions import end_subscriptions
 
 log = logging.getLogger(__name__)
@@ -70,7 +74,7 @@ AUTH_RETRY_SECONDS = 60.0
 @dataclass
 class Outcome:
     row_id: int
-    state: str  # sent | pending | dead
+    state: str  # sent | pending | dead | lost (the lease went to someone else: not sent)
     sent_ts: str | None = None
     retry_in: float | None = None
     error: str | None = None
@@ -102,19 +106,17 @@ async def deliver_due(
 
     async def one(row: OutboxMessage) -> Outcome:
         async with semaphore:
-            try:
-                return await send_one(row, slack=slack, settings=settings)
-            except Exception as exc:  # never lose the row to a bug: retry it later
-                log.exception("delivery failed unexpectedly", extra={"outbox_id": row.id})
-                return _retry(row, None, type(exc).__name__)
+            return await _deliver_one(
+                row, sessionmaker=sessionmaker, slack=slack, settings=settings, owner=owner
+            )
 
     outcomes = await asyncio.gather(*(one(r) for r in rows))
-    async with sessionmaker() as db, db.begin():
-        await record(db, rows, outcomes)
     if metrics is not None:
         for row, o in zip(rows, outcomes, strict=True):  # gather keeps the order
             label = (
-                "duplicate_skipped" if o.duplicate else {"pending": "retry"}.get(o.state, o.state)
+                "duplicate_skipped"
+                if o.duplicate
+                else {"pending": "retry", "lost": "lease_lost"}.get(o.state, o.state)
             )
             if o.error in AUTH_ERRORS:
                 label = "auth_error"
@@ -122,6 +124,36 @@ async def deliver_due(
             if o.state == "sent" and not o.duplicate and row.kind == "oncall":
                 metrics.oncall_alerts.inc()
     return outcomes
+
+
+async def _deliver_one(
+    row: OutboxMessage,
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    settings: Settings,
+    owner: str,
+) -> Outcome:
+    """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
+    unnoticed and each result is stored as soon as it is known."""
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id}
+    async with sessionmaker() as db, db.begin():
+        held = await fence(db, row.id, owner=owner, lease_seconds=settings.lease_seconds)
+    if not held:
+        log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
+        return Outcome(row.id, "lost")
+    try:
+        outcome = await send_one(row, slack=slack, settings=settings)
+    except Exception as exc:  # never lose the row to a bug: retry it later
+        log.exception("delivery failed unexpectedly", extra=extra)
+        outcome = _retry(row, None, type(exc).__name__)
+    try:
+        async with sessionmaker() as db, db.begin():
+            await record(db, [row], [outcome], owner=owner)
+    except Exception:
+        # The lease runs out; the next attempt finds a sent message by its dedupe key.
+        log.exception("could not record a delivery result", extra=extra)
+    return outcome
 
 
 async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> Outcome:
@@ -199,8 +231,12 @@ def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> 
 
 def _retry_after(exc: SlackApiError) -> float:
     raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
-    seconds = parse_retry_after(raw)  # `nan`, `soon`, `-5`: as if absent
-    return max(1.0, min(seconds if seconds is not None else 1.0, MAX_BACKOFF_SECONDS))
+    try:
+        return max(
+            1.0, min(float(raw if isinstance(raw, str | int | float) else 1), MAX_BACKOFF_SECONDS)
+        )
+    except (TypeError, ValueError):
+        return 1.0
 
 
 def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> Outcome:
@@ -324,40 +360,51 @@ async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
         )
 
 
-async def record(db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Outcome]) -> None:
-    now = utcnow()
+async def record(
+    db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Outcome], *, owner: str
+) -> None:
+    """Store results, but only on rows still pending and still leased to `owner`:
+    a row cancelled meanwhile (unsubscribed) stays cancelled, and a row another
+    replica took over is left to it (it checks Slack before posting again)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for o in outcomes:
+        error = o.error[:300] if o.error else None
         if o.state == "sent":
             groups["sent"].append(
-                {
-                    "b_id": o.row_id,
-                    "state": "sent",
-                    "sent_ts": o.sent_ts,
-                    "sent_at": now,
-                    "last_error": None,
-                }
+                {"b_id": o.row_id, "state": "sent", "sent_ts": o.sent_ts, "last_error": None}
             )
         elif o.state == "dead":
-            groups["dead"].append({"b_id": o.row_id, "state": "dead", "last_error": o.error})
-        else:
+            groups["dead"].append({"b_id": o.row_id, "state": "dead", "last_error": error})
+        elif o.state == "pending":
             groups["pending"].append(
                 {
                     "b_id": o.row_id,
                     "state": "pending",
-                    "last_error": o.error,
-                    "next_attempt_at": now + timedelta(seconds=o.retry_in or 1.0),
+                    "last_error": error,
+                    "b_retry_in": float(o.retry_in or 1.0),
                 }
             )
     table = OutboxMessage.__table__
     assert isinstance(table, Table)
-    for params in groups.values():
-        columns = [k for k in params[0] if k != "b_id"]
+    mine = and_(
+        table.c.id == bindparam("b_id"),
+        table.c.state == "pending",
+        table.c.lease_owner == owner,
+    )
+    extra: dict[str, dict[str, Any]] = {
+        "sent": {"sent_at": db_now()},
+        "dead": {},
+        "pending": {"next_attempt_at": db_now(bindparam("b_retry_in", type_=Float()))},
+    }
+    for state, params in groups.items():
+        columns = [k for k in params[0] if not k.startswith("b_")]
         await db.execute(
             update(table)
-            .where(table.c.id == bindparam("b_id"))
+            .where(mine)
             .values(
-                {c: bindparam(c) for c in columns} | {"lease_owner": None, "lease_until": None}
+                {c: bindparam(c) for c in columns}
+                | extra[state]
+                | {"lease_owner": None, "lease_until": None}
             ),
             params,
         )

@@ -1,13 +1,17 @@
 """Fault injection for crash tests: `FAULT_CRASH_AT=<step>` kills the process
 with SIGKILL when it reaches that step, so tests can prove that a crash at any
-point loses nothing and repeats nothing. Unset in production: a no-op.
+point loses nothing and repeats nothing. `FAULT_CLOCK_SKEW_SECONDS` shifts this
+process's wall clock (`storage.utcnow`), so tests can show that leases are
+decided by the database's clock, not a replica's. Unset in production: no-ops.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
+from datetime import timedelta
 
 log = logging.getLogger(__name__)
 
@@ -24,3 +28,14 @@ def crash_point(step: str, configured: str | None) -> None:
     if configured and configured == step:
         log.warning("fault injection: SIGKILL at %s", step)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _clock_skew() -> timedelta:
+    try:
+        seconds = float(os.environ.get("FAULT_CLOCK_SKEW_SECONDS") or 0)
+    except ValueError:
+        seconds = 0.0
+    return timedelta(seconds=seconds if math.isfinite(seconds) else 0.0)
+
+
+CLOCK_SKEW = _clock_skew()

@@ -14,10 +14,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import rendering
 from bot.models import STATUS_PREFIX, Status, TrainingSession
-from bot.outbox import insert_outbox
-from bot.poller import oncall_row
+from bot.outbox import insert_outbox, remember_alerts, unalerted
+from bot.poller import oncall_key, oncall_row
 from bot.runtime import Runtime
-from bot.storage import ChannelSettings, Job, OutboxMessage, Subscription, WatchedSession, utcnow
+from bot.storage import (
+    AlertSent,
+    ChannelSettings,
+    Job,
+    OutboxMessage,
+    Subscription,
+    WatchedSession,
+    db_now,
+    utcnow,
+)
 from bot.together import TogetherError
 
 log = logging.getLogger(__name__)
@@ -27,18 +36,23 @@ WATCH_RESTART_AFTER = timedelta(hours=1)  # a digest missed by more than this wa
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
-    now = utcnow()
+    """The job's row, leased to `owner` by the database's clock; None if another has it."""
     module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
     await db.execute(module.insert(Job).values(name=name).on_conflict_do_nothing())
     job = (
         await db.execute(
             select(Job)
-            .where(Job.name == name, or_(Job.lease_until.is_(None), Job.lease_until < now))
+            .where(Job.name == name, or_(Job.lease_until.is_(None), Job.lease_until < db_now()))
             .with_for_update(skip_locked=True)
         )
     ).scalar_one_or_none()
     if job is not None:
-        job.lease_owner, job.lease_until = owner, now + timedelta(seconds=lease)
+        await db.execute(
+            update(Job)
+            .where(Job.name == name)
+            .values(lease_owner=owner, lease_until=db_now(lease))
+            .execution_options(synchronize_session=False)
+        )
     return job
 
 
@@ -58,7 +72,11 @@ def _naive_utc(dt: datetime | None) -> datetime | None:
 
 async def watch_all_errors(rt: Runtime) -> int:
     """Alert on-call for any session that entered ERROR since the watch began,
-    subscribed or not; each error once (the alert's dedupe key is the error)."""
+    subscribed or not; each error once (the alert's dedupe key is the error).
+
+    What was alerted is remembered in `alerts_sent`, not only in the outbox
+    (which is pruned), and the errors listed on the run that sets the baseline
+    are remembered as history, so neither is ever paged (again)."""
     settings = rt.settings
     if not settings.oncall_channel:
         return 0
@@ -68,10 +86,11 @@ async def watch_all_errors(rt: Runtime) -> int:
             return 0
         now = utcnow()
         idle = now - job.last_run_at if job.last_run_at else None
-        if job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER):
+        starting = job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER)
+        if starting:
             # Errors from before the watch began (or was switched back on) are history.
             job.baseline_at = now
-        baseline = job.baseline_at
+        baseline = job.baseline_at or now
     sessions: list[TrainingSession] = []
     try:
         after: str | None = None
@@ -92,16 +111,23 @@ async def watch_all_errors(rt: Runtime) -> int:
                 )
     except TogetherError as exc:
         log.warning("org-wide error watch could not list sessions: %s", exc)
-    fresh = [
+    errors = [s for s in sessions if s.status_enum is Status.ERROR]
+    candidates = [
         s
-        for s in sessions
-        if s.status_enum is Status.ERROR
+        for s in errors
+        if not starting
         and (when := _naive_utc((s.error.occurred_at if s.error else None) or s.updated_at))
         and when >= baseline
     ]
     async with rt.sessionmaker() as db, db.begin():
-        threads: dict[str, Any] = {}
+        now = utcnow()
+        if starting:
+            await remember_alerts(db, [_memo(s) for s in errors], now=now, alerted=False)
+        fresh = [
+            memo["session"] for memo in await unalerted(db, [_memo(s) for s in candidates], now=now)
+        ]
         if fresh:
+            threads: dict[str, Any] = {}
             subs = await db.execute(
                 select(Subscription.session_id, Subscription.channel_id, Subscription.root_ts)
                 .where(Subscription.session_id.in_([s.id for s in fresh]))
@@ -120,8 +146,20 @@ async def watch_all_errors(rt: Runtime) -> int:
                 for s in fresh
             ]
             await insert_outbox(db, rows)
+        if errors:  # still listed in ERROR: the memory of these alerts still matters
+            await db.execute(
+                update(AlertSent)
+                .where(AlertSent.key.in_([oncall_key(s, None) for s in errors]))
+                .values(last_seen_at=now)
+                .execution_options(synchronize_session=False)
+            )
         await release_job(db, "watch_all_errors", owner=rt.owner)
     return len(fresh)
+
+
+def _memo(session: TrainingSession) -> dict[str, Any]:
+    """What `alerts_sent` keeps of an error (and the session, for the caller)."""
+    return {"dedupe_key": oncall_key(session, None), "session_id": session.id, "session": session}
 
 
 def _local_now(zone: str, now: datetime) -> datetime:
@@ -222,12 +260,20 @@ def _display(snapshot: object) -> str | None:
 
 
 async def prune_outbox(rt: Runtime) -> int:
-    """Drop finished outbox rows past their retention; pending rows are never dropped."""
+    """Drop finished outbox rows past their retention; pending rows are never dropped.
+
+    Remembered alerts go only once the error watch has not listed their error
+    for as long: a session still in ERROR keeps its alert remembered."""
     cutoff = utcnow() - timedelta(days=rt.settings.outbox_retention_days)
     async with rt.sessionmaker() as db, db.begin():
         result = await db.execute(
             delete(OutboxMessage)
             .where(OutboxMessage.state != "pending", OutboxMessage.created_at < cutoff)
+            .execution_options(synchronize_session=False)
+        )
+        await db.execute(
+            delete(AlertSent)
+            .where(AlertSent.last_seen_at < cutoff)
             .execution_options(synchronize_session=False)
         )
     return int(getattr(result, "rowcount", 0) or 0)

@@ -2,10 +2,18 @@
 
 Replicas share the work through the database: due sessions are claimed with
 `FOR UPDATE SKIP LOCKED` and a lease, so no two replicas poll the same session
-and a crashed replica's sessions come back once its lease runs out. The new
-state and the outbox rows for it are written in one transaction, and outbox
-rows are keyed by the session's transition sequence number, so a cycle that is
-repeated after a crash writes nothing twice.
+and a crashed replica's sessions come back once its lease runs out. Leases are
+judged by the database's clock; a claim is sized to what can be fetched in half
+a lease at `TOGETHER_MAX_RPS`, the leases are renewed while the fetch goes on,
+and results are written only for sessions whose lease this replica still holds.
+The new state and the outbox rows for it are written in one transaction, and
+outbox rows are keyed by the session's transition sequence number, so a cycle
+that is repeated after a crash writes nothing twice.
+
+One session whose result cannot be stored (odd API text the database refuses)
+never holds back the others: the batch is split until that session stands
+alone; after MAX_WRITE_FAILURES polls in a row it is set aside with one
+operator alert.
 
 Statements per cycle do not depend on the number of subscriptions: one claim,
 one lease update, one re-read, one subscription read, one outbox insert, one
@@ -23,14 +31,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, or_, select, update
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.models import TrainingSession, short_status
-from bot.outbox import insert_outbox
-from bot.snapshots import trimmed_snapshot
-from bot.storage import Incident, Subscription, WatchedSession, utcnow
+from bot.outbox import bounded_key, insert_outbox, unalerted
+from bot.storage import Incident, Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
 from bot.transitions import Transition, checkpoint_keys, checkpoint_news, detect, gone
 
@@ -40,6 +48,8 @@ MAX_BACKOFF_SECONDS = 900.0
 # A session due this close to a tick is polled at that tick, not one tick later:
 # ticks jitter by milliseconds, and a miss costs a whole tick (up to 5 s).
 MAX_DUE_SLACK_SECONDS = 0.5
+# Polls in a row whose result could not be stored before a session is set aside.
+MAX_WRITE_FAILURES = 5
 
 
 @dataclass
@@ -77,7 +87,7 @@ async def poll_cycle(
             total.errors[kind] = total.errors.get(kind, 0) + n
         for status, n in result.to_status.items():
             total.to_status[status] = total.to_status.get(status, 0) + n
-        if result.claimed < settings.poll_batch_size:
+        if result.claimed < claim_size(settings):
             break
     total.seconds = time.monotonic() - started
     return total
@@ -91,18 +101,26 @@ async def _poll_batch(
     owner: str,
 ) -> CycleResult:
     result = CycleResult()
-    polled_at = utcnow()
-    ids = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
+    ids, polled_at = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
     result.claimed = len(ids)
     if not ids:
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
 
     # Sit out a short 429 pause; a long one backs the sessions off instead, so the
-    # cycle ends well inside its leases.
-    outcomes = await fetch_all(
-        together, ids, concurrency=settings.poll_concurrency, max_wait=settings.lease_seconds / 4
+    # cycle ends well inside its leases. A slow Together is covered by renewing them.
+    renewing = asyncio.create_task(
+        _keep_leases(sessionmaker, ids, owner=owner, lease_seconds=settings.lease_seconds)
     )
+    try:
+        outcomes = await fetch_all(
+            together,
+            ids,
+            concurrency=settings.poll_concurrency,
+            max_wait=settings.lease_seconds / 4,
+        )
+    finally:
+        renewing.cancel()
     for outcome in outcomes.values():
         if isinstance(outcome, TogetherError):
             result.failed += 1
@@ -110,45 +128,229 @@ async def _poll_batch(
         else:
             result.fetched += 1
 
-    async with sessionmaker() as db, db.begin():
-        written = await record_outcomes(
-            db, outcomes, owner=owner, settings=settings, polled_at=polled_at
+    try:
+        async with sessionmaker() as db, db.begin():
+            written = await record_outcomes(
+                db, outcomes, owner=owner, settings=settings, polled_at=polled_at
+            )
+    except DBAPIError as exc:
+        if not _refused_data(exc):
+            raise
+        log.warning(
+            "could not store this batch's poll results (%s); storing each session apart",
+            type(exc).__name__,
         )
+        written = await _record_apart(
+            sessionmaker, outcomes, owner=owner, settings=settings, polled_at=polled_at
+        )
+        async with sessionmaker() as db, db.begin():
+            now = (await db.execute(select(db_now()))).scalar_one()
+            await _track_incidents(db, outcomes, settings=settings, now=now)
     result.to_status, result.outbox_rows = written
     result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
     return result
 
 
+def _refused_data(exc: DBAPIError) -> bool:
+    """The database refused what was written (not: the database went away)."""
+    return not exc.connection_invalidated and not isinstance(exc, OperationalError | InterfaceError)
+
+
+async def _record_apart(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    outcomes: dict[str, Outcome],
+    *,
+    owner: str,
+    settings: Settings,
+    polled_at: datetime | None,
+) -> tuple[dict[str, int], int]:
+    """Store a batch that failed as a whole: each half in its own transaction,
+    halved again where it fails, until the sessions that cannot be stored stand
+    alone (one bad session among n costs about 2·log2(n) transactions). Those
+    are counted toward being set aside, unless none at all could be stored: then
+    the fault is not in any one session, and nothing is counted."""
+    refused: dict[str, DBAPIError] = {}
+    to_status: dict[str, int] = defaultdict(int)
+    totals = [0, 0]  # outbox rows, sessions stored
+
+    async def store(part: dict[str, Outcome]) -> None:
+        try:
+            async with sessionmaker() as db, db.begin():
+                statuses, written = await record_outcomes(
+                    db,
+                    part,
+                    owner=owner,
+                    settings=settings,
+                    polled_at=polled_at,
+                    track_incidents=False,
+                )
+        except DBAPIError as exc:
+            if not _refused_data(exc):
+                raise
+            if len(part) == 1:
+                refused.update(dict.fromkeys(part, exc))
+                return
+            items = list(part.items())
+            await store(dict(items[: len(items) // 2]))
+            await store(dict(items[len(items) // 2 :]))
+            return
+        for status, n in statuses.items():
+            to_status[status] += n
+        totals[0] += written
+        totals[1] += len(part)
+
+    items = list(outcomes.items())
+    for half in (dict(items[: len(items) // 2]), dict(items[len(items) // 2 :])):
+        if half:
+            await store(half)
+    if refused and not totals[1] and len(outcomes) > 1:
+        raise next(iter(refused.values()))
+    for session_id, exc in refused.items():
+        await _note_write_failure(sessionmaker, session_id, exc, owner=owner, settings=settings)
+    return dict(to_status), totals[0]
+
+
+async def _note_write_failure(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session_id: str,
+    exc: DBAPIError,
+    *,
+    owner: str,
+    settings: Settings,
+) -> None:
+    """Count a poll whose result could not be stored; back off, and at
+    MAX_WRITE_FAILURES set the session aside with one operator alert."""
+    reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+    async with sessionmaker() as db, db.begin():
+        row = (
+            await db.execute(
+                select(
+                    WatchedSession.write_failures,
+                    WatchedSession.transition_seq,
+                    db_now().label("db_now"),
+                )
+                .where(
+                    WatchedSession.session_id == session_id,
+                    WatchedSession.lease_owner == owner,
+                )
+                .with_for_update(of=WatchedSession)
+            )
+        ).first()
+        if row is None:
+            return
+        failures = row.write_failures + 1
+        delay = _backoff(failures, settings.poll_interval_seconds, None)
+        values: dict[str, Any] = {
+            "write_failures": failures,
+            "last_failure": f"could not store a poll result ({reason})",
+            "next_poll_at": row.db_now + timedelta(seconds=delay),
+            "lease_owner": None,
+            "lease_until": None,
+        }
+        log.warning(
+            "could not store a session's poll result (%d in a row): %s",
+            failures,
+            reason,
+            extra={"session_id": session_id},
+        )
+        if failures >= MAX_WRITE_FAILURES:
+            values.update(
+                active=False,
+                last_failure=f"set aside: {failures} poll results in a row could not be "
+                f"stored ({reason})",
+            )
+            log.error(
+                "session set aside: its poll results cannot be stored",
+                extra={"session_id": session_id},
+            )
+            if settings.oncall_channel:
+                await insert_outbox(
+                    db,
+                    [
+                        _operator_row(
+                            settings,
+                            bounded_key("set-aside", session_id, str(row.transition_seq)),
+                            "A watched session was set aside",
+                            f"{failures} polls in a row of session {session_id[:128]} could "
+                            f"not be stored ({reason}); it is no longer polled and its "
+                            "subscriptions hear nothing more. Unsubscribe and subscribe "
+                            "again to retry.",
+                        )
+                    ],
+                )
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id == session_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def claim_size(settings: Settings) -> int:
+    """Sessions per claim: what `TOGETHER_MAX_RPS` lets us fetch in half a lease."""
+    fits = int(settings.together_max_rps * settings.lease_seconds / 2)
+    return max(1, min(settings.poll_batch_size, fits))
+
+
 async def claim_due_sessions(
     sessionmaker: async_sessionmaker[AsyncSession], *, owner: str, settings: Settings
-) -> list[str]:
-    now = utcnow()
-    slack = timedelta(seconds=min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10))
+) -> tuple[list[str], datetime | None]:
+    """Lease due sessions; return their ids and the database's time of the claim."""
+    slack = min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
     async with sessionmaker() as db, db.begin():
-        rows = await db.execute(
-            select(WatchedSession.session_id)
-            .where(
-                WatchedSession.active.is_(True),
-                WatchedSession.next_poll_at <= now + slack,
-                or_(WatchedSession.lease_until.is_(None), WatchedSession.lease_until < now),
+        rows = (
+            await db.execute(
+                select(WatchedSession.session_id, db_now().label("db_now"))
+                .where(
+                    WatchedSession.active.is_(True),
+                    WatchedSession.next_poll_at <= db_now(slack),
+                    or_(
+                        WatchedSession.lease_until.is_(None),
+                        WatchedSession.lease_until < db_now(),
+                    ),
+                )
+                .order_by(WatchedSession.next_poll_at)
+                .limit(claim_size(settings))
+                .with_for_update(skip_locked=True, of=WatchedSession)
             )
-            .order_by(WatchedSession.next_poll_at)
-            .limit(settings.poll_batch_size)
-            .with_for_update(skip_locked=True)
-        )
-        ids = list(rows.scalars())
+        ).all()
+        ids = [r.session_id for r in rows]
         if ids:
             await db.execute(
                 update(WatchedSession)
                 .where(WatchedSession.session_id.in_(ids))
-                .values(
-                    lease_owner=owner,
-                    lease_until=now + timedelta(seconds=settings.lease_seconds),
-                )
+                .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
                 .execution_options(synchronize_session=False)
             )
-    return ids
+    return ids, (rows[0].db_now if rows else None)
+
+
+async def _keep_leases(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    ids: list[str],
+    *,
+    owner: str,
+    lease_seconds: float,
+) -> None:
+    """Renew a batch's leases every third of a lease while it is fetched; only those
+    this replica still holds (by the database's clock)."""
+    while True:
+        await asyncio.sleep(lease_seconds / 3)
+        try:
+            async with sessionmaker() as db, db.begin():
+                await db.execute(
+                    update(WatchedSession)
+                    .where(
+                        WatchedSession.session_id.in_(ids),
+                        WatchedSession.lease_owner == owner,
+                        WatchedSession.lease_until > db_now(),
+                    )
+                    .values(lease_until=db_now(lease_seconds))
+                    .execution_options(synchronize_session=False)
+                )
+        except Exception:  # the write fence still holds; the next renewal may work
+            log.warning("could not renew poll leases", exc_info=True)
 
 
 async def fetch_all(
@@ -195,16 +397,19 @@ async def record_outcomes(
     owner: str,
     settings: Settings,
     polled_at: datetime | None = None,
+    track_incidents: bool = True,
 ) -> tuple[dict[str, int], int]:
     """Write new state and outbox rows for sessions this replica still leases.
+
+    The fence: only sessions still leased to `owner` whose lease has not run out
+    by the database's clock are written (and locked until the commit, so no
+    claim can take them meanwhile); the rest belong to whoever took them over.
 
     The next poll is one interval after the cycle started (`polled_at`), not after
     it ended, so a session is polled every interval rather than every interval
     plus a cycle plus a scheduler tick.
 
     Returns how many sessions changed to each status, and the outbox rows written."""
-    now = utcnow()
-    next_poll = (polled_at or now) + timedelta(seconds=settings.poll_interval_seconds)
     interval = settings.poll_interval_seconds
     rows = (
         await db.execute(
@@ -214,40 +419,65 @@ async def record_outcomes(
                 WatchedSession.transition_seq,
                 WatchedSession.consecutive_failures,
                 WatchedSession.checkpoint_keys,
+                WatchedSession.not_found_since,
+                db_now().label("db_now"),
             )
             .where(
                 WatchedSession.session_id.in_(list(outcomes)),
                 WatchedSession.lease_owner == owner,
+                WatchedSession.lease_until > db_now(),
             )
-            .with_for_update()
+            .with_for_update(of=WatchedSession)
         )
     ).all()
     owned = {r.session_id: r for r in rows}
     if len(owned) < len(outcomes):
         log.warning(
-            "lost the lease on %d sessions; another replica has them", len(outcomes) - len(owned)
+            "lost the lease on %d sessions; not writing their results",
+            len(outcomes) - len(owned),
         )
+    if rows:
+        now = rows[0].db_now
+    elif track_incidents:
+        now = (await db.execute(select(db_now()))).scalar_one()
+    else:
+        return {}, 0
+    next_poll = (polled_at or now) + timedelta(seconds=interval)
+    confirm = timedelta(seconds=settings.not_found_confirm_seconds)
 
     events: dict[str, list[SessionEvent]] = {}
     state_updates: list[dict[str, Any]] = []
     for session_id, row in owned.items():
         outcome = outcomes[session_id]
-        values: dict[str, Any] = {"b_id": session_id, "last_polled_at": now}
+        values: dict[str, Any] = {"b_id": session_id, "last_polled_at": now, "write_failures": 0}
         if isinstance(outcome, TogetherError):
-            if outcome.kind == "not_found":
+            failures = row.consecutive_failures + 1
+            since = row.not_found_since
+            if outcome.kind == "not_found" and since is not None and now - since >= confirm:
+                # Together's own "no such session", again and again for a while: gone.
                 seq = row.transition_seq + 1
                 events[session_id] = [SessionEvent(seq, None, transition=gone(row.last_status))]
                 values.update(
                     transition_seq=seq,
                     active=False,
                     consecutive_failures=0,
+                    not_found_since=None,
                     last_failure="gone (404)",
+                    next_poll_at=next_poll,
+                )
+            elif outcome.kind == "not_found":
+                # Not yet confirmed: look again next interval, tell nothing.
+                values.update(
+                    consecutive_failures=failures,
+                    not_found_since=since or now,
+                    last_failure="not found (404); confirming",
+                    next_poll_at=next_poll,
                 )
             else:
-                failures = row.consecutive_failures + 1
                 delay = _backoff(failures, interval, outcome.retry_after)
                 values.update(
                     consecutive_failures=failures,
+                    not_found_since=None,
                     last_failure=str(outcome)[:300],
                     next_poll_at=now + timedelta(seconds=delay),
                 )
@@ -274,9 +504,10 @@ async def record_outcomes(
             training_checkpoints=len(session.training_checkpoints),
             inference_checkpoints=len(session.inference_checkpoints),
             checkpoint_keys=checkpoint_keys(session),
-            snapshot=trimmed_snapshot(session),
+            snapshot=session.model_dump(mode="json"),
             transition_seq=seq,
             consecutive_failures=0,
+            not_found_since=None,
             last_failure=None,
             next_poll_at=next_poll,
             active=not session.terminal,
@@ -298,7 +529,8 @@ async def record_outcomes(
             .values(active=False, ended_at=now, ended_reason="session ended")
             .execution_options(synchronize_session=False)
         )
-    await _track_incidents(db, outcomes, settings=settings, now=now)
+    if track_incidents:
+        await _track_incidents(db, outcomes, settings=settings, now=now)
     to_status: dict[str, int] = defaultdict(int)
     for found in events.values():
         for e in found:
@@ -320,7 +552,7 @@ async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, own
             .where(and_(table.c.session_id == bindparam("b_id"), table.c.lease_owner == owner))
             .values(
                 {c: bindparam(c) for c in columns}
-                | {"lease_owner": None, "lease_until": None, "updated_at": utcnow()}
+                | {"lease_owner": None, "lease_until": None, "updated_at": db_now()}
             )
         )
         await db.execute(stmt, params)
@@ -363,11 +595,12 @@ async def _write_events(
         by_session[sub.session_id].append(sub)
 
     rows: list[dict[str, Any]] = []
+    alerts: list[dict[str, Any]] = []
     snapshots = await _snapshots_for_gone(db, events)
     for session_id, found in events.items():
         for event in found:
             session = event.session
-            snapshot = trimmed_snapshot(session) if session else snapshots.get(session_id)
+            snapshot = session.model_dump(mode="json") if session else snapshots.get(session_id)
             for sub in by_session.get(session_id, []):
                 filters = frozenset(f for f in sub.filters.split(",") if f)
                 muted = sub.muted_until is not None and sub.muted_until > now
@@ -410,7 +643,7 @@ async def _write_events(
                 and session is not None
             ):
                 first = by_session.get(session_id, [None])[0]
-                rows.append(
+                alerts.append(
                     oncall_row(
                         settings.oncall_channel,
                         session,
@@ -419,8 +652,18 @@ async def _write_events(
                         thread_ts=first.root_ts if first else None,
                     )
                 )
+    rows += await unalerted(db, alerts, now=now)
     await insert_outbox(db, rows)
     return len(rows)
+
+
+def oncall_key(session: TrainingSession, seq: int | None) -> str:
+    """An error occurrence's own identity, so the subscribed poller and the org-wide
+    watch never both alert; bounded, since its parts are API text."""
+    occurrence = session.error_key or (
+        session.updated_at.isoformat() if session.updated_at else f"seq{seq}"
+    )
+    return bounded_key("oncall", session.id, occurrence)
 
 
 def oncall_row(
@@ -431,20 +674,16 @@ def oncall_row(
     thread_channel: str | None,
     thread_ts: str | None,
 ) -> dict[str, Any]:
-    """The on-call alert for one error occurrence. Its dedupe key is the error's own
-    identity, so the subscribed poller and the org-wide watch never both alert."""
-    occurrence = session.error_key or (
-        session.updated_at.isoformat() if session.updated_at else f"seq{seq}"
-    )
+    """The on-call alert for one error occurrence (see `oncall_key`)."""
     return {
-        "dedupe_key": f"oncall:{session.id}:{occurrence}",
+        "dedupe_key": oncall_key(session, seq),
         "kind": "oncall",
         "subscription_id": None,
         "session_id": session.id,
         "channel_id": channel,
         "thread_ts": None,
         "payload": {
-            "session": trimmed_snapshot(session),
+            "session": session.model_dump(mode="json"),
             "thread_channel": thread_channel,
             "thread_ts": thread_ts,
         },

@@ -1,19 +1,24 @@
 """Database tables: subscriptions, per-session watch state, the notification
-outbox and operator incidents.
+outbox, operator incidents and the on-call alerts already sent.
 
-Times are naive UTC throughout (`utcnow()`), so SQLite and PostgreSQL compare
-them the same way.
+Times are naive UTC throughout, so SQLite and PostgreSQL compare them the same
+way. Leases and outbox schedules use the database's clock (`db_now`), never a
+replica's: replicas' clocks disagree, and a lease must mean the same to all.
+Columns that hold text from Slack or Together are unbounded (`Text`); keys
+built from such text are hashed when long (`outbox.bounded_key`).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -21,8 +26,16 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    literal,
 )
+from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
+
+from bot.faults import CLOCK_SKEW
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -34,7 +47,47 @@ NAMING_CONVENTION = {
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+    """This process's clock, naive UTC. Leases never compare it: see `db_now`."""
+    return datetime.now(UTC).replace(tzinfo=None) + CLOCK_SKEW
+
+
+class DbNow(FunctionElement[datetime]):
+    """The database's clock, naive UTC, plus some seconds (see `db_now`)."""
+
+    type = DateTime()
+    name = "db_now"
+    inherit_cache = True
+
+
+def db_now(seconds: float | ColumnElement[Any] = 0.0) -> DbNow:
+    """SQL for "the database's now (naive UTC) + `seconds`": one clock for every replica.
+
+    `seconds` may be a bound parameter, for a different delay per row of an executemany."""
+    return DbNow(
+        seconds if isinstance(seconds, ColumnElement) else literal(float(seconds), Float())
+    )
+
+
+@compiles(DbNow, "postgresql")
+def _db_now_postgresql(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    seconds = compiler.process(element.clauses, **kw)
+    return (
+        "(statement_timestamp() AT TIME ZONE 'UTC' "
+        f"+ make_interval(secs => CAST({seconds} AS DOUBLE PRECISION)))"
+    )
+
+
+@compiles(DbNow, "sqlite")
+def _db_now_sqlite(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    # Milliseconds, padded to the microsecond text SQLAlchemy stores, so that
+    # stored times and this compare as strings.
+    seconds = compiler.process(element.clauses, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', CAST({seconds} AS TEXT) || ' seconds')"
+
+
+@compiles(DbNow)
+def _db_now_other(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    raise CompileError(f"db_now() is not defined for {compiler.dialect.name}")
 
 
 # SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets BIGINT.
@@ -82,9 +135,9 @@ class WatchedSession(Base):
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     active: Mapped[bool] = mapped_column(Boolean(), default=True)
-    last_status: Mapped[str] = mapped_column(String(64))
-    last_updated_at: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    error_key: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    last_status: Mapped[str] = mapped_column(Text())
+    last_updated_at: Mapped[str | None] = mapped_column(Text(), nullable=True)
+    error_key: Mapped[str | None] = mapped_column(Text(), nullable=True)
     error_message: Mapped[str | None] = mapped_column(Text(), nullable=True)
     training_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
     inference_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
@@ -95,7 +148,13 @@ class WatchedSession(Base):
     next_poll_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
     last_polled_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     consecutive_failures: Mapped[int] = mapped_column(Integer(), default=0)
-    last_failure: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    last_failure: Mapped[str | None] = mapped_column(Text(), nullable=True)
+    # When Together first answered "not found" in the current run of 404s: the
+    # session is told gone only once that is confirmed (NOT_FOUND_CONFIRM_SECONDS).
+    not_found_since: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
+    # session is set aside (inactive, `last_failure` says why) with one alert.
+    write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, onupdate=utcnow)
@@ -123,7 +182,8 @@ class OutboxMessage(Base):
     subscription_id: Mapped[int | None] = mapped_column(
         ForeignKey("subscriptions.id", ondelete="CASCADE"), nullable=True
     )
-    session_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    # Text: on-call rows carry ids from Together's list endpoint, of any length.
+    session_id: Mapped[str | None] = mapped_column(Text(), nullable=True)
     channel_id: Mapped[str] = mapped_column(String(32))
     thread_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
     payload: Mapped[dict[str, object]] = mapped_column(JSON())
@@ -132,10 +192,26 @@ class OutboxMessage(Base):
     next_attempt_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    last_error: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text(), nullable=True)
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     sent_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class AlertSent(Base):
+    """An on-call alert already sent (or an error that was history when the watch began).
+
+    The outbox row of an alert is pruned after `OUTBOX_RETENTION_DAYS`, but a
+    session stays in ERROR for good; this memory is kept as long as the org-wide
+    watch still lists the error (`last_seen_at`), so on-call is paged once."""
+
+    __tablename__ = "alerts_sent"
+
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    session_id: Mapped[str | None] = mapped_column(Text(), nullable=True)
+    alerted: Mapped[bool] = mapped_column(Boolean(), default=True)
+    sent_at: Mapped[datetime] = mapped_column(DateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime())
 
 
 class Incident(Base):

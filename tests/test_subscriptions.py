@@ -264,8 +264,9 @@ def test_restart_with_the_same_database_loses_nothing_and_repeats_nothing(
 
 
 def test_session_gone_is_told_once_and_closed(
-    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
+    bot = start_bot(NOT_FOUND_CONFIRM_SECONDS="1")  # a 404 counts once it has lasted 1 s
     together.add(SID)
     subscribe(bot, slack)
     [root] = roots(slack, "C123")

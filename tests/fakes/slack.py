@@ -86,9 +86,15 @@ class SlackFault:
     """A scripted failure queued with `fail_next`."""
 
     status: int = 200
-    error: str | None = None
+    error: Any = None
     retry_after: int | None = None
     remaining: int = 1
+    #: only calls whose params satisfy this take the fault (None: any call)
+    when: Callable[[dict[str, Any]], bool] | None = None
+    #: answer this JSON body verbatim instead of `{"ok": false, "error": ...}`
+    body: dict[str, Any] | None = None
+    #: carry the call out first (the post is stored), then answer with the fault
+    after: bool = False
 
 
 @dataclass
@@ -183,18 +189,33 @@ class FakeSlack(FakeHTTPServer):
         method: str,
         *,
         status: int = 200,
-        error: str | None = None,
+        error: Any = None,
         retry_after: int | None = None,
         times: int = 1,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+        body: dict[str, Any] | None = None,
+        after: bool = False,
     ) -> SlackFault:
         """Make the next `times` calls to `method` fail.
 
         `method` may be "*" (any Web API method) or "response" (any response_url POST).
         status 200 answers `{"ok": false, "error": error or "internal_error"}`; other statuses
         answer that HTTP status with a JSON `ok:false` body (error defaults to "ratelimited" for
-        429, else "fatal_error"); `retry_after` adds a `Retry-After` header.
+        429, else "fatal_error"); `retry_after` adds a `Retry-After` header. `error` may be any
+        JSON value (Slack has answered objects there). `body` answers that JSON verbatim (odd
+        shapes). `when` limits the fault to calls whose params it accepts. `after` carries the
+        call out first and then answers with the fault, like a Slack that stored a post but
+        whose answer was lost.
         """
-        fault = SlackFault(status=status, error=error, retry_after=retry_after, remaining=times)
+        fault = SlackFault(
+            status=status,
+            error=error,
+            retry_after=retry_after,
+            remaining=times,
+            when=when,
+            body=body,
+            after=after,
+        )
         with self._lock:
             self._faults.setdefault(method, deque()).append(fault)
         return fault
@@ -402,26 +423,32 @@ class FakeSlack(FakeHTTPServer):
             self._cond.notify_all()
         return Response.json(body, status=status, headers=headers)
 
-    def _take_fault(self, *keys: str) -> SlackFault | None:
+    def _take_fault(self, *keys: str, params: dict[str, Any] | None = None) -> SlackFault | None:
         with self._lock:
             for key in keys:
-                queue = self._faults.get(key)
-                if queue:
-                    fault = queue[0]
+                for fault in self._faults.get(key) or ():
+                    if fault.when is not None and not fault.when(params or {}):
+                        continue
                     fault.remaining -= 1
                     if fault.remaining <= 0:
-                        queue.popleft()
+                        self._faults[key].remove(fault)
                     return fault
         return None
 
     def _api(
         self, method: str, params: dict[str, Any], call: SlackCall
     ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        fault = self._take_fault(method, "*")
+        fault = self._take_fault(method, "*", params=params)
         if fault is not None:
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
+            if fault.after:
+                handler = getattr(self, "_m_" + method.replace(".", "_"), None)
+                if handler is not None:
+                    handler(params)
+            if fault.body is not None:
+                return fault.status, dict(fault.body), headers
             if fault.status == 200:
                 error = fault.error or "internal_error"
             else:

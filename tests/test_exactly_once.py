@@ -1,0 +1,310 @@
+"""Issue 10, "the promise is broken here": every change told once, nothing lost,
+nothing repeated, under the faults that broke it. Each test drives real
+`rl-bot serve` processes against the Slack- and Together-shaped servers and
+counts what Slack received.
+
+1. leases: two replicas, a short lease, a slow Slack (and clocks that disagree)
+2. one odd session (over-long status or error code) never blocks the others
+3. an unsubscribe is never undone by a send that was in flight
+4. only a confirmed Together-shaped 404 ends a subscription
+5. the org-wide error watch remembers its alerts past outbox pruning
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess, query, wait_until
+
+pytestmark = pytest.mark.slow
+
+SID = "123e4567-e89b-12d3-a456-426614174000"
+OPS = "COPS"
+
+
+def subscribe(bot: BotProcess, slack: FakeSlack, channel: str, sid: str = SID) -> str:
+    """Subscribe `channel` to `sid`; return its root message ts."""
+    token = f"sub-{channel}-{sid}-{uuid.uuid4().hex[:4]}"
+    bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+    assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    [root] = [
+        c.ts
+        for c in slack.successful_posts(channel)
+        if c.thread_ts is None and sid in json.dumps(c.blocks)
+    ]
+    assert root is not None
+    return root
+
+
+def notifications(slack: FakeSlack, channel: str, root: str | None = None) -> list[Any]:
+    """Posts that delivery made (they carry the dedupe key in their metadata)."""
+    return [
+        c
+        for c in slack.successful_posts(channel)
+        if (root is None or c.thread_ts == root)
+        and (c.metadata or {}).get("event_type") == "rl_bot_notification"
+    ]
+
+
+def is_notification(params: dict[str, Any]) -> bool:
+    return "rl_bot_notification" in str(params.get("metadata") or "")
+
+
+# --- 1. fenced leases ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first_skew", "second_skew"),
+    [("0", "0"), ("0", "10"), ("-10", "0")],
+    ids=["same-clock", "second-ahead", "first-behind"],
+)
+def test_two_replicas_with_a_short_lease_and_slow_slack_post_each_row_once(
+    first_skew: str,
+    second_skew: str,
+    start_bot: BotFactory,
+    slack: FakeSlack,
+    together: FakeTogether,
+    db_url: str,
+) -> None:
+    """12 rows, LEASE_SECONDS=2, one post at a time at 0.5 s each: the first replica's
+    batch outlives its lease while a second replica joins. Either replica's clock
+    may be 10 s off (more than the lease) in the direction that makes the second
+    one think the first one's lease is over."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
+    env = {"LEASE_SECONDS": "2", "DELIVERY_CONCURRENCY": "1"}
+    first = start_bot(**env, REPLICA_ID="r0", FAULT_CLOCK_SKEW_SECONDS=first_skew)
+    together.add(SID)
+    channels = [f"C{i:03d}" for i in range(12)]
+    roots = {c: subscribe(first, slack, c) for c in channels}
+    slack.method_latency["chat.postMessage"] = 0.5
+    together.set_status(SID, "STOPPING")
+
+    def told() -> dict[str, int]:
+        return {c: len(notifications(slack, c, roots[c])) for c in channels}
+
+    wait_until(lambda: any(told().values()), timeout=20, what="the first replica posting")
+    start_bot(**env, REPLICA_ID="r1", FAULT_CLOCK_SKEW_SECONDS=second_skew)
+    wait_until(lambda: all(told().values()), timeout=60, what="every channel told")
+    time.sleep(4)  # two more leases: a late repeat would land now
+    counts = told()
+    posts = sum(counts.values())
+    assert counts == dict.fromkeys(channels, 1), (
+        f"{posts} posts for 12 rows, {posts - 12} duplicates: {counts}"
+    )
+    assert query(db_url, "SELECT state, count(*) FROM outbox GROUP BY state") == [("sent", 12)]
+
+
+@pytest.mark.parametrize("second_skew", ["0", "10"], ids=["same-clock", "second-ahead"])
+def test_a_poll_batch_longer_than_its_lease_is_polled_once(
+    second_skew: str,
+    start_bot: BotFactory,
+    slack: FakeSlack,
+    together: FakeTogether,
+    db_url: str,
+) -> None:
+    """24 due sessions at TOGETHER_MAX_RPS=3 take 8 s to fetch against a 2 s lease;
+    a second replica (whose clock may be 10 s ahead) joins while they are fetched.
+    Each session is fetched, and its change told, once."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
+    env = {"LEASE_SECONDS": "2", "TOGETHER_MAX_RPS": "3", "POLL_INTERVAL_SECONDS": "30"}
+    first = start_bot(**env, REPLICA_ID="r0")
+    sids = [f"{i:08d}-0000-4000-8000-000000000000" for i in range(24)]
+    roots = {}
+    for sid in sids:
+        together.add(sid)
+        roots[sid] = subscribe(first, slack, "C123", sid)
+    for sid in sids:
+        together.set_status(sid, "STOPPING")
+    together.reset_counts()
+    query(db_url, "UPDATE watched_sessions SET next_poll_at = :t", t=datetime(2000, 1, 1))
+    wait_until(lambda: together.total_requests, what="the first replica polling")
+    start_bot(**env, REPLICA_ID="r1", FAULT_CLOCK_SKEW_SECONDS=second_skew)
+    wait_until(
+        lambda: all(notifications(slack, "C123", roots[s]) for s in sids),
+        timeout=40,
+        what="every session told",
+    )
+    time.sleep(3)
+    polls = {sid: together.requests_for(sid) for sid in sids}
+    repeated = {sid: n for sid, n in polls.items() if n != 1}
+    assert not repeated, f"{len(repeated)} of 24 sessions fetched more than once: {repeated}"
+    told = {sid: len(notifications(slack, "C123", roots[sid])) for sid in sids}
+    assert set(told.values()) == {1}, told
+
+
+# --- 2. one odd session never blocks the others ---------------------------------------------
+
+
+def test_an_overlong_status_or_error_code_blocks_no_other_session(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """A 67-character status and a 5,000-character error code (fixed-length columns on
+    PostgreSQL once) in the same poll batch as a session going to STOPPED."""
+    bot = start_bot(ONCALL_CHANNEL=OPS)
+    odd, coded, plain = (f"{c * 8}-0000-4000-8000-000000000000" for c in "abc")
+    roots = {}
+    for sid in (odd, coded, plain):
+        together.add(sid)
+        roots[sid] = subscribe(bot, slack, "C123", sid)
+    odd_status = "TRAINING_SESSION_STATUS_" + "RESHARDING_AFTER_PREEMPTION_" + "X" * 15
+    assert len(odd_status) >= 67
+    together.set_status(odd, odd_status)
+    together.set_status(
+        coded,
+        "ERROR",
+        error={"code": "E" * 5000, "message": "boom", "occurred_at": "2026-01-02T00:00:05Z"},
+    )
+    together.set_status(plain, "STOPPED")
+    wait_until(
+        lambda: all(notifications(slack, "C123", roots[s]) for s in (odd, coded, plain)),
+        timeout=20,
+        what="all three told",
+    )
+    wait_until(lambda: notifications(slack, OPS), what="on-call alert for the long code")
+    time.sleep(2)
+    for sid in (odd, coded, plain):
+        assert len(notifications(slack, "C123", roots[sid])) == 1, sid
+    assert "Stopped" in (notifications(slack, "C123", roots[plain])[0].text or "")
+    assert len(notifications(slack, OPS)) == 1
+    assert "tick failed" not in bot.log()
+
+
+def test_a_session_the_database_refuses_is_set_aside_with_one_alert(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """A status with a NUL character cannot be stored in PostgreSQL text at all: that
+    session is isolated from its batch, retried, then set aside with one alert."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite stores NUL characters; PostgreSQL refuses them")
+    bot = start_bot(ONCALL_CHANNEL=OPS, POLL_INTERVAL_SECONDS="0.2")
+    bad, good = (f"{c * 8}-0000-4000-8000-000000000000" for c in "de")
+    roots = {}
+    for sid in (bad, good):
+        together.add(sid)
+        roots[sid] = subscribe(bot, slack, "C123", sid)
+    together.set_status(bad, "TRAINING_SESSION_STATUS_RUN\x00NING")
+    together.set_status(good, "STOPPED")
+    wait_until(lambda: notifications(slack, "C123", roots[good]), what="the good session told")
+    [alert] = wait_until(lambda: notifications(slack, OPS), timeout=30, what="set-aside alert")
+    assert "set aside" in json.dumps({"t": alert.text, "b": alert.blocks}).lower()
+    polls = together.requests_for(bad)
+    time.sleep(2)
+    assert together.requests_for(bad) == polls  # no longer polled
+    assert len(notifications(slack, OPS)) == 1
+    [(active, failure, failures)] = query(
+        db_url,
+        "SELECT active, last_failure, write_failures FROM watched_sessions WHERE session_id = :s",
+        s=bad,
+    )
+    assert not active and "set aside" in failure and failures == 5
+    assert notifications(slack, "C123", roots[bad]) == []
+
+
+# --- 3. unsubscribe is final ----------------------------------------------------------------
+
+
+def test_a_send_in_flight_during_unsubscribe_does_not_bring_the_row_back(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    slack.method_latency["chat.postMessage"] = 1.5
+    # The notification's post is slow and then fails (500): a "retry" result.
+    slack.fail_next("chat.postMessage", status=500, when=is_notification)
+    together.set_status(SID, "STOPPING")
+    wait_until(lambda: slack.in_flight > 0, what="the notification's post in flight")
+    bot.command(f"unsubscribe {SID}", response_url=slack.response_url("unsub"))
+    assert "nsubscribed" in json.dumps(slack.wait_for_response("unsub"))
+    wait_until(
+        lambda: any(c.status == 500 for c in slack.calls_to("chat.postMessage")),
+        what="the failed post",
+    )
+    slack.method_latency.clear()
+    time.sleep(4)  # the retry would come after 1 s
+    assert notifications(slack, "C123", root) == []
+    assert query(db_url, "SELECT state FROM outbox WHERE kind = 'transition'") == [("cancelled",)]
+
+
+# --- 4. only Together's own 404, confirmed, ends a subscription -----------------------------
+
+
+def test_html_404s_end_nothing_and_a_confirmed_json_404_ends_once(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    bot = start_bot(NOT_FOUND_CONFIRM_SECONDS="2")
+    sids = [f"{c * 8}-0000-4000-8000-000000000000" for c in "abc"]
+    roots = {}
+    for sid in sids:
+        together.add(sid)
+        roots[sid] = subscribe(bot, slack, "C123", sid)
+    # A load balancer's page during a deploy, for every session, for several polls.
+    for sid in sids:
+        together.fail(
+            sid, status=404, body="<html><h1>404 Not Found</h1></html>", content_type="text/html"
+        )
+    wait_until(lambda: all(together.requests_for(s) >= 2 for s in sids), what="HTML 404s")
+    time.sleep(3)  # more polls, longer than NOT_FOUND_CONFIRM_SECONDS
+    together.clear_faults()
+    # One JSON 404 alone is not confirmation either.
+    together.fail(sids[1], status=404, times=1)
+    time.sleep(2)
+    told = {sid: [c.text for c in notifications(slack, "C123", roots[sid])] for sid in sids}
+    assert told == {sid: [] for sid in sids}, told
+    assert query(db_url, "SELECT count(*) FROM subscriptions WHERE active") == [(3,)]
+
+    together.remove(sids[0])
+    gone_at = time.monotonic()
+    [post] = wait_until(
+        lambda: notifications(slack, "C123", roots[sids[0]]), timeout=20, what="gone told"
+    )
+    assert time.monotonic() - gone_at >= 1.9  # not before the confirmation window
+    assert "no longer exists" in (post.text or "").lower()
+    time.sleep(2)
+    assert len(notifications(slack, "C123", roots[sids[0]])) == 1
+    assert [notifications(slack, "C123", roots[s]) for s in sids[1:]] == [[], []]
+    assert query(db_url, "SELECT session_id FROM subscriptions WHERE active ORDER BY 1") == [
+        (sids[1],),
+        (sids[2],),
+    ]
+
+
+# --- 5. the error watch remembers past the outbox's pruning ---------------------------------
+
+
+def watch_runs(together: FakeTogether) -> int:
+    return sum("/rl/training-sessions?" in p for p in list(together.paths))
+
+
+def test_the_error_watch_does_not_page_again_after_the_outbox_is_pruned(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    env = {"WATCH_ALL_ERRORS": "true", "ONCALL_CHANNEL": OPS}
+    together.add(SID)
+    bot = start_bot(**env)
+    wait_until(lambda: watch_runs(together) >= 2, what="the watch's baseline")
+    together.set_status(SID, "ERROR")
+    wait_until(lambda: notifications(slack, OPS), what="the alert")
+    bot.stop()
+    # Forty days later: the alert's outbox row is past OUTBOX_RETENTION_DAYS (30),
+    # and the session is still in ERROR, as failed sessions stay.
+    query(
+        db_url,
+        "UPDATE outbox SET created_at = :t",
+        t=datetime.now(UTC).replace(tzinfo=None) - timedelta(days=40),
+    )
+    runs = watch_runs(together)
+    bot = start_bot(**env)  # prunes at start, then watches every second
+    wait_until(lambda: "pruned 1 finished outbox rows" in bot.log(), what="pruned")
+    assert query(db_url, "SELECT count(*) FROM outbox") == [(0,)]
+    wait_until(lambda: watch_runs(together) >= runs + 4, what="four more watch cycles")
+    time.sleep(1)
+    assert len(notifications(slack, OPS)) == 1

@@ -1,0 +1,99 @@
+"""Issue 10's pure rules, without processes: the database clock used for leases,
+bounded dedupe keys, claim sizing, and what counts as Together's "not found"."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql
+
+from bot.config import Settings
+from bot.db import make_engine
+from bot.outbox import MAX_KEY_LENGTH, bounded_key
+from bot.poller import claim_size
+from bot.storage import db_now
+from bot.together import TogetherClient, TogetherError
+
+
+def _sqlite_scalar(expr: Any) -> Any:
+    async def go() -> Any:
+        engine = make_engine("sqlite:///:memory:")
+        try:
+            async with engine.connect() as conn:
+                return (await conn.execute(select(expr))).scalar_one()
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(go())
+
+
+def test_db_now_on_sqlite_is_naive_utc_and_takes_an_offset() -> None:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    value = _sqlite_scalar(db_now())
+    assert isinstance(value, datetime) and value.tzinfo is None
+    assert abs(value - now) < timedelta(seconds=2)
+    later = _sqlite_scalar(db_now(90.5))
+    assert timedelta(seconds=89) < later - now < timedelta(seconds=92)
+    earlier = _sqlite_scalar(db_now(-30))
+    assert timedelta(seconds=-32) < earlier - now < timedelta(seconds=-28)
+
+
+def test_db_now_compares_with_stored_times_as_sqlalchemy_writes_them() -> None:
+    # SQLAlchemy stores naive datetimes on SQLite as 'YYYY-MM-DD HH:MM:SS.ffffff' text.
+    soon = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    assert _sqlite_scalar(db_now() < soon) == 1
+    assert _sqlite_scalar(db_now(10) < soon) == 0
+
+
+def test_db_now_on_postgresql_is_the_statement_time_in_utc() -> None:
+    sql = str(select(db_now(2)).compile(dialect=postgresql.dialect()))
+    assert "statement_timestamp() AT TIME ZONE 'UTC'" in sql
+    assert "make_interval(secs =>" in sql
+
+
+def test_bounded_keys_keep_short_keys_and_hash_long_ones() -> None:
+    assert bounded_key("oncall", "abc", "CODE|2026") == "oncall:abc:CODE|2026"
+    long = bounded_key("oncall", "abc", "E" * 5000)
+    assert len(long) <= MAX_KEY_LENGTH and long.startswith("oncall:sha256:")
+    assert long == bounded_key("oncall", "abc", "E" * 5000)
+    assert long != bounded_key("oncall", "abd", "E" * 5000)
+    assert len(bounded_key("oncall", "x" * 10_000, "")) <= MAX_KEY_LENGTH
+
+
+@pytest.mark.parametrize(
+    ("rps", "lease", "batch", "expected"),
+    [(50, 120, 5000, 3000), (50, 120, 1000, 1000), (3, 2, 5000, 3), (0.1, 1, 5000, 1)],
+)
+def test_a_poll_claim_fits_in_half_a_lease(
+    rps: float, lease: float, batch: int, expected: int
+) -> None:
+    settings = Settings(
+        _env_file=None, together_max_rps=rps, lease_seconds=lease, poll_batch_size=batch
+    )
+    assert claim_size(settings) == expected
+
+
+def _decode(status: int, content: bytes, content_type: str) -> TogetherError:
+    client = TogetherClient(httpx.AsyncClient(), base_url="http://t/v1", api_key="k")
+    response = httpx.Response(status, content=content, headers={"content-type": content_type})
+    with pytest.raises(TogetherError) as caught:
+        client._decode(response)
+    return caught.value
+
+
+def test_only_togethers_json_error_is_not_found() -> None:
+    json_404 = b'{"error": {"message": "Training session not found", "code": "not_found"}}'
+    assert _decode(404, json_404, "application/json").kind == "not_found"
+    for body, kind in [
+        (b"<html><h1>404 Not Found</h1></html>", "text/html"),
+        (b'{"detail": "Not Found"}', "application/json"),
+        (b'{"error": "not found"}', "application/json"),
+        (b"", "text/plain"),
+    ]:
+        error = _decode(404, body, kind)
+        assert error.kind == "unavailable" and error.transient, body
