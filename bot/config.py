@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     together_timeout_seconds: float = 10.0
     together_max_rps: float = Field(50.0, gt=0)
     together_outage_alert_seconds: float = 300.0
+    # A Together answer larger than this is refused unread (a transient bad response).
+    together_max_response_bytes: int = Field(4 << 20, ge=1024)
 
     database_url: str = "sqlite:///./rl-bot.db"
 
@@ -75,6 +77,10 @@ class Settings(BaseSettings):
 
     host: str = "0.0.0.0"
     port: int = 3000
+    # A request to /slack/events larger than this is refused with 413 unread.
+    max_request_body_bytes: int = Field(1 << 20, ge=1024)
+    # /readyz reuses Slack's auth.test answer this long (a failure at most 10 s).
+    readyz_slack_cache_seconds: float = Field(60.0, ge=0)
     log_level: str = "INFO"
     log_format: Literal["json", "console"] = "json"
     replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")

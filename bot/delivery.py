@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot import rendering
 from bot.config import Settings
 from bot.faults import crash_point
+from bot.http_util import parse_retry_after
 from bot.metrics import Metrics
 from bot.models import Status, TrainingSession, status_of
 from bot.outbox import claim_due, fence
@@ -231,12 +232,8 @@ def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> 
 
 def _retry_after(exc: SlackApiError) -> float:
     raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
-    try:
-        return max(
-            1.0, min(float(raw if isinstance(raw, str | int | float) else 1), MAX_BACKOFF_SECONDS)
-        )
-    except (TypeError, ValueError):
-        return 1.0
+    seconds = parse_retry_after(raw)  # `nan`, `soon`, `-5`: as if absent
+    return max(1.0, min(seconds if seconds is not None else 1.0, MAX_BACKOFF_SECONDS))
 
 
 def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> Outcome:

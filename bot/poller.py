@@ -38,6 +38,7 @@ from bot.config import Settings
 from bot.faults import crash_point
 from bot.models import TrainingSession, short_status
 from bot.outbox import bounded_key, insert_outbox, unalerted
+from bot.snapshots import trimmed_snapshot
 from bot.storage import Incident, Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
 from bot.transitions import Transition, checkpoint_keys, checkpoint_news, detect, gone
@@ -504,7 +505,7 @@ async def record_outcomes(
             training_checkpoints=len(session.training_checkpoints),
             inference_checkpoints=len(session.inference_checkpoints),
             checkpoint_keys=checkpoint_keys(session),
-            snapshot=session.model_dump(mode="json"),
+            snapshot=trimmed_snapshot(session),
             transition_seq=seq,
             consecutive_failures=0,
             not_found_since=None,
@@ -600,7 +601,7 @@ async def _write_events(
     for session_id, found in events.items():
         for event in found:
             session = event.session
-            snapshot = session.model_dump(mode="json") if session else snapshots.get(session_id)
+            snapshot = trimmed_snapshot(session) if session else snapshots.get(session_id)
             for sub in by_session.get(session_id, []):
                 filters = frozenset(f for f in sub.filters.split(",") if f)
                 muted = sub.muted_until is not None and sub.muted_until > now
@@ -683,7 +684,7 @@ def oncall_row(
         "channel_id": channel,
         "thread_ts": None,
         "payload": {
-            "session": session.model_dump(mode="json"),
+            "session": trimmed_snapshot(session),
             "thread_channel": thread_channel,
             "thread_ts": thread_ts,
         },

@@ -9,7 +9,6 @@ the key cannot leak to another host.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import time
@@ -20,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
+from bot.http_util import parse_retry_after
 from bot.models import TrainingSession, is_session_id
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,9 @@ USER_MESSAGES: dict[str, str] = {
 }
 MAX_RETRY_AFTER = 300.0
 GLOBAL_PAUSE_CAP = 5.0
+MAX_RESPONSE_BYTES = 4 << 20
+# Answers larger than this are parsed in a worker thread, off the event loop.
+PARSE_INLINE_BYTES = 256 << 10
 
 
 class TogetherError(Exception):
@@ -65,26 +68,18 @@ class TogetherError(Exception):
 
 
 def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
-    """Honour `Retry-After` (seconds or HTTP date) or `x-ratelimit-reset` (delta or epoch)."""
+    """Honour `Retry-After` (seconds or HTTP date) or `x-ratelimit-reset` (delta or epoch).
+
+    A value that is neither (`soon`, `nan`, `inf`, `-5`) counts as absent."""
     now = time.time() if now is None else now
-    raw = headers.get("retry-after")
-    value: float | None = None
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(raw) if raw.strip() else None
-            value = parsed.timestamp() - now if parsed is not None else None
-    if value is None and (reset := headers.get("x-ratelimit-reset")):
-        try:
-            value = float(reset)
-            if value > 1e9:  # an epoch, not a delta
-                value -= now
-        except ValueError:
-            value = None
+    value = parse_retry_after(headers.get("retry-after"), now=now)
+    if value is None:
+        value = parse_retry_after(headers.get("x-ratelimit-reset"), now=now)
+        if value is not None and value > 1e9:  # an epoch, not a delta
+            value = max(value - now, 0.0)
     if value is None:
         return None
-    return min(max(value, 0.0), MAX_RETRY_AFTER)
+    return min(value, MAX_RETRY_AFTER)
 
 
 class RateLimiter:
@@ -137,8 +132,10 @@ class TogetherClient:
         max_rps: float = 20.0,
         timeout: float = 10.0,
         observe: Observer | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self._http = http
+        self._max_bytes = max_response_bytes
         self._base = base_url.rstrip("/")
         self._key = api_key
         self._timeout = timeout
@@ -239,36 +236,66 @@ class TogetherClient:
         except TogetherError:  # the stop was accepted; the body is just not a session
             return await self.get_session(session_id, retries=1)
 
-    async def _request(self, method: str, url: str, *, max_wait: float | None = None) -> Any:
+    async def _request(
+        self, method: str, url: str, *, max_wait: float | None = None, body: Any = None
+    ) -> Any:
         await self.limiter.wait(max_wait)
         started = time.monotonic()
         label = "error"
         try:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    await self._slots.acquire()
-            except TimeoutError:
-                raise httpx.PoolTimeout("no free connection") from None
-            try:
-                response = await self._http.request(
-                    method,
-                    url,
-                    headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
-                    timeout=self._timeout,
-                    follow_redirects=False,
-                )
-            finally:
-                self._slots.release()
+            # One deadline for the whole exchange: a free connection, the headers
+            # and every byte of the body. httpx's timeouts are per read, so a
+            # server sending a byte a second would never trip them.
+            async with asyncio.timeout(self._timeout), self._slots:
+                response = await self._fetch(method, url, body)
             label = str(response.status_code)
+        except TimeoutError as exc:
+            label = "timeout"
+            raise TogetherError("unavailable", "timed out") from exc
         except httpx.TimeoutException as exc:
             label = "timeout"
             raise TogetherError("unavailable", "timed out") from exc
         except httpx.HTTPError as exc:
             raise TogetherError("unavailable", type(exc).__name__) from exc
+        except TogetherError:
+            label = "too_large"
+            raise
         finally:
             if self._observe is not None:
                 self._observe(label, time.monotonic() - started)
+        if len(response.content) > PARSE_INLINE_BYTES:
+            # Big enough that parsing would hold up every other request's ack.
+            return await asyncio.to_thread(self._decode, response)
         return self._decode(response)
+
+    async def _fetch(self, method: str, url: str, body: Any = None) -> httpx.Response:
+        """The answer with its body read, refusing one over `max_response_bytes`
+        without holding more than that in memory."""
+        async with self._http.stream(
+            method,
+            url,
+            headers={"Authorization": f"Bearer {self._key}", "Accept": "application/json"},
+            json=body,
+            timeout=self._timeout,
+            follow_redirects=False,
+        ) as streamed:
+            body = bytearray()
+            async for chunk in streamed.aiter_bytes():  # decoded: a gzip bomb counts in full
+                body += chunk
+                if len(body) > self._max_bytes:
+                    raise TogetherError(
+                        "bad_response",
+                        f"answer larger than {self._max_bytes} bytes",
+                        status=streamed.status_code,
+                    )
+        headers = [
+            (k, v)
+            for k, v in streamed.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            streamed.status_code, headers=headers, content=bytes(body), request=streamed.request
+        )
 
     def _decode(self, response: httpx.Response) -> Any:
         status = response.status_code
