@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 import aiohttp
@@ -70,6 +71,12 @@ AUTH_ERRORS = frozenset(
 MAX_OTHER_ATTEMPTS = 5
 MAX_BACKOFF_SECONDS = 300.0
 AUTH_RETRY_SECONDS = 60.0
+# The duplicate check reads at most this many pages of a thread (1,000 replies each).
+MAX_CHECK_PAGES = 10
+
+
+class CannotCheck(Exception):
+    """Slack could not tell whether it already has a message (any reason)."""
 
 
 @dataclass
@@ -246,33 +253,73 @@ def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> Outcome
 
 
 async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
-    """The ts of a message carrying this row's dedupe key, if Slack has one."""
+    """The ts of a message carrying this row's dedupe key, if Slack has one.
+
+    Any failure to check (no history scope, an error, an answer of an odd shape)
+    means "cannot check": post, which risks a repeat but never a loss. Only a
+    channel Slack says is gone for good is raised, to end the subscription."""
     try:
+        return await _find_posted(slack, row)
+    except SlackApiError as exc:
+        error = exc.response.get("error")
+        if isinstance(error, str) and error in PERMANENT_ERRORS:
+            raise
+        reason = error if isinstance(error, str) else f"HTTP {exc.response.status_code}"
+    except Exception as exc:
+        reason = type(exc).__name__
+    log.warning(
+        "cannot check Slack for an earlier post (%s); posting",
+        str(reason)[:100],
+        extra={"outbox_id": row.id},
+    )
+    return None
+
+
+async def _find_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
+    cursor: str | None = None
+    for _ in range(MAX_CHECK_PAGES):
         if row.thread_ts:
             response = await slack.conversations_replies(
-                channel=row.channel_id, ts=row.thread_ts, include_all_metadata=True, limit=1000
+                channel=row.channel_id,
+                ts=row.thread_ts,
+                include_all_metadata=True,
+                limit=1000,
+                cursor=cursor,
             )
         else:
-            oldest = row.created_at.timestamp() - 60 if row.created_at else 0
+            # Stored times are naive UTC: say so, or .timestamp() reads them as local time.
+            created = row.created_at.replace(tzinfo=UTC).timestamp() if row.created_at else 60.0
             response = await slack.conversations_history(
-                channel=row.channel_id, oldest=str(oldest), include_all_metadata=True, limit=1000
+                channel=row.channel_id,
+                oldest=f"{created - 60:.6f}",
+                include_all_metadata=True,
+                limit=1000,
+                cursor=cursor,
             )
-    except SlackApiError as exc:
-        if exc.response.get("error") in PERMANENT_ERRORS:
-            raise
-        # Without history access we cannot check; posting again risks a repeat
-        # but never a loss, which is the right side to err on.
-        log.warning("cannot check Slack for an earlier post: %s", exc.response.get("error"))
-        return None
-    for message in response.get("messages") or []:
-        metadata = message.get("metadata") or {}
-        payload = metadata.get("event_payload") or {}
-        if (
-            metadata.get("event_type") == METADATA_EVENT
-            and payload.get("dedupe_key") == row.dedupe_key
-        ):
-            return str(message.get("ts"))
-    return None
+        messages = response.get("messages")
+        if not isinstance(messages, list):
+            raise CannotCheck("no list of messages")
+        for message in messages:
+            if _carries(message, row.dedupe_key):
+                return str(message["ts"])
+        meta = response.get("response_metadata")
+        cursor = meta.get("next_cursor") if isinstance(meta, dict) else None
+        if not cursor or not isinstance(cursor, str):
+            return None
+    raise CannotCheck(f"more than {MAX_CHECK_PAGES} pages")
+
+
+def _carries(message: object, dedupe_key: str) -> bool:
+    """Whether a listed message is one of ours with this dedupe key."""
+    if not isinstance(message, dict) or not isinstance(message.get("metadata"), dict):
+        return False
+    metadata = message["metadata"]
+    payload = metadata.get("event_payload")
+    return (
+        metadata.get("event_type") == METADATA_EVENT
+        and isinstance(payload, dict)
+        and payload.get("dedupe_key") == dedupe_key
+    )
 
 
 def _session(payload: dict[str, Any], row: OutboxMessage) -> TrainingSession:

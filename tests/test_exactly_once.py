@@ -8,6 +8,7 @@ counts what Slack received.
 3. an unsubscribe is never undone by a send that was in flight
 4. only a confirmed Together-shaped 404 ends a subscription
 5. the org-wide error watch remembers its alerts past outbox pruning
+6. the duplicate check never blocks a delivery (odd answers, time zones, long threads)
 """
 
 from __future__ import annotations
@@ -308,3 +309,79 @@ def test_the_error_watch_does_not_page_again_after_the_outbox_is_pruned(
     wait_until(lambda: watch_runs(together) >= runs + 4, what="four more watch cycles")
     time.sleep(1)
     assert len(notifications(slack, OPS)) == 1
+
+
+# --- 6. the duplicate check never blocks a delivery -----------------------------------------
+
+
+ODD_ANSWERS: dict[str, dict[str, Any]] = {
+    "C0ERR": {"error": {"code": "an object, not a string"}},
+    "C0MSG": {"body": {"ok": True, "messages": "not a list"}},
+    "C0ITEM": {"body": {"ok": True, "messages": ["a string", 7, {"metadata": "nope"}]}},
+}
+
+
+def test_odd_answers_to_the_duplicate_check_never_block_a_delivery(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add(SID)
+    roots = {channel: subscribe(bot, slack, channel) for channel in ODD_ANSWERS}
+    for channel, answer in ODD_ANSWERS.items():
+        # The first attempt fails (nothing posted); every check after it is odd.
+        slack.fail_next(
+            "chat.postMessage",
+            status=500,
+            when=lambda p, c=channel: p.get("channel") == c and is_notification(p),
+        )
+        slack.fail_next(
+            "conversations.replies",
+            times=1000,
+            when=lambda p, c=channel: p.get("channel") == c,
+            **answer,
+        )
+    together.set_status(SID, "STOPPING")
+    wait_until(
+        lambda: all(notifications(slack, c, roots[c]) for c in ODD_ANSWERS),
+        timeout=20,
+        what="every channel told despite the odd check",
+    )
+    time.sleep(2)
+    for channel in ODD_ANSWERS:
+        assert len(notifications(slack, channel, roots[channel])) == 1, channel
+    assert "delivery failed unexpectedly" not in bot.log()
+
+
+def test_the_duplicate_check_finds_an_earlier_alert_on_a_host_west_of_utc(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """On-call alerts have no thread: the check reads channel history from the row's
+    creation time, which must be read as UTC whatever the host's zone."""
+    bot = start_bot(ONCALL_CHANNEL=OPS, TZ="America/Los_Angeles")
+    together.add(SID)
+    subscribe(bot, slack, "C123")
+    # Slack stores the alert but its answer is lost (a 500 after the write).
+    slack.fail_next(
+        "chat.postMessage", status=500, after=True, when=lambda p: p.get("channel") == OPS
+    )
+    together.set_status(SID, "ERROR")
+    wait_until(lambda: slack.calls_to("conversations.history"), what="the duplicate check")
+    time.sleep(2)
+    stored = [m for m in slack.messages_in(OPS) if m.get("metadata")]
+    assert len(stored) == 1, f"{len(stored)} alerts in the on-call channel"
+    assert "already in Slack" in bot.log()
+
+
+def test_the_duplicate_check_reads_past_the_first_thousand_replies(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    for i in range(1000):
+        slack.add_message("C123", f"chatter {i}", thread_ts=root, user="U999", bot_id=None)
+    slack.fail_next("chat.postMessage", status=500, after=True, when=is_notification)
+    together.set_status(SID, "STOPPING")
+    wait_until(lambda: slack.calls_to("conversations.replies"), what="the duplicate check")
+    time.sleep(2)
+    ours = [m for m in slack.thread("C123", root) if m.get("metadata")]
+    assert len(ours) == 1, f"{len(ours)} notifications in a thread of 1,000 replies"
+    assert "already in Slack" in bot.log()

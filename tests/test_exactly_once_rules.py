@@ -1,5 +1,6 @@
 """Issue 10's pure rules, without processes: the database clock used for leases,
-bounded dedupe keys, claim sizing, and what counts as Together's "not found"."""
+bounded dedupe keys, claim sizing, what counts as Together's "not found", and
+which listed Slack messages carry a dedupe key."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sqlalchemy.dialects import postgresql
 
 from bot.config import Settings
 from bot.db import make_engine
+from bot.delivery import _carries
 from bot.outbox import MAX_KEY_LENGTH, bounded_key
 from bot.poller import claim_size
 from bot.storage import db_now
@@ -97,3 +99,27 @@ def test_only_togethers_json_error_is_not_found() -> None:
     ]:
         error = _decode(404, body, kind)
         assert error.kind == "unavailable" and error.transient, body
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "a string",
+        7,
+        None,
+        {"metadata": "nope"},
+        {"metadata": {"event_type": "rl_bot_notification", "event_payload": "x"}},
+        {"metadata": {"event_type": "other", "event_payload": {"dedupe_key": "k"}}},
+        {"metadata": {"event_type": "rl_bot_notification", "event_payload": {"dedupe_key": 1}}},
+    ],
+)
+def test_odd_listed_messages_never_match_and_never_raise(message: Any) -> None:
+    assert _carries(message, "k") is False
+
+
+def test_our_listed_message_matches_its_own_key_only() -> None:
+    ours = {
+        "ts": "1.0",
+        "metadata": {"event_type": "rl_bot_notification", "event_payload": {"dedupe_key": "k"}},
+    }
+    assert _carries(ours, "k") and not _carries(ours, "other")
