@@ -356,11 +356,16 @@ def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
     assert max(acks) < 1.0, acks
 
 
+LARGE_ANSWER_ACK_LIMIT = 1.5
+
+
 def test_a_large_answer_under_the_cap_is_read_off_the_event_loop(
-    bot: BotProcess, slack: FakeSlack, together: FakeTogether
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
+    # A higher cap than the default makes parsing on the loop stall it for seconds.
+    bot = start_bot(TOGETHER_MAX_RESPONSE_BYTES=str(16 * MIB))
     together.add(OTHER)
-    body = json.dumps(huge_session(int(3.8 * MIB)))
+    body = json.dumps(huge_session(12 * MIB))
     together.fail(SID, body=body)
     acks: list[float] = []
     for round_ in range(3):
@@ -380,7 +385,7 @@ def test_a_large_answer_under_the_cap_is_read_off_the_event_loop(
     print(
         f"{len(body) / MIB:.1f} MiB answers: {len(acks)} acks meanwhile, slowest {max(acks):.2f}s"
     )
-    assert max(acks) < 0.5, sorted(acks)[-5:]
+    assert max(acks) < LARGE_ANSWER_ACK_LIMIT, sorted(acks)[-5:]
 
 
 def stored_size(value: Any) -> int:
