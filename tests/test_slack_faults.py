@@ -233,4 +233,8 @@ def test_a_rate_limited_root_update_is_retried_without_repeating_the_reply(
     assert len(replies) == 1
     updates = [c for c in slack.calls_to("chat.update") if c.params.get("ts") == root]
     assert [u.ok for u in updates] == [False, True]  # refused once, then done
-    assert query(db_url, "SELECT state, attempts FROM outbox") == [("sent", 2)]
+    # The row is marked just after the update Slack accepted: wait for that write.
+    wait_until(
+        lambda: query(db_url, "SELECT state, attempts FROM outbox") == [("sent", 2)],
+        what="the row marked sent on its second attempt",
+    )
