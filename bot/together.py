@@ -294,10 +294,10 @@ class TogetherClient:
             timeout=self._timeout,
             follow_redirects=False,
         ) as streamed:
-            body = bytearray()
+            received = bytearray()
             async for chunk in streamed.aiter_bytes():  # decoded: a gzip bomb counts in full
-                body += chunk
-                if len(body) > self._max_bytes:
+                received += chunk
+                if len(received) > self._max_bytes:
                     raise TogetherError(
                         "bad_response",
                         f"answer larger than {self._max_bytes} bytes",
@@ -309,7 +309,7 @@ class TogetherClient:
             if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
         ]
         return httpx.Response(
-            streamed.status_code, headers=headers, content=bytes(body), request=streamed.request
+            streamed.status_code, headers=headers, content=bytes(received), request=streamed.request
         )
 
     def _decode(self, response: httpx.Response) -> Any:
