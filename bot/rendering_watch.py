@@ -1,0 +1,504 @@
+"""Slack messages for the stall and spend watch (issue 12): pure, no I/O.
+
+The stalled / resumed / slow-start thread replies, the idle-resource alert
+with its Stop resource button, the card's resource-and-progress section and
+the `ls` page. Same rules as `bot.rendering`: every value from Together or a
+user goes through its escaping (`_text`, `_code`), text is `verbatim`, and
+every message stays inside Block Kit's limits whatever the values.
+Spend is always labelled an estimate: it is Together's hourly price times the
+READY time the bot itself observed, not Together's bill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession, is_session_id
+from bot.rendering import (
+    _ID_LIMIT,
+    _VALUE_LIMIT,
+    MAX_BLOCKS,
+    MAX_BUTTON_TEXT,
+    MAX_BUTTON_VALUE,
+    MAX_SECTION_TEXT,
+    NONE,
+    STOPPABLE,
+    SUBSCRIBE,
+    Message,
+    _button,
+    _code,
+    _context,
+    _fields,
+    _header,
+    _label,
+    _link,
+    _mention,
+    _message,
+    _mrkdwn,
+    _name,
+    _plain,
+    _section,
+    _stop_button,
+    _text,
+    _timestamp,
+    _who,
+    slack_date,
+    status_emoji,
+    status_words,
+    truncate,
+)
+
+STOP_RESOURCE = "rl_stop_resource"
+LS_MORE = "rl_ls_more"
+#: one Together list page: `ls` shows at most this many rows per message
+LS_PAGE = 100
+#: rows per section (and per actions block of their buttons: 2 each, at most 25)
+_LS_CHUNK = 12
+#: a row's name and id are cut to this, so a dozen rows fit one section
+_ROW_NAME = 60
+
+_RESOURCE_WORDS = {
+    ResourceStatus.PENDING: ":hourglass: Pending (waiting for GPUs)",
+    ResourceStatus.CREATING: ":hourglass_flowing_sand: Creating",
+    ResourceStatus.READY: ":large_green_circle: Ready (billing)",
+    ResourceStatus.ERROR: ":red_circle: Error",
+    ResourceStatus.STOPPING: ":double_vertical_bar: Stopping",
+    ResourceStatus.STOPPED: ":black_square_for_stop: Stopped",
+}
+
+
+# --- small words ------------------------------------------------------------------------------
+
+
+def duration_words(delta: timedelta) -> str:
+    """`15 min`, `2 h 5 min`, `3 d 4 h`: coarse, for people, never negative."""
+    minutes = max(int(delta.total_seconds() // 60), 0)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def step_words(step: int | None) -> str:
+    """`1,234`; an absent step is a dash."""
+    if step is None:
+        return NONE
+    try:
+        return f"{step:,}"
+    except ValueError:  # more digits than Python will print
+        return "(too large to show)"
+
+
+def rate_words(rate: float | None) -> str | None:
+    """Steps per minute to two significant figures (`12 steps/min`, `0.25 steps/min`),
+    so the card does not change on every poll over noise."""
+    if rate is None or rate != rate or rate < 0 or rate > 1e12:
+        return None
+    if 0 < rate < 0.01:
+        return "under 0.01 steps/min"
+    shown = f"{rate:.2g}" if rate < 100 else f"{round(rate):,}"
+    if "e" in shown:
+        shown = f"{rate:,.0f}"
+    return f"{shown} steps/min"
+
+
+def money_words(amount: float | None, currency: str | None) -> str | None:
+    """`$12.50` for USD, `12.50 EUR` otherwise (the code escaped); whole units
+    from 100 up so a spend estimate moves in readable steps."""
+    if amount is None or amount != amount or amount < 0 or amount > 1e12:
+        return None
+    number = f"{amount:,.0f}" if amount >= 100 else f"{amount:,.2f}"
+    code = (currency or "").strip().upper()
+    if code in ("", "USD"):
+        return f"${number}"
+    return f"{number} {_text(code, 10)}"
+
+
+def resource_status_words(resource: ModelResource) -> str:
+    """An emoji and a word; an unknown status is humanised from its name."""
+    known = _RESOURCE_WORDS.get(resource.status_enum)
+    if known is not None:
+        return known
+    raw = resource.status.strip().removeprefix("MODEL_RESOURCES_STATUS_")
+    human = raw.replace("_", " ").strip().lower().capitalize()
+    return ":grey_question: " + _text(human, 80, default="Unknown")
+
+
+def gpu_words(resource: ModelResource) -> str:
+    """`H100-80GB · 2 generator replicas`; 0 replicas means trainer only."""
+    parts = []
+    if resource.gpu_type:
+        parts.append(_text(resource.gpu_type, 40))
+    replicas = resource.replicas
+    if replicas is not None and 0 <= replicas < 10**6:
+        parts.append(
+            "trainer only"
+            if replicas == 0
+            else f"{replicas} generator replica{'s' if replicas != 1 else ''}"
+        )
+    return " · ".join(parts) or NONE
+
+
+# --- the card's resource and progress section ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class WatchFacts:
+    """What the watch knows about one session, for its card."""
+
+    resource: ModelResource | None = None
+    price: CostEstimate | None = None
+    #: READY time of the resource the bot observed (seconds)
+    ready_seconds: float | None = None
+    rate: float | None = None
+    target: int | None = None
+    eta: datetime | None = None
+    #: set while the session is stalled: the frozen step was first seen then
+    stalled_since: datetime | None = None
+    #: set while the resource is READY with no active session attached
+    idle_since: datetime | None = None
+
+
+def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str, Any]]:
+    """The card's extra section: resource status, GPUs, queue, inactivity stop,
+    price and estimated spend, steps/min and ETA, and the stalled / idle flags.
+    At most three blocks; nothing when there is nothing to say."""
+    blocks: list[dict[str, Any]] = []
+    flags = []
+    if facts.stalled_since is not None:
+        flags.append(
+            f":warning: *No progress* since {slack_date(facts.stalled_since)} "
+            f"(step {step_words(step)}): the training client may have stopped."
+        )
+    if facts.idle_since is not None:
+        flags.append(
+            f":money_with_wings: *Resource idle* since {slack_date(facts.idle_since)}: "
+            "ready and billing with no session running on it."
+        )
+    if flags:
+        blocks.append(_section("\n".join(flags)))
+
+    pairs: list[tuple[str, str]] = []
+    resource = facts.resource
+    if resource is not None:
+        pairs.append(("Resource", resource_status_words(resource)))
+        pairs.append(("GPUs", gpu_words(resource)))
+        queue = resource.queue_position
+        if queue is not None and resource.status_enum is ResourceStatus.PENDING:
+            pairs.append(("Queue position", _text(queue, 20)))
+        if resource.expires_at is not None and resource.status_enum is ResourceStatus.READY:
+            pairs.append(("Stops if inactive at", slack_date(resource.expires_at)))
+    price = facts.price
+    per_hour = money_words(price.price_per_hour, price.currency) if price is not None else None
+    if per_hour is not None:
+        pairs.append(("Price", f"{per_hour}/h"))
+        spend = _spend(facts)
+        if spend is not None:
+            pairs.append(("Spend so far (estimate)", f"≈ {spend}"))
+    rate = rate_words(facts.rate)
+    if rate is not None:
+        pairs.append(("Progress", rate))
+    if facts.target is not None:
+        target = f"step {step_words(facts.target)}"
+        if facts.eta is not None:
+            target += f", ETA {slack_date(facts.eta)}"
+        pairs.append(("Target", target))
+    if pairs:
+        blocks.append(_fields(pairs))
+    if per_hour is not None and _spend(facts) is not None:
+        blocks.append(
+            _context(
+                "Spend is an estimate: Together's hourly price times the time the bot "
+                "saw the resource ready, not Together's bill."
+            )
+        )
+    return blocks
+
+
+def _spend(facts: WatchFacts) -> str | None:
+    price = facts.price
+    if price is None or price.price_per_hour is None or facts.ready_seconds is None:
+        return None
+    amount = price.price_per_hour * max(facts.ready_seconds, 0.0) / 3600
+    return money_words(amount, price.currency)
+
+
+# --- thread replies ------------------------------------------------------------------------------
+
+
+def stalled_message(
+    session: TrainingSession,
+    *,
+    step: int | None,
+    since: datetime,
+    stalled_for: timedelta,
+    idles_out_at: datetime | None,
+    mention: str | None = None,
+    permalink: str | None = None,
+) -> Message:
+    """ "No progress for 15 min: step 1,234 since 10:02 — the training client may
+    have stopped; the resource idles out at 11:02". With `mention` and
+    `permalink` it is the on-call page for the same stall."""
+    prefix = _mention(mention)
+    lead = f"{prefix} " if prefix else ""
+    name = _name(session)
+    head = (
+        f"{lead}:warning: *No progress for {duration_words(stalled_for)}:* "
+        f"step {step_words(step)} since {slack_date(since)} — the training client may have stopped"
+    )
+    if idles_out_at is not None:
+        head += f"; the resource idles out at {slack_date(idles_out_at)}"
+    head += "."
+    blocks: list[dict[str, Any]] = [
+        _section(f"{head}\n*Session:* {name} {_code(session.id, _ID_LIMIT)}"),
+        _context(
+            "Together keeps a session RUNNING when its client dies; its model resource "
+            "bills until it idles out, then the session expires."
+        ),
+    ]
+    link = _link(permalink, "View thread")
+    if link is not None:
+        blocks.append(_section(link))
+    fallback = (
+        f"{lead}{_label(session)}: no progress for {duration_words(stalled_for)} "
+        f"(step {step_words(step)}); the training client may have stopped."
+    )
+    return _message(fallback, blocks)
+
+
+def resumed_message(
+    session: TrainingSession,
+    *,
+    old_step: int | None,
+    new_step: int | None,
+    stalled_for: timedelta,
+) -> Message:
+    text = (
+        f":arrow_forward: *Progress resumed:* step {step_words(old_step)} → "
+        f"{step_words(new_step)} after {duration_words(stalled_for)} without progress."
+    )
+    fallback = f"{_label(session)}: progress resumed at step {step_words(new_step)}."
+    return _message(fallback, [_section(text)])
+
+
+def creating_message(
+    session: TrainingSession,
+    *,
+    waited: timedelta,
+    resource: ModelResource | None,
+) -> Message:
+    """A session still CREATING after CREATING_ALERT_AFTER, with its resource's
+    place in Together's GPU queue when Together gives one."""
+    lines = [
+        f":hourglass: *Still creating after {duration_words(waited)}.*",
+    ]
+    fallback = f"{_label(session)}: still creating after {duration_words(waited)}"
+    if resource is not None:
+        lines.append(f"*Model resource:* {resource_status_words(resource)}")
+        queue = resource.queue_position
+        if queue is not None:
+            lines.append(
+                f"*Queue position:* {_text(queue, 20)} (older resources of the same GPU type "
+                "waiting for GPUs, plus one)"
+            )
+            fallback += f", queue position {_text(queue, 20)}"
+    lines.append("It is probably waiting for GPU capacity; nothing is billed until it is ready.")
+    return _message(fallback + ".", [_section("\n".join(lines))])
+
+
+# --- idle resources ----------------------------------------------------------------------------
+
+
+def stop_resource_button(resource_id: str, *, label: str = "Stop resource") -> dict[str, Any]:
+    """Behind a confirmation, like Stop session; the click is checked against
+    the same allowlist before anything is sent."""
+    button = _button(label, STOP_RESOURCE, value=resource_id, style="danger")
+    button["confirm"] = {
+        "title": _plain("Stop this model resource?"),
+        "text": _mrkdwn(
+            f"This asks Together to stop model resource {_code(resource_id, 150)} and "
+            "release its GPUs; billing stops. Sessions still active on it must be "
+            "stopped first."
+        ),
+        "confirm": _plain("Stop it"),
+        "deny": _plain("Keep it"),
+        "style": "danger",
+    }
+    return button
+
+
+def idle_resource_alert(
+    resource: ModelResource,
+    *,
+    idle_since: datetime,
+    now: datetime,
+    sessions: Sequence[TrainingSession] = (),
+    price: CostEstimate | None = None,
+    mention: str | None = None,
+) -> Message:
+    """A READY resource with no CREATING or RUNNING session: it bills for
+    nothing until it is stopped or idles out."""
+    prefix = _mention(mention)
+    lead = f"{prefix} " if prefix else ""
+    idle_for = duration_words(now - idle_since)
+    head = (
+        f"{lead}:money_with_wings: *Model resource idle for {idle_for}:* "
+        f"{_code(resource.id, _ID_LIMIT)} is ready, and billing, with no session running on it."
+    )
+    pairs = [
+        ("Base model", _text(resource.base_model, _VALUE_LIMIT)),
+        ("GPUs", gpu_words(resource)),
+        ("Created by", _text(resource.created_by, _VALUE_LIMIT)),
+        ("Idle since", slack_date(idle_since)),
+    ]
+    if resource.expires_at is not None:
+        pairs.append(("Stops by itself at", slack_date(resource.expires_at)))
+    per_hour = money_words(price.price_per_hour, price.currency) if price is not None else None
+    if per_hour is not None:
+        pairs.append(("Price", f"{per_hour}/h"))
+    blocks: list[dict[str, Any]] = [_section(head), _fields(pairs)]
+    if sessions:
+        shown = [
+            f"• {_name(s)} {_code(s.id, _ID_LIMIT)} · {status_words(s.status)}"
+            for s in sessions[:10]
+        ]
+        if len(sessions) > 10:
+            shown.append(f"…and {len(sessions) - 10} more")
+        blocks.append(_section("*Sessions that used it*\n" + "\n".join(shown)))
+    blocks.append(
+        _context(
+            "A stopped session leaves its resource running. Stop the resource if nobody "
+            "will start a session on it; otherwise it stops after its inactive timeout."
+        )
+    )
+    # A button's value must round-trip to an id the handler accepts.
+    if resource.status_enum is ResourceStatus.READY and is_session_id(resource.id):
+        blocks.append({"type": "actions", "elements": [stop_resource_button(resource.id)]})
+    fallback = f"{lead}Model resource {_text(resource.id, _ID_LIMIT)} idle for {idle_for}"
+    fallback += f" at {per_hour}/h." if per_hour else "."
+    return _message(fallback, blocks)
+
+
+def resource_stop_requested_message(user_id: str, resource: ModelResource) -> Message:
+    """Said in the thread: who stopped it, and what Together says now."""
+    text = (
+        f":octagonal_sign: {_who(user_id)} asked Together to stop model resource "
+        f"{_code(resource.id, _ID_LIMIT)}. Together says it is now "
+        f"{resource_status_words(resource)}."
+    )
+    return _message(text, [_section(text)])
+
+
+# --- `/rl-session ls` ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """One `ls` row: the session, plus what the watch knows of it (when it does)."""
+
+    session: TrainingSession
+    rate: float | None = None
+    resource: ModelResource | None = None
+    stalled: bool = False
+    idle_resource: bool = False
+
+
+def _row_line(number: int, row: SessionRow, now: datetime) -> str:
+    """Status first, so a cut (a very long name) never hides it or the flags."""
+    s = row.session
+    parts = [f"*{number}.* {status_emoji(s.status)} {status_words(s.status)}"]
+    name = _text(s.display_name, _ROW_NAME, default="")
+    parts.append(f"*{name}* {_code(s.id, _ROW_NAME)}" if name else _code(s.id, _ROW_NAME))
+    if s.step is not None:
+        parts.append(f"step {step_words(s.step)}")
+    rate = rate_words(row.rate)
+    if rate is not None:
+        parts.append(rate)
+    created = _timestamp(s.created_at)  # a naive time is taken as UTC
+    if created is not None:
+        parts.append(f"age {duration_words(timedelta(seconds=now.timestamp() - created))}")
+    if row.resource is not None:
+        parts.append("resource " + resource_status_words(row.resource))
+    if row.stalled:
+        parts.append(":warning: stalled")
+    if row.idle_resource:
+        parts.append(":money_with_wings: idle resource")
+    return " · ".join(parts)
+
+
+def _row_buttons(number: int, row: SessionRow) -> list[dict[str, Any]]:
+    """Subscribe, and Stop for a live session; the number ties them to their row
+    (action ids must be unique in a message, so each carries it)."""
+    s = row.session
+    if not is_session_id(s.id):
+        return []
+    buttons = [_button(f"Subscribe {number}", f"{SUBSCRIBE}.{number}", value=s.id)]
+    if s.status_enum in STOPPABLE:
+        stop = _stop_button(s)
+        stop["text"] = _plain(f"Stop {number}")
+        stop["action_id"] = f"{stop['action_id']}.{number}"
+        buttons.append(stop)
+    return buttons
+
+
+def session_list_page(
+    rows: Sequence[SessionRow],
+    *,
+    title: str,
+    now: datetime,
+    first_number: int = 1,
+    more_value: str | None = None,
+) -> Message:
+    """One page of `ls` (answered only to the caller; `title` from `list_title`,
+    already escaped): numbered rows packed a
+    dozen to a section, each followed by their Subscribe / Stop buttons, and
+    a More button when Together has another page. Up to LS_PAGE rows fit in
+    Block Kit's 50 blocks; more are counted, never dropped silently."""
+    shown = list(rows[:LS_PAGE])
+    blocks: list[dict[str, Any]] = [_header(title or "Training sessions")]
+    if not shown:
+        blocks.append(_section("No training sessions match."))
+    for start in range(0, len(shown), _LS_CHUNK):
+        chunk = shown[start : start + _LS_CHUNK]
+        numbers = range(first_number + start, first_number + start + len(chunk))
+        room = (MAX_SECTION_TEXT - len(chunk)) // len(chunk)
+        lines = [
+            truncate(_row_line(n, row, now), room) for n, row in zip(numbers, chunk, strict=True)
+        ]
+        blocks.append(_section("\n".join(lines)))
+        elements = [b for n, row in zip(numbers, chunk, strict=True) for b in _row_buttons(n, row)]
+        if elements:
+            blocks.append({"type": "actions", "elements": elements[:25]})
+    hidden = len(rows) - len(shown)
+    if hidden > 0:
+        blocks.append(_context(f"…and {hidden} more not shown"))
+    if more_value is not None and len(more_value) <= MAX_BUTTON_VALUE:
+        blocks.append({"type": "actions", "elements": [_button("More", LS_MORE, value=more_value)]})
+    count = len(shown)
+    last = first_number + count - 1
+    span = f"{first_number}–{last}" if count else "none"
+    fallback = f"{title or 'Training sessions'}: sessions {span}"
+    fallback += ", more on the next page." if more_value is not None else "."
+    return _message(fallback, blocks[:MAX_BLOCKS])
+
+
+def list_title(status_filter: str, who: str | None, model: str | None) -> str:
+    """`Running sessions · mine · model Qwen/Qwen3.5-4B` (the model escaped)."""
+    words = {
+        "running": "Running sessions",
+        "creating": "Creating sessions",
+        "error": "Sessions in error",
+        "all": "All sessions",
+    }
+    parts = [words.get(status_filter, "Sessions")]
+    if who:
+        parts.append(_text(who, 60))
+    if model:
+        parts.append("model " + _text(model, 60))
+    return truncate(" · ".join(parts), MAX_BUTTON_TEXT * 2)
