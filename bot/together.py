@@ -20,7 +20,7 @@ import httpx
 from pydantic import ValidationError
 
 from bot.http_util import parse_retry_after
-from bot.models import TrainingSession, is_session_id
+from bot.models import CostEstimate, ModelResource, TrainingSession, is_session_id
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +352,82 @@ class TogetherClient:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TogetherError("bad_response", "body is not JSON", status=status) from exc
 
+    # -- model resources (issue 12: spend watch) --------------------------------------------
+
+    def resource_url(self, resource_id: str) -> str:
+        if not is_session_id(resource_id):  # same id alphabet: nothing that changes the path
+            raise TogetherError("invalid_id")
+        return f"{self._base}/rl/model-resources/{quote(resource_id, safe='')}"
+
+    async def get_model_resource(
+        self, resource_id: str, *, max_wait: float | None = None
+    ) -> ModelResource:
+        """One model resource: its status, GPUs, queue position and `expires_at`."""
+        data = await self._request("GET", self.resource_url(resource_id), max_wait=max_wait)
+        return _parse_resource(data, resource_id)
+
+    async def list_model_resources(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        created_by: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[ModelResource], str | None]:
+        """One page of model resources and the next page's cursor (None on the last).
+
+        Same conventions as `list_sessions`: `status[]=A&status[]=B`, pagination
+        under `meta`, and a row that does not parse is skipped, not fatal."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        params: list[tuple[str, str]] = [("status[]", s) for s in statuses]
+        if created_by:
+            params.append(("created_by", created_by))
+        params.append(("limit", str(max(1, min(100, limit)))))
+        if after:
+            params.append(("after", after))
+        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
+        data = await self._request("GET", f"{self._base}/rl/model-resources?{query}")
+        if not isinstance(data, dict):
+            raise TogetherError("bad_response", "not a list of model resources")
+        items = data.get("data") if isinstance(data.get("data"), list) else []
+        resources = []
+        for item in items or []:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                try:
+                    resources.append(ModelResource.model_validate(item))
+                except ValidationError:
+                    log.warning("skipping a model resource that does not parse")
+        return resources, _next_cursor(data, resources)
+
+    async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
+        """Together's on-demand price per hour for this resource's own layout."""
+        data = await self._request(
+            "POST", f"{self._base}/rl/model-resources/estimate-cost", body=resource.estimate_body()
+        )
+        if not isinstance(data, dict):
+            raise TogetherError("bad_response", "not a cost estimate")
+        try:
+            estimate = CostEstimate.model_validate(data)
+        except ValidationError as exc:
+            raise TogetherError("bad_response", "not a cost estimate") from exc
+        if estimate.price_per_hour is None:
+            raise TogetherError("bad_response", "no price_per_hour")
+        return estimate
+
+    async def stop_model_resource(self, resource_id: str, *, force: bool = False) -> ModelResource:
+        """Stop a resource, releasing (and no longer paying for) its GPUs.
+
+        Without `force` Together refuses while a session on it is active; with it,
+        those sessions stop too. `force` goes both in the JSON body (Together's API
+        notes) and in the query (where together 3.1.1's client puts it)."""
+        flag = "true" if force else "false"
+        url = f"{self.resource_url(resource_id)}/stop?force={flag}"
+        data = await self._request("POST", url, body={"force": force})
+        try:
+            return _parse_resource(data, resource_id)
+        except TogetherError:  # the stop was accepted; the body is just not a resource
+            return await self.get_model_resource(resource_id)
+
 
 def _pool_size(http: httpx.AsyncClient) -> int | None:
     """The client's connection limit, when httpx's default transport tells it."""
@@ -382,7 +458,9 @@ def _error_message(response: httpx.Response) -> str:
     return ""
 
 
-def _next_cursor(body: dict[str, Any], sessions: list[TrainingSession]) -> str | None:
+def _next_cursor(
+    body: dict[str, Any], sessions: Sequence[TrainingSession | ModelResource]
+) -> str | None:
     """The next page's cursor from `meta` (or the older top level), None on the last page.
 
     `has_more` decides; a missing cursor falls back to the last id (the SDK
@@ -408,3 +486,15 @@ def _parse_session(data: Any, session_id: str) -> TrainingSession:
     if session.id != session_id:
         raise TogetherError("bad_response", "answer is for another session")
     return session
+
+
+def _parse_resource(data: Any, resource_id: str) -> ModelResource:
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise TogetherError("bad_response", "not a model resource")
+    try:
+        resource = ModelResource.model_validate(data)
+    except ValidationError as exc:
+        raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
+    if resource.id != resource_id:
+        raise TogetherError("bad_response", "answer is for another model resource")
+    return resource

@@ -1,0 +1,153 @@
+"""The bot's Together client for model resources (issue 12), against the
+Together-shaped server over real sockets: what it sends, what it parses.
+Fast: no bot process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from bot.models import ModelResource, ResourceStatus
+from bot.together import TogetherClient, TogetherError
+from tests.fakes import FakeTogether
+from tests.fakes.together import DEFAULT_PRICES
+
+READY = "MODEL_RESOURCES_STATUS_READY"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeTogether]:
+    with FakeTogether() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(fake: FakeTogether) -> AsyncIterator[TogetherClient]:
+    with fake._lock:
+        fake.sessions.clear()
+        fake.resources.clear()
+    fake.clear_faults()
+    fake.reset_counts()
+    async with httpx.AsyncClient() as http:
+        yield TogetherClient(http, base_url=fake.base_url, api_key=fake.api_key)
+
+
+async def test_get_model_resource_parses_every_field(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add_resource("r-pending", "PENDING", base_weights_ref="ml_base@rv_1")
+    fake.set_resource("r-pending", queue_position=4)
+    pending = await client.get_model_resource("r-pending")
+    assert pending.status_enum is ResourceStatus.PENDING
+    assert pending.queue_position == 4 and pending.expires_at is None
+    assert pending.gpu_type == "H100-80GB" and pending.replicas == 1
+    assert pending.inactive_timeout == 3600 and pending.base_weights_ref == "ml_base@rv_1"
+    fake.set_resource("r-pending", "READY", expires_at="2026-01-02T03:04:05Z")
+    ready = await client.get_model_resource("r-pending")
+    assert ready.status_enum is ResourceStatus.READY and ready.queue_position is None
+    assert ready.expires_at is not None and ready.expires_at.isoformat() == (
+        "2026-01-02T03:04:05+00:00"
+    )
+    fake.add_resource("r-error", "ERROR")
+    broken = await client.get_model_resource("r-error")
+    assert broken.error is not None and broken.error.code is not None
+
+
+async def test_a_session_resource_and_unknown_ids(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    session = fake.add("s-1")
+    resource = await client.get_model_resource(session["model_resources_id"])
+    assert resource.base_model == session["base_model"]
+    with pytest.raises(TogetherError) as missing:
+        await client.get_model_resource("nope")
+    assert missing.value.kind == "not_found"
+    with pytest.raises(TogetherError) as bad:
+        await client.get_model_resource("../sessions")
+    assert bad.value.kind == "invalid_id"
+
+
+async def test_odd_resource_fields_are_tolerated(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add_resource(
+        "r-odd",
+        "MODEL_RESOURCES_STATUS_HIBERNATING",
+        compute_config={"num_generator_replicas": "2", "gpu_type": 7},
+        status_details="soon",
+        inactive_timeout="not a number",
+        expires_at="tomorrow",
+    )
+    odd = await client.get_model_resource("r-odd")
+    assert odd.status_enum is ResourceStatus.UNKNOWN
+    assert odd.replicas == 2 and odd.gpu_type is None
+    assert odd.queue_position is None and odd.inactive_timeout is None and odd.expires_at is None
+
+
+async def test_list_model_resources_follows_meta_pages_with_status_filters(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    for i in range(5):
+        fake.add_resource(f"rl-{i}", "READY" if i != 2 else "STOPPED")
+    seen: list[str] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page, cursor = await client.list_model_resources(status=[READY], after=cursor, limit=2)
+        pages += 1
+        seen += [r.id for r in page]
+        if cursor is None:
+            break
+    assert seen == ["rl-0", "rl-1", "rl-3", "rl-4"] and pages == 2
+    query = parse_qs(urlsplit(fake.paths[0]).query)
+    assert query["status[]"] == [READY] and query["limit"] == ["2"]
+
+
+async def test_estimate_cost_sends_the_resources_own_fields(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add_resource(
+        "r-b200", compute_config={"gpu_type": "B200-SXM", "num_generator_replicas": 3}
+    )
+    resource = await client.get_model_resource("r-b200")
+    estimate = await client.estimate_cost(resource)
+    assert estimate.currency == "USD"
+    assert estimate.price_per_hour == pytest.approx(4 * DEFAULT_PRICES["B200-SXM"])
+    sent = fake.estimate_requests[-1]
+    assert sent["base_model"] == "Qwen/Qwen3.5-4B"
+    assert sent["compute_config"] == {"gpu_type": "B200-SXM", "num_generator_replicas": 3}
+    assert sent["inactive_timeout"] == 3600 and sent["lora_enabled"] is True
+    assert sent["optimizer_config"] == {"adam": {}}
+
+
+async def test_estimate_cost_refuses_a_garbage_price(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    resource = ModelResource(id="r-x", base_model="m")
+    for body in ('{"currency": "USD", "price_per_hour": -3}', '{"currency": "USD"}', "[1]"):
+        fake.fail(None, body=body, times=1)
+        with pytest.raises(TogetherError) as bad:
+            await client.estimate_cost(resource)
+        assert bad.value.kind == "bad_response"
+
+
+async def test_stop_model_resource_sends_force_in_body_and_query(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    session = fake.add("s-live", "RUNNING")
+    resource_id = session["model_resources_id"]
+    with pytest.raises(TogetherError) as refused:
+        await client.stop_model_resource(resource_id)
+    assert refused.value.kind == "bad_response" and refused.value.status == 400
+    assert "still active" in refused.value.detail
+    stopped = await client.stop_model_resource(resource_id, force=True)
+    assert stopped.status_enum is ResourceStatus.STOPPING
+    assert fake.resource_stop_requests == [(resource_id, True)]
+    posts = [r for r in fake.requests if r.method == "POST"]
+    assert [parse_qs(urlsplit(r.path).query)["force"] for r in posts] == [["false"], ["true"]]
+    assert [json.loads(r.body) for r in posts] == [{"force": False}, {"force": True}]
+    assert fake.get("s-live")["status"] == "TRAINING_SESSION_STATUS_STOPPING"  # type: ignore[index]
