@@ -468,7 +468,7 @@ def test_error_watch_paginates_and_is_bounded_per_cycle(
     bot = start_bot(WATCH_ALL_ERRORS="true", ONCALL_CHANNEL=OPS)
     watch_runs(together, 2)
     paths = list_requests(together)
-    assert all("limit=100" in p and "status=TRAINING_SESSION_STATUS_ERROR" in p for p in paths)
+    assert all("limit=100" in p and "status[]=TRAINING_SESSION_STATUS_ERROR" in p for p in paths)
     follow = [p for p in paths if "after=" in p]
     assert follow and all("after=e0000099-" in p for p in follow)
     assert slack.successful_posts(OPS) == []  # 150 errors from before the watch
@@ -517,7 +517,7 @@ def test_error_watch_follows_meta_cursor_to_an_error_on_page_3(
     told = said({"t": alert.text, "b": alert.blocks})
     assert "page-three-run" in told and "Timed out" in told and late in told
     paths = list_requests(together)
-    assert all("status=TRAINING_SESSION_STATUS_ERROR" in p and "limit=100" in p for p in paths)
+    assert all("status[]=TRAINING_SESSION_STATUS_ERROR" in p and "limit=100" in p for p in paths)
     assert any("after=p0000099-" in p for p in paths)  # page 2
     assert any("after=p0000199-" in p for p in paths)  # page 3
     assert together.requests_for(late) == 0  # found by listing, never polled one by one
