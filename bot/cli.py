@@ -175,7 +175,8 @@ async def _show(settings: Settings, session_id: str, *, as_json: bool) -> int:
     import httpx
 
     from bot.models import is_session_id
-    from bot.rendering import as_text, card
+    from bot.rendering import card
+    from bot.rendering.terminal import as_text
     from bot.together import USER_MESSAGES, TogetherClient, TogetherError
 
     if not is_session_id(session_id):

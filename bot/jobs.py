@@ -233,7 +233,10 @@ async def _digest(
             Subscription.active.is_(True),
         )
     )
-    sessions = [(sid, _display(snapshot), status) for sid, snapshot, status in watched.tuples()]
+    sessions = [
+        rendering.SessionLine(sid, _display(snapshot), status)
+        for sid, snapshot, status in watched.tuples()
+    ]
     changes = await db.execute(
         select(OutboxMessage.session_id, OutboxMessage.payload)
         .where(
@@ -244,7 +247,7 @@ async def _digest(
         .order_by(OutboxMessage.id)
     )
     transitions = [
-        (
+        rendering.StatusChange(
             _display(payload.get("session")) or str(sid),
             str(payload.get("old_status") or ""),
             str(payload.get("new_status") or ""),

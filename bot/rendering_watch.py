@@ -17,39 +17,36 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession, is_session_id
-from bot.rendering import (
-    _ID_LIMIT,
-    _VALUE_LIMIT,
+from bot.rendering.blocks import (
     MAX_BLOCKS,
     MAX_BUTTON_TEXT,
     MAX_BUTTON_VALUE,
     MAX_SECTION_TEXT,
-    NONE,
-    STOPPABLE,
     SUBSCRIBE,
     Message,
-    _button,
-    _code,
-    _context,
-    _fields,
-    _header,
-    _label,
-    _link,
-    _mention,
-    _message,
-    _mrkdwn,
-    _name,
-    _plain,
-    _section,
-    _stop_button,
-    _text,
-    _timestamp,
-    _who,
-    slack_date,
-    status_emoji,
-    status_words,
-    truncate,
 )
+from bot.rendering.blocks import button as _button
+from bot.rendering.blocks import context_block as _context
+from bot.rendering.blocks import fields_block as _fields
+from bot.rendering.blocks import header_block as _header
+from bot.rendering.blocks import message_of as _message
+from bot.rendering.blocks import mrkdwn as _mrkdwn
+from bot.rendering.blocks import plain_text as _plain
+from bot.rendering.blocks import section_block as _section
+from bot.rendering.card import STOPPABLE
+from bot.rendering.card import stop_button as _stop_button
+from bot.rendering.text import ID_LIMIT as _ID_LIMIT
+from bot.rendering.text import NONE, truncate
+from bot.rendering.text import VALUE_LIMIT as _VALUE_LIMIT
+from bot.rendering.text import code_span as _code
+from bot.rendering.text import inert as _text
+from bot.rendering.text import safe_link as _link
+from bot.rendering.text import safe_mention as _mention
+from bot.rendering.text import user_ref as _who
+from bot.rendering.words import session_label as _label
+from bot.rendering.words import session_name as _name
+from bot.rendering.words import slack_date, status_emoji, status_words
+from bot.rendering.words import timestamp as _timestamp
 
 STOP_RESOURCE = "rl_stop_resource"
 LS_MORE = "rl_ls_more"

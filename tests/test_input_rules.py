@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from bot import rendering
 from bot.http_util import parse_retry_after
 from bot.models import TrainingSession
+from bot.rendering.terminal import as_text
 from bot.snapshots import KEPT_CHECKPOINTS, checkpoint_count, trimmed_snapshot
 from bot.together import MAX_RETRY_AFTER, retry_after_seconds
 from bot.web import CachedCheck
@@ -179,7 +180,7 @@ def test_every_mrkdwn_text_is_verbatim_and_fallbacks_cannot_autolink() -> None:
     # Our own tokens are untouched; a terminal shows the text without the joiners.
     alert = rendering.oncall_alert(session, permalink=None, mention="<!subteam^S0123>")
     assert alert["text"].startswith("<!subteam^S0123> ")
-    assert "https://evil.example/x" in rendering.as_text({"text": alert["text"], "blocks": []})
+    assert "https://evil.example/x" in as_text({"text": alert["text"], "blocks": []})
 
 
 # --- the cached readiness check ----------------------------------------------------------------

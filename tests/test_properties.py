@@ -22,8 +22,7 @@ from bot.commands import MAX_COMMAND_TEXT, Command, parse
 from bot.listeners.commands import _immediate
 from bot.models import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
 from bot.rendering import (
-    as_text,
-    block_kit_problems,
+    ListedSubscription,
     card,
     help_message,
     notice,
@@ -31,7 +30,9 @@ from bot.rendering import (
     subscription_list,
     transition_message,
 )
+from bot.rendering.terminal import as_text
 from bot.together import USER_MESSAGES, TogetherClient, TogetherError
+from tests.block_kit import block_kit_problems
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 
@@ -380,7 +381,9 @@ def test_any_json_in_the_fields_parses_and_renders_within_limits(data: dict[str,
         card(session, subscribed=True),
         transition_message(session, "TRAINING_SESSION_STATUS_RUNNING", session.status, ended=False),
         oncall_alert(session, permalink=None, mention=None),
-        subscription_list([(session.id, session.display_name, session.status, None)]),
+        subscription_list(
+            [ListedSubscription(session.id, session.display_name, session.status, None)]
+        ),
     ):
         valid(message)
         inert(message)

@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from bot.models import TrainingSession
 from bot.rendering import (
+    ListedSubscription,
     Message,
-    as_text,
-    block_kit_problems,
     card,
     checkpoint_message,
     error_code_words,
@@ -40,6 +39,8 @@ from bot.rendering import (
     truncate,
     unsubscribed_message,
 )
+from bot.rendering.terminal import as_text
+from tests.block_kit import block_kit_problems
 
 SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"
 PERMALINK = "https://example.slack.com/archives/C0123/p1700000000000100?thread_ts=1700000000.000100&cid=C0123"
@@ -816,7 +817,7 @@ def test_subscription_list() -> None:
         ("def", None, None, None),
         ("ghi", None, "TRAINING_SESSION_STATUS_PAUSED", "javascript:alert(1)"),
     ]
-    msg = subscription_list(rows)
+    msg = subscription_list([ListedSubscription(*row) for row in rows])
     assert_valid(msg)
     assert_inert(msg, "<https://x.slack.com/p1|thread>")
     shown = as_text(msg)
@@ -830,7 +831,7 @@ def test_subscription_list_past_the_block_limit() -> None:
         (f"id-{i}" + "x" * 120, "N" * 5000, "TRAINING_SESSION_STATUS_RUNNING", PERMALINK)
         for i in range(500)
     ]
-    msg = subscription_list(rows)
+    msg = subscription_list([ListedSubscription(*row) for row in rows])
     assert_valid(msg)
     assert len(msg["blocks"]) <= 50
     last = msg["blocks"][-1]["elements"][0]["text"]
@@ -1186,7 +1187,7 @@ def test_oncall_alert_always_valid_and_inert(
 def test_subscription_list_always_valid_and_inert(
     rows: list[tuple[str, str | None, str | None, str | None]],
 ) -> None:
-    msg = subscription_list(rows)
+    msg = subscription_list([ListedSubscription(*row) for row in rows])
     assert_valid(msg)
     assert_inert(msg)
 

@@ -15,6 +15,9 @@ import pytest
 
 from bot import rendering
 from bot.models import TrainingSession
+from bot.rendering import HomeSubscription, ListedSubscription, SessionLine, StatusChange
+from bot.rendering.card import checkpoint_facts
+from bot.rendering.text import code_span, user_ref
 from tests.fakes.together import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -66,6 +69,26 @@ def test_muted_says_until_when_in_each_readers_time_zone() -> None:
     message = rendering.muted_message("U0123ABC", until)
     assert rendering.slack_date(until) in message["blocks"][0]["text"]["text"]
     assert "errors still reach on-call" in message["text"]
+
+
+def test_user_ref() -> None:
+    assert user_ref("U0123ABC") == "<@U0123ABC>"
+    assert user_ref("W0123ABC") == "<@W0123ABC>"
+    assert user_ref("<@U1>") == "&lt;@U1&gt;"
+    assert user_ref("") == "Someone"
+    assert len(user_ref("x" * 500)) <= 100
+
+
+# --- code spans -------------------------------------------------------------------------------
+
+
+def test_a_code_span_is_inert_bounded_and_cannot_be_closed_early() -> None:
+    assert code_span("abc", 40) == "`abc`"
+    span = code_span("a`b<!here>&" + "x" * 100, 41)
+    assert span.startswith("`") and span.endswith("`") and span.count("`") == 2
+    assert "&lt;!here&gt;&amp;" in span and "<" not in span
+    assert len(span) <= 43 and span.endswith("…`")
+    assert code_span(None, 40) == code_span("", 40) == "—"
 
 
 # --- words ------------------------------------------------------------------------------------
@@ -144,14 +167,57 @@ def test_a_checkpoint_is_described_alike_on_the_card_and_in_its_news() -> None:
         assert words in shown
 
 
+def test_checkpoint_facts() -> None:
+    assert (
+        checkpoint_facts("training", "ck-1", 40, ["ml_a@rv_1"], when="then")
+        == "`ck-1` · then · step 40 · resumable state ml_a@rv_1"
+    )
+    assert checkpoint_facts("inference", "", None, []) == "(no id)"
+    assert (
+        checkpoint_facts("inference", "ck-2", 7, ["model m"])
+        == "`ck-2` · step 7 · deployable as model m"
+    )
+
+
+# --- the channel's list -----------------------------------------------------------------------
+
+
+def test_listed_subscription_says_its_filters_and_mute() -> None:
+    until = datetime(2026, 1, 2, tzinfo=UTC)
+    message = rendering.subscription_list(
+        [
+            ListedSubscription(
+                SID, "alpha", "RUNNING", filters=frozenset({"status", "checkpoints"})
+            ),
+            ListedSubscription(
+                "s2", None, None, muted_until=until, filters=frozenset({"errors-only"})
+            ),
+        ]
+    )
+    shown = texts(message)
+    assert "*alpha* `" + SID + "` · :arrow_forward: Running · filters: checkpoints, status" in shown
+    assert (
+        f"`s2` · :grey_question: not checked yet · filters: errors-only · muted until {rendering.slack_date(until)}"
+        in shown
+    )
+    assert message["text"] == "This channel has 2 subscriptions."
+
+
 # --- the daily digest ------------------------------------------------------------------------
 
 
 def test_digest_lists_sessions_and_changes() -> None:
     message = rendering.digest_message(
         "2026-01-02",
-        [(SID, "alpha", "TRAINING_SESSION_STATUS_RUNNING"), ("other", None, "ERROR")],
-        [("alpha", "TRAINING_SESSION_STATUS_CREATING", "TRAINING_SESSION_STATUS_RUNNING")],
+        [
+            SessionLine(SID, "alpha", "TRAINING_SESSION_STATUS_RUNNING"),
+            SessionLine("other", None, "ERROR"),
+        ],
+        [
+            StatusChange(
+                "alpha", "TRAINING_SESSION_STATUS_CREATING", "TRAINING_SESSION_STATUS_RUNNING"
+            )
+        ],
     )
     shown = texts(message)
     assert message["text"] == "Daily digest 2026-01-02: 2 watched sessions, 1 change."
@@ -170,8 +236,8 @@ def test_digest_empty_day() -> None:
 
 
 def test_digest_cuts_long_lists_and_says_how_many_more() -> None:
-    sessions = [(f"s{i}", None, "RUNNING") for i in range(45)]
-    changes = [(f"s{i}", "CREATING", "RUNNING") for i in range(43)]
+    sessions = [SessionLine(f"s{i}", None, "RUNNING") for i in range(45)]
+    changes = [StatusChange(f"s{i}", "CREATING", "RUNNING") for i in range(43)]
     shown = texts(rendering.digest_message("2026-01-02", sessions, changes))
     assert "…and 5 more" in shown and "…and 3 more" in shown
     assert "`s39`" in shown and "`s40`" not in shown
@@ -180,7 +246,9 @@ def test_digest_cuts_long_lists_and_says_how_many_more() -> None:
 def test_digest_names_are_escaped() -> None:
     shown = texts(
         rendering.digest_message(
-            "2026-01-02", [(SID, "<!channel>", "RUNNING")], [("<@U1>", "A", "B")]
+            "2026-01-02",
+            [SessionLine(SID, "<!channel>", "RUNNING")],
+            [StatusChange("<@U1>", "A", "B")],
         )
     )
     assert "<!channel>" not in shown and "<@U1>" not in shown
@@ -192,10 +260,10 @@ def test_digest_names_are_escaped() -> None:
 def test_home_rows() -> None:
     view = rendering.home_view(
         [
-            (7, "C0123", SID, "alpha", "TRAINING_SESSION_STATUS_RUNNING"),
-            (8, "not a channel <!here>", "s2", None, None),
+            HomeSubscription(7, "C0123", SID, "alpha", "TRAINING_SESSION_STATUS_RUNNING"),
+            HomeSubscription(8, "not a channel <!here>", "s2", None, None),
         ],
-        [("s3", "mine", "TRAINING_SESSION_STATUS_STOPPED")],
+        [SessionLine("s3", "mine", "TRAINING_SESSION_STATUS_STOPPED")],
     )
     assert view["type"] == "home"
     shown = texts(view)
@@ -213,7 +281,7 @@ def test_home_rows() -> None:
 
 
 def test_home_cuts_subscriptions_at_twenty() -> None:
-    rows = [(i, "C0123", f"s{i}", None, "RUNNING") for i in range(25)]
+    rows = [HomeSubscription(i, "C0123", f"s{i}", None, "RUNNING") for i in range(25)]
     view = rendering.home_view(rows, [])
     assert sum(1 for b in view["blocks"] if "accessory" in b) == 20
     assert "…and 5 more" in texts(view)

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.models import CostEstimate, ModelResource, TrainingSession
-from bot.rendering import as_text
+from bot.rendering.terminal import as_text
 from bot.rendering_watch import (
     LS_MORE,
     LS_PAGE,

@@ -6,7 +6,6 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -183,17 +182,18 @@ async def _list(command: Command, ctx: Ctx) -> str:
     async with ctx.rt.sessionmaker() as db:
         rows = await channel_subscriptions(db=db, team_id=ctx.team_id, channel_id=ctx.channel_id)
     now = utcnow()
-    notes = [_subscription_note(s, now) for s, _ in rows]
-    listed = [(s.session_id, _display_name(w), w.last_status if w else None, None) for s, w in rows]
-    await ctx.answer(rendering.subscription_list(listed, notes))
+    listed = [
+        rendering.ListedSubscription(
+            s.session_id,
+            _display_name(w),
+            w.last_status if w else None,
+            filters=s.filter_set,
+            muted_until=s.muted_until if s.muted_until and s.muted_until > now else None,
+        )
+        for s, w in rows
+    ]
+    await ctx.answer(rendering.subscription_list(listed))
     return "ok"
-
-
-def _subscription_note(sub: Subscription, now: datetime) -> str:
-    note = "filters: " + ", ".join(sorted(sub.filter_set))
-    if sub.muted_until is not None and sub.muted_until > now:
-        note += f" · muted until {rendering.slack_date(sub.muted_until)}"
-    return note
 
 
 async def _unsubscribe(command: Command, ctx: Ctx) -> str:

@@ -44,7 +44,7 @@ async def publish_home(rt: Runtime, client: AsyncWebClient, user_id: str) -> Non
 
 async def home_rows(
     rt: Runtime, user_id: str
-) -> tuple[list[tuple[int, str, str, str | None, str | None]], list[tuple[str, str | None, str]]]:
+) -> tuple[list[rendering.HomeSubscription], list[rendering.SessionLine]]:
     mine = [k for k, v in rt.settings.created_by_user_map.items() if v == user_id]
     async with rt.sessionmaker() as db:
         subs = await db.execute(
@@ -55,16 +55,18 @@ async def home_rows(
             .limit(100)
         )
         subscriptions = [
-            (s.id, s.channel_id, s.session_id, _name(w), w.last_status if w else None)
+            rendering.HomeSubscription(
+                s.id, s.channel_id, s.session_id, _name(w), w.last_status if w else None
+            )
             for s, w in subs.tuples()
         ]
-        created: list[tuple[str, str | None, str]] = []
+        created: list[rendering.SessionLine] = []
         if mine:
             watches = await db.execute(
                 select(WatchedSession).where(WatchedSession.active.is_(True))
             )
             created = [
-                (w.session_id, _name(w), w.last_status)
+                rendering.SessionLine(w.session_id, _name(w), w.last_status)
                 for w in watches.scalars()
                 if (w.snapshot or {}).get("created_by") in mine
             ]
