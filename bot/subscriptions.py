@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
-from bot.commands import DEFAULT_FILTERS
+from bot.command_parser import DEFAULT_FILTERS
 from bot.models import TrainingSession
 from bot.snapshots import trimmed_snapshot
 from bot.storage import ChannelSettings, OutboxMessage, Subscription, WatchedSession, utcnow

@@ -11,10 +11,11 @@ from datetime import timedelta
 
 import pytest
 
-from bot.commands import (
+from bot.command_parser import (
     DEFAULT_FILTERS,
     MAX_MUTE,
     Command,
+    Problem,
     parse,
     parse_duration,
 )
@@ -23,8 +24,9 @@ SID = "123e4567-e89b-12d3-a456-426614174000"
 
 
 def problem_text(command: Command) -> str:
-    """The words a problem is answered with (empty when there is none)."""
-    return str(command.problem or "")
+    """The words a usage problem is answered with (empty when there is none)."""
+    assert command.problem is Problem.USAGE, command
+    return command.reason
 
 
 # --- verbs -------------------------------------------------------------------------------
@@ -76,7 +78,7 @@ def test_a_word_that_is_not_an_id_is_refused_as_such(text: str) -> None:
     assert command.session_id is None
     assert command.problem is not None
     # An id problem is not a usage problem: it is answered without the usage text.
-    assert command.problem != parse("frobnicate the session").problem
+    assert command.problem is Problem.INVALID_ID
 
 
 # --- subscribe and its filters ------------------------------------------------------------

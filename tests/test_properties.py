@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.commands import MAX_COMMAND_TEXT, Command, parse
+from bot.command_parser import MAX_COMMAND_TEXT, Command, parse
 from bot.listeners.commands import _immediate
 from bot.models import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
 from bot.rendering import (

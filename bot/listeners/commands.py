@@ -13,7 +13,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.commands import Command, parse
+from bot.command_parser import Command, Problem, parse
 from bot.listeners.replies import reply
 from bot.models import TrainingSession
 from bot.runtime import Runtime
@@ -95,14 +95,14 @@ async def handle(
 
 
 def _immediate(command: Command) -> dict[str, Any]:
-    if command.problem == "invalid_id":
+    if command.problem is Problem.INVALID_ID:
         message = rendering.notice(f":no_entry_sign: {USER_MESSAGES['invalid_id']}")
-    elif command.problem:
+    elif command.problem is Problem.USAGE:
         help_ = rendering.help_message()
         message = {
-            "text": command.problem,
+            "text": command.reason,
             "blocks": [
-                *rendering.notice(f":thinking_face: {command.problem}")["blocks"],
+                *rendering.notice(f":thinking_face: {command.reason}")["blocks"],
                 *help_["blocks"],
             ],
         }

@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.models import is_session_id
+from bot.rendering.text import code_span
 
 Verb = Literal["show", "subscribe", "unsubscribe", "list", "help", "mute", "unmute", "digest"]
 MAX_COMMAND_TEXT = 4000
@@ -24,14 +26,23 @@ MAX_MUTE = timedelta(days=30)
 _DURATION_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?$")
 _TIME_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
+_ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
+
+
+class Problem(StrEnum):
+    """Why a command's text cannot be acted on; each is answered its own way."""
+
+    INVALID_ID = "invalid_id"  # not a session id: refused, nothing leaves the bot
+    USAGE = "usage"  # anything else: `reason`, then the usage
 
 
 @dataclass(frozen=True)
 class Command:
     verb: Verb
     session_id: str | None = None
-    problem: str | None = None  # set when the text cannot be acted on
+    problem: Problem | None = None  # set when the text cannot be acted on
+    reason: str = ""  # what is wrong, for a USAGE problem (mrkdwn, user text quoted)
     filters: frozenset[str] = DEFAULT_FILTERS
     duration: timedelta | None = None
     digest_time: str | None = None  # "HH:MM", None = digest off
@@ -47,45 +58,47 @@ def parse(text: str | None) -> Command:
         return Command("help")
     if head == "list":
         if len(words) > 1:
-            return Command("list", problem="`list` takes no arguments.")
+            return _usage("list", "`list` takes no arguments.")
         return Command("list")
     if head == "subscribe":
-        return _subscribe(words[1:])
+        return _parse_subscribe(words[1:])
     if head in ("unsubscribe", "show", "unmute"):
         verb: Verb = head  # type: ignore[assignment]
         if len(words) != 2:
-            return Command(verb, problem=f"`{head}` takes exactly one session id.")
+            return _usage(verb, f"`{head}` takes exactly one session id.")
         return _with_id(verb, words[1])
     if head == "mute":
-        return _mute(words[1:])
+        return _parse_mute(words[1:])
     if head == "digest":
-        return _digest(words[1:])
+        return _parse_digest(words[1:])
     if len(words) > 1:
-        return Command("help", problem="I did not understand that.")
+        return _usage("help", "I did not understand that.")
     return _with_id("show", words[0])
+
+
+def _usage(verb: Verb, reason: str) -> Command:
+    return Command(verb, problem=Problem.USAGE, reason=reason)
 
 
 def _with_id(verb: Verb, candidate: str, **extra: object) -> Command:
     if not is_session_id(candidate):
-        return Command(verb, problem="invalid_id")
+        return Command(verb, problem=Problem.INVALID_ID)
     return Command(verb, session_id=candidate, **extra)  # type: ignore[arg-type]
 
 
-def _subscribe(args: list[str]) -> Command:
+def _parse_subscribe(args: list[str]) -> Command:
     if not args:
-        return Command("subscribe", problem="`subscribe` needs a session id.")
+        return _usage("subscribe", "`subscribe` needs a session id.")
     wanted = [a.lower() for a in args[1:]]
     unknown = [w for w in wanted if w not in FILTERS]
     if unknown:
-        return Command(
+        return _usage(
             "subscribe",
-            problem=f"Unknown filter. Filters are {', '.join(f'`{f}`' for f in FILTERS)}.",
+            f"Unknown filter. Filters are {', '.join(f'`{f}`' for f in FILTERS)}.",
         )
     filters = frozenset(wanted) or DEFAULT_FILTERS
     if {"status", "errors-only"} <= filters:
-        return Command(
-            "subscribe", problem="Choose `status` (every change) or `errors-only`, not both."
-        )
+        return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
     return _with_id("subscribe", args[0], filters=filters)
 
 
@@ -101,40 +114,35 @@ def parse_duration(text: str) -> timedelta | None:
     return duration
 
 
-def _mute(args: list[str]) -> Command:
+def _parse_mute(args: list[str]) -> Command:
     if len(args) != 2:
-        return Command("mute", problem=f"`mute` takes a session id and a duration. {MUTE_USAGE}")
+        return _usage("mute", f"`mute` takes a session id and a duration. {MUTE_USAGE}")
     duration = parse_duration(args[1])
     if duration is None:
-        return Command(
-            "mute", problem=f"`{_quote(args[1])}` is not a duration I accept. {MUTE_USAGE}"
+        return _usage(
+            "mute", f"{code_span(args[1], _ECHO_LIMIT)} is not a duration I accept. {MUTE_USAGE}"
         )
     return _with_id("mute", args[0], duration=duration)
 
 
-def _digest(args: list[str]) -> Command:
+def _parse_digest(args: list[str]) -> Command:
     if args == ["off"]:
         return Command("digest", digest_time=None)
     if len(args) not in (2, 3) or args[0].lower() != "on":
-        return Command("digest", problem=DIGEST_USAGE)
+        return _usage("digest", DIGEST_USAGE)
     match = _TIME_RE.fullmatch(args[1])
     if not match:
-        return Command(
-            "digest", problem=f"`{_quote(args[1])}` is not a time of day. {DIGEST_USAGE}"
+        return _usage(
+            "digest", f"{code_span(args[1], _ECHO_LIMIT)} is not a time of day. {DIGEST_USAGE}"
         )
     zone = args[2] if len(args) == 3 else None
     if zone is not None:
         try:
             ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory
-            return Command(
-                "digest", problem=f"`{_quote(zone)}` is not a time zone I know. {DIGEST_USAGE}"
+            return _usage(
+                "digest",
+                f"{code_span(zone, _ECHO_LIMIT)} is not a time zone I know. {DIGEST_USAGE}",
             )
     hh, mm = int(match.group(1)), int(match.group(2))
     return Command("digest", digest_time=f"{hh:02d}:{mm:02d}", timezone=zone)
-
-
-def _quote(text: str) -> str:
-    """User text echoed back inside backticks: short, and unable to break out."""
-    cleaned = text.replace("`", "'").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return cleaned[:40] + ("…" if len(cleaned) > 40 else "")
