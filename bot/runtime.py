@@ -7,7 +7,7 @@ scheduler, so tests can build one against local servers.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -38,7 +38,6 @@ class Runtime:
     # that Slack may already have accepted (a 500 after the write).
     delivery_slack: AsyncWebClient
     metrics: Metrics
-    state: dict[str, object] = field(default_factory=dict)
 
     @property
     def owner(self) -> str:

@@ -301,6 +301,27 @@ async def channel_subscriptions(
     return [(s, w) for s, w in rows.tuples()]
 
 
+async def user_subscriptions(
+    db: AsyncSession, *, user_id: str, limit: int = 100
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    """A person's active subscriptions across channels, newest first (their Home tab)."""
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.subscribed_by == user_id, Subscription.active.is_(True))
+        .order_by(Subscription.created_at.desc())
+        .limit(limit)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def created_watches(db: AsyncSession, *, created_by: list[str]) -> list[WatchedSession]:
+    """Watched sessions that one of these Together users created."""
+    wanted = set(created_by)
+    watches = await db.execute(select(WatchedSession).where(WatchedSession.active.is_(True)))
+    return [w for w in watches.scalars() if (w.snapshot or {}).get("created_by") in wanted]
+
+
 async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
     """A user is waiting: retry transient failures a little, within seconds."""
     return await together.get_session(session_id, retries=2, backoff=0.5, max_wait=5.0)

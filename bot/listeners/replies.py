@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 async def reply(
-    respond: AsyncRespond,
+    respond: AsyncRespond | None,
     client: AsyncWebClient,
     *,
     channel_id: str | None,
@@ -31,6 +31,10 @@ async def reply(
         kwargs["replace_original"] = True
     else:
         kwargs["response_type"] = "in_channel" if in_channel else "ephemeral"
+    if respond is None:  # no response_url (App Home): only the fallback, if anywhere
+        if channel_id and user_id:
+            await _post(client, channel_id, user_id, message, in_channel=in_channel)
+        return
     status = 0
     try:
         response = await respond(**kwargs)
@@ -46,6 +50,12 @@ async def reply(
     )
     if not channel_id or not user_id:
         return
+    await _post(client, channel_id, user_id, message, in_channel=in_channel)
+
+
+async def _post(
+    client: AsyncWebClient, channel_id: str, user_id: str, message: Message, *, in_channel: bool
+) -> None:
     try:
         if in_channel:
             await client.chat_postMessage(channel=channel_id, **_plain(message))

@@ -1,0 +1,361 @@
+"""What a person's request does beyond one table: the steps that touch the
+database, Slack and Together together, shared by slash commands, card buttons
+and App Home.
+
+Each takes what it uses as keywords (the sessionmaker, the Slack and Together
+clients, settings), opens its own short transactions and never holds one across
+a Slack or Together call. Listeners call one of these and answer the person;
+`bot.subscriptions` holds the database steps they are made of.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import rendering
+from bot.config import Settings
+from bot.models import TrainingSession
+from bot.storage import Subscription, WatchedSession, utcnow
+from bot.subscriptions import (
+    DM_PROBLEM,
+    Subscribed,
+    SubscriptionError,
+    active_subscription,
+    channel_subscriptions,
+    created_watches,
+    end_subscriptions,
+    fetch_for_user,
+    set_digest,
+    set_mute,
+    subscribe,
+    unsubscribe,
+    user_subscriptions,
+)
+from bot.together import TogetherClient, TogetherError
+
+log = logging.getLogger(__name__)
+
+Sessionmaker = async_sessionmaker[AsyncSession]
+
+STOP_NOT_CONFIGURED = (
+    "Stopping sessions from Slack is not enabled here. An operator can allow it with "
+    "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
+STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
+
+
+# --- subscribing and unsubscribing ----------------------------------------------------------
+
+
+async def subscribe_here(
+    *,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    session_id: str,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    poll_interval: float,
+    root_ts: str | None = None,
+    filters: frozenset[str] | None = None,
+) -> tuple[TrainingSession, Subscribed]:
+    """Fetch the session, then subscribe this channel to it (see `subscribe`).
+    Raises TogetherError or SubscriptionError, each worded for the person."""
+    session = await fetch_for_user(together, session_id)
+    result = await subscribe(
+        sessionmaker=sessionmaker,
+        slack=slack,
+        session=session,
+        team_id=team_id,
+        channel_id=channel_id,
+        user_id=user_id,
+        poll_interval=poll_interval,
+        root_ts=root_ts,
+        filters=filters,
+    )
+    return session, result
+
+
+async def unsubscribe_here(
+    *,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    user_id: str,
+) -> Subscription | None:
+    """End this channel's subscription, say so in its thread, turn its root back.
+    None when the channel was not subscribed."""
+    async with sessionmaker() as db, db.begin():
+        sub = await unsubscribe(
+            db=db,
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session_id,
+            user_id=user_id,
+        )
+    if sub is not None:
+        await _announce_unsubscribed(
+            sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=user_id
+        )
+    return sub
+
+
+async def unsubscribe_from_home(
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, subscription_id: int, user_id: str
+) -> Subscription | None:
+    """End a subscription from its subscriber's Home tab; None (and nothing
+    changed) unless it is active and `user_id` is the one who subscribed."""
+    async with sessionmaker() as db, db.begin():
+        sub = await db.get(Subscription, subscription_id)
+        if sub is None or not sub.active or sub.subscribed_by != user_id:
+            return None
+        await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
+    await _announce_unsubscribed(sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=user_id)
+    return sub
+
+
+async def _announce_unsubscribed(
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, sub: Subscription, user_id: str
+) -> None:
+    """Say so in the thread and turn the root's button back into Subscribe."""
+    channel_id, root_ts = sub.channel_id, sub.root_ts
+    await post_in_thread(slack, channel_id, root_ts, rendering.unsubscribed_message(user_id))
+    try:
+        async with sessionmaker() as db:
+            watch = await db.get(WatchedSession, sub.session_id)
+        if watch is not None and watch.snapshot:
+            card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
+            await slack.chat_update(
+                channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
+            )
+    except SlackApiError as exc:
+        log.warning(
+            "could not turn the root card back: %s",
+            exc.response.get("error"),
+            extra={"channel_id": channel_id},
+        )
+
+
+# --- mute and digest -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MuteChange:
+    """What a mute or unmute did; `message` was also said in the thread."""
+
+    subscribed: bool
+    message: rendering.Message | None = None  # None: unmuting a thread that was not muted
+
+
+async def mute_here(
+    *,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    user_id: str,
+    until: datetime | None,
+) -> MuteChange:
+    """Mute this channel's updates of a session until `until` (None: unmute now),
+    and say so in its thread; unmuting an unmuted thread is no news."""
+    async with sessionmaker() as db, db.begin():
+        sub, was_muted = await set_mute(
+            db=db, team_id=team_id, channel_id=channel_id, session_id=session_id, until=until
+        )
+    if sub is None:
+        return MuteChange(subscribed=False)
+    if until is None and not was_muted:
+        return MuteChange(subscribed=True)
+    message = (
+        rendering.muted_message(user_id, until)
+        if until is not None
+        else rendering.unmuted_message(user_id)
+    )
+    await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
+    return MuteChange(subscribed=True, message=message)
+
+
+async def digest_here(
+    *,
+    sessionmaker: Sessionmaker,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    at: str | None,
+    tz: str,
+) -> None:
+    """Set (or, with `at=None`, stop) this channel's daily digest."""
+    if channel_id.startswith("D"):
+        raise SubscriptionError(DM_PROBLEM)
+    async with sessionmaker() as db, db.begin():
+        await set_digest(
+            db=db, team_id=team_id, channel_id=channel_id, user_id=user_id, at=at, tz=tz
+        )
+
+
+# --- what a channel and a person see ----------------------------------------------------------
+
+
+async def listed_here(
+    *, sessionmaker: Sessionmaker, team_id: str, channel_id: str
+) -> list[rendering.ListedSubscription]:
+    """This channel's subscriptions with their last status, filters and mute."""
+    async with sessionmaker() as db:
+        rows = await channel_subscriptions(db=db, team_id=team_id, channel_id=channel_id)
+    now = utcnow()
+    return [
+        rendering.ListedSubscription(
+            sub.session_id,
+            display_name(watch),
+            watch.last_status if watch else None,
+            filters=sub.filter_set,
+            muted_until=sub.muted_until if sub.muted_until and sub.muted_until > now else None,
+        )
+        for sub, watch in rows
+    ]
+
+
+async def publish_home(
+    *,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    created_by_user_map: dict[str, str],
+    user_id: str,
+) -> None:
+    """Publish a person's Home tab: their subscriptions across channels, and
+    the watched sessions they created (Together user ids mapped to theirs)."""
+    if not user_id:
+        return
+    mine = [
+        together_id for together_id, slack_id in created_by_user_map.items() if slack_id == user_id
+    ]
+    async with sessionmaker() as db:
+        subscriptions = await user_subscriptions(db, user_id=user_id)
+        created = await created_watches(db, created_by=mine) if mine else []
+    view = rendering.home_view(
+        [
+            rendering.HomeSubscription(
+                sub.id,
+                sub.channel_id,
+                sub.session_id,
+                display_name(watch),
+                watch.last_status if watch else None,
+            )
+            for sub, watch in subscriptions
+        ],
+        [rendering.SessionLine(w.session_id, display_name(w), w.last_status) for w in created],
+    )
+    try:
+        await slack.views_publish(user_id=user_id, view=view)
+    except SlackApiError as exc:
+        log.warning("views.publish failed: %s", exc.response.get("error"))
+
+
+def display_name(watch: WatchedSession | None) -> str | None:
+    """The display name in a watch's stored snapshot, if any."""
+    name = (watch.snapshot or {}).get("display_name") if watch else None
+    return name if isinstance(name, str) else None
+
+
+# --- stopping a session -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """What a Stop click did: refused (why), or asked Together (its answer)."""
+
+    refusal: str | None = None
+    session: TrainingSession | None = None
+    said: rendering.Message | None = None  # who stopped it, for the thread
+    said_in_thread: bool = False
+
+
+async def may_stop(*, settings: Settings, slack: AsyncWebClient, user_id: str) -> str | None:
+    """None when the user may stop sessions, else the reason they may not."""
+    if not settings.stop_allowed_user_ids and not settings.stop_allowed_usergroup:
+        return STOP_NOT_CONFIGURED
+    if user_id in settings.stop_allowed_user_ids:
+        return None
+    if settings.stop_allowed_usergroup:
+        try:
+            members = await slack.usergroups_users_list(usergroup=settings.stop_allowed_usergroup)
+        except SlackApiError as exc:
+            log.error("cannot read the stop user group: %s", exc.response.get("error"))
+            return "I could not check the allowed user group just now; try again shortly."
+        if user_id in (members.get("users") or []):
+            return None
+    return STOP_REFUSED
+
+
+async def stop_session(
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    session_id: str,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    message_ts: str | None,
+) -> StopRequest:
+    """Check who asks, ask Together to stop the session, and say who did in the
+    subscription's thread (else under the clicked card). Slack has already shown
+    the confirm dialog. A TogetherError (not stopped) is logged and raised."""
+    who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
+    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    if refusal is not None:
+        log.warning("stop refused", extra=who)
+        return StopRequest(refusal=refusal)
+    try:
+        session = await together.stop_session(session_id)
+    except TogetherError as exc:
+        log.warning("stop failed: %s", exc, extra=who | {"together": exc.kind})
+        raise
+    log.info("session stop requested", extra=who | {"together_status": session.status})
+    async with sessionmaker() as db:
+        sub = await active_subscription(
+            db, team_id=team_id, channel_id=channel_id, session_id=session_id
+        )
+    thread = sub.root_ts if sub is not None else message_ts
+    message = rendering.stop_requested_message(user_id, session)
+    try:
+        await slack.chat_postMessage(
+            channel=channel_id, thread_ts=thread, text=message["text"], blocks=message["blocks"]
+        )
+        posted = True
+    except SlackApiError as exc:
+        log.warning(
+            "could not say who stopped the session: %s", exc.response.get("error"), extra=who
+        )
+        posted = False
+    return StopRequest(session=session, said=message, said_in_thread=posted)
+
+
+# --- Slack ------------------------------------------------------------------------------------
+
+
+async def post_in_thread(
+    slack: AsyncWebClient, channel_id: str, root_ts: str, message: rendering.Message
+) -> None:
+    """Post in a subscription's thread; a refusal is logged, not raised."""
+    try:
+        await slack.chat_postMessage(
+            channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
+        )
+    except SlackApiError as exc:
+        log.warning(
+            "could not post in the thread: %s",
+            exc.response.get("error"),
+            extra={"channel_id": channel_id},
+        )
