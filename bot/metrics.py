@@ -44,7 +44,7 @@ class Metrics:
 
         self.commands = Counter(
             "rlbot_commands",
-            "Slash commands handled, by verb and outcome.",
+            "Slash commands and buttons handled, by verb (a button by its name) and outcome.",
             ["verb", "outcome"],
             registry=r,
         )
