@@ -26,8 +26,8 @@ from sqlalchemy import insert, text, update  # noqa: E402
 from bot.db import make_engine  # noqa: E402
 from bot.migrations import upgrade  # noqa: E402
 from bot.models import TrainingSession  # noqa: E402
+from bot.snapshots import watch_state  # noqa: E402
 from bot.storage import Subscription, WatchedSession, utcnow  # noqa: E402
-from bot.transitions import checkpoint_keys  # noqa: E402
 from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402
 
@@ -103,14 +103,7 @@ def _watch_row(sid: str, snapshot: dict[str, Any], *, due: datetime, active: boo
     return {
         "session_id": sid,
         "active": active,
-        "last_status": snapshot["status"],
-        "last_updated_at": snapshot.get("updated_at"),
-        "error_key": None,
-        "error_message": None,
-        "training_checkpoints": len(snapshot.get("training_checkpoints") or []),
-        "inference_checkpoints": len(snapshot.get("inference_checkpoints") or []),
-        "snapshot": session.model_dump(mode="json"),
-        "checkpoint_keys": checkpoint_keys(session),
+        **watch_state(session),
         "transition_seq": 0,
         "next_poll_at": due,
         "last_polled_at": None,

@@ -6,9 +6,11 @@ async driver, so operators can paste the URL their platform hands them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -64,3 +66,13 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | None = None) -> Any:
+    """`INSERT … ON CONFLICT (conflict) DO NOTHING` for the database `db` talks to.
+
+    SQLite and PostgreSQL spell it alike, from their own dialect modules; `table`
+    is an ORM entity or a Core table (the Core table keeps an executemany whose
+    rows hold None in one statement: an ORM bulk insert leaves None out and splits)."""
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    return module.insert(table).on_conflict_do_nothing(index_elements=conflict)

@@ -21,7 +21,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -35,8 +35,20 @@ from bot.faults import crash_point
 from bot.http_util import parse_retry_after
 from bot.metrics import Metrics
 from bot.models import Status, TrainingSession, status_of
-from bot.outbox import claim_due, fence
-from bot.storage import OutboxMessage, db_now
+from bot.outbox import (
+    CheckpointsPayload,
+    DigestPayload,
+    OncallPayload,
+    OperatorPayload,
+    OutboxMessage,
+    Payload,
+    RootPayload,
+    State,
+    TransitionPayload,
+    claim_due,
+    fence,
+)
+from bot.storage import db_now
 from bot.subscriptions import end_subscriptions
 
 log = logging.getLogger(__name__)
@@ -69,7 +81,8 @@ AUTH_ERRORS = frozenset(
     }
 )
 MAX_OTHER_ATTEMPTS = 5
-MAX_BACKOFF_SECONDS = 300.0
+# The longest a row waits before Slack is asked again.
+MAX_SEND_BACKOFF_SECONDS = 300.0
 AUTH_RETRY_SECONDS = 60.0
 # The duplicate check reads at most this many pages of a thread (1,000 replies each).
 MAX_CHECK_PAGES = 10
@@ -79,10 +92,16 @@ class CannotCheck(Exception):
     """Slack could not tell whether it already has a message (any reason)."""
 
 
+# The lease went to someone else: not sent, and nothing is recorded.
+LOST: Literal["lost"] = "lost"
+
+
 @dataclass
-class Outcome:
+class SendResult:
+    """What became of one row: its new state (or LOST), and what to store."""
+
     row_id: int
-    state: str  # sent | pending | dead | lost (the lease went to someone else: not sent)
+    state: State | Literal["lost"]
     sent_ts: str | None = None
     retry_in: float | None = None
     error: str | None = None
@@ -98,7 +117,7 @@ async def deliver_due(
     owner: str,
     metrics: Metrics | None = None,
     limit: int = 500,
-) -> list[Outcome]:
+) -> list[SendResult]:
     async with sessionmaker() as db, db.begin():
         rows = await claim_due(
             db,
@@ -112,7 +131,7 @@ async def deliver_due(
     crash_point("deliver_after_claim", settings.fault_crash_at)
     semaphore = asyncio.Semaphore(settings.delivery_concurrency)
 
-    async def one(row: OutboxMessage) -> Outcome:
+    async def one(row: OutboxMessage) -> SendResult:
         async with semaphore:
             return await _deliver_one(
                 row, sessionmaker=sessionmaker, slack=slack, settings=settings, owner=owner
@@ -124,12 +143,16 @@ async def deliver_due(
             label = (
                 "duplicate_skipped"
                 if o.duplicate
-                else {"pending": "retry", "lost": "lease_lost"}.get(o.state, o.state)
+                else {State.PENDING: "retry", LOST: "lease_lost"}.get(o.state, o.state)
             )
             if o.error in AUTH_ERRORS:
                 label = "auth_error"
             metrics.delivery_attempts.labels(outcome=label).inc()
-            if o.state == "sent" and not o.duplicate and row.kind == "oncall":
+            if (
+                o.state == State.SENT
+                and not o.duplicate
+                and isinstance(row.typed_payload, OncallPayload)
+            ):
                 metrics.oncall_alerts.inc()
     return outcomes
 
@@ -141,7 +164,7 @@ async def _deliver_one(
     slack: AsyncWebClient,
     settings: Settings,
     owner: str,
-) -> Outcome:
+) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id}
@@ -149,7 +172,7 @@ async def _deliver_one(
         held = await fence(db, row.id, owner=owner, lease_seconds=settings.lease_seconds)
     if not held:
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
-        return Outcome(row.id, "lost")
+        return SendResult(row.id, LOST)
     try:
         outcome = await send_one(row, slack=slack, settings=settings)
     except Exception as exc:  # never lose the row to a bug: retry it later
@@ -164,16 +187,17 @@ async def _deliver_one(
     return outcome
 
 
-async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> Outcome:
+async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> SendResult:
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
+    payload = row.typed_payload
     try:
-        if row.kind == "root":  # a change this subscription does not want told
-            await _update_root(row, slack=slack)
-            return Outcome(row.id, "sent", sent_ts=row.thread_ts)
+        if isinstance(payload, RootPayload):  # a change this subscription does not want told
+            await _update_root(row, payload, slack=slack)
+            return SendResult(row.id, State.SENT, sent_ts=row.thread_ts)
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
             log.info("outbox row already in Slack; not posting again", extra=extra)
-            await _update_root(row, slack=slack)
-            return Outcome(row.id, "sent", sent_ts=ts, duplicate=True)
+            await _update_root(row, payload, slack=slack)
+            return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
         message = await render_row(row, slack=slack, settings=settings)
         response = await slack.chat_postMessage(
             channel=row.channel_id,
@@ -184,14 +208,14 @@ async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Setti
                 "event_type": METADATA_EVENT,
                 "event_payload": {"dedupe_key": row.dedupe_key},
             },
-            reply_broadcast=_broadcast(row, settings),
+            reply_broadcast=_broadcast(row, payload, settings),
             unfurl_links=False,
             unfurl_media=False,
         )
         crash_point("deliver_after_post", settings.fault_crash_at)
-        await _update_root(row, slack=slack)
+        await _update_root(row, payload, slack=slack)
         crash_point("deliver_after_update", settings.fault_crash_at)
-        return Outcome(row.id, "sent", sent_ts=str(response.get("ts") or ""))
+        return SendResult(row.id, State.SENT, sent_ts=str(response.get("ts") or ""))
     except SlackApiError as exc:
         return _classify(row, exc, extra)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -199,15 +223,14 @@ async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Setti
         return _retry(row, None, type(exc).__name__)
 
 
-def _broadcast(row: OutboxMessage, settings: Settings) -> bool | None:
+def _broadcast(row: OutboxMessage, payload: Payload, settings: Settings) -> bool | None:
     """Errors may also show in the channel (BROADCAST_ERRORS); nothing else does."""
-    new_status = str(row.payload.get("new_status") or "")
-    if row.kind == "transition" and row.thread_ts and settings.broadcast_errors:
-        return status_of(new_status) is Status.ERROR or None
+    if isinstance(payload, TransitionPayload) and row.thread_ts and settings.broadcast_errors:
+        return status_of(payload.new_status) is Status.ERROR or None
     return None
 
 
-def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> Outcome:
+def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> SendResult:
     status = exc.response.status_code
     error = str(exc.response.get("error") or f"http_{status}")
     if status == 429 or error == "ratelimited":
@@ -223,33 +246,33 @@ def _classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> 
             AUTH_RETRY_SECONDS,
             extra=extra,
         )
-        return Outcome(row.id, "pending", retry_in=AUTH_RETRY_SECONDS, error=error)
+        return SendResult(row.id, State.PENDING, retry_in=AUTH_RETRY_SECONDS, error=error)
     if error in PERMANENT_ERRORS:
         log.error("Slack refused delivery for good (%s); ending subscription", error, extra=extra)
-        return Outcome(
-            row.id, "dead", error=error, end_subscription=row.subscription_id is not None
+        return SendResult(
+            row.id, State.DEAD, error=error, end_subscription=row.subscription_id is not None
         )
     if row.attempts >= MAX_OTHER_ATTEMPTS:
         log.error(
             "giving up on outbox row after %d attempts (%s)", row.attempts, error, extra=extra
         )
-        return Outcome(row.id, "dead", error=error)
+        return SendResult(row.id, State.DEAD, error=error)
     return _retry(row, None, error)
 
 
 def _retry_after(exc: SlackApiError) -> float:
     raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
     seconds = parse_retry_after(raw)  # `nan`, `soon`, `-5`: as if absent
-    return max(1.0, min(seconds if seconds is not None else 1.0, MAX_BACKOFF_SECONDS))
+    return max(1.0, min(seconds if seconds is not None else 1.0, MAX_SEND_BACKOFF_SECONDS))
 
 
-def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> Outcome:
+def _retry(row: OutboxMessage, retry_after: float | None, error: str) -> SendResult:
     delay = (
         retry_after
         if retry_after is not None
-        else min(2.0 ** (row.attempts - 1), MAX_BACKOFF_SECONDS)
+        else min(2.0 ** (row.attempts - 1), MAX_SEND_BACKOFF_SECONDS)
     )
-    return Outcome(row.id, "pending", retry_in=delay, error=error)
+    return SendResult(row.id, State.PENDING, retry_in=delay, error=error)
 
 
 async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
@@ -322,67 +345,66 @@ def _carries(message: object, dedupe_key: str) -> bool:
     )
 
 
-def _session(payload: dict[str, Any], row: OutboxMessage) -> TrainingSession:
-    snapshot = payload.get("session")
-    if isinstance(snapshot, dict):
+def _session(snapshot: dict[str, Any] | None, row: OutboxMessage) -> TrainingSession:
+    """The session a row speaks of, from its snapshot (very old rows have none)."""
+    if snapshot is not None:
         return TrainingSession.model_validate(snapshot)
-    return TrainingSession(
-        id=row.session_id or "unknown", status=str(payload.get("old_status", ""))
-    )
+    return TrainingSession(id=row.session_id or "unknown", status="")
 
 
 async def render_row(
     row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings
 ) -> rendering.Message:
-    payload = row.payload
-    if row.kind == "transition":
-        return rendering.transition_message(
-            _session(payload, row),
-            str(payload["old_status"]),
-            str(payload["new_status"]),
-            ended=bool(payload.get("ended")),
-            gone=bool(payload.get("gone")),
-        )
-    if row.kind == "checkpoints":
-        items = payload.get("items")
-        return rendering.checkpoint_message(
-            _session(payload, row), items if isinstance(items, list) else []
-        )
-    if row.kind == "digest":
-        message = payload.get("message")
-        if isinstance(message, dict) and message.get("text"):
-            return {"text": str(message["text"]), "blocks": list(message.get("blocks") or [])}
-        return rendering.notice("(empty digest)")
-    if row.kind == "oncall":
-        permalink = None
-        if payload.get("thread_channel") and payload.get("thread_ts"):
-            try:
-                link = await slack.chat_getPermalink(
-                    channel=str(payload["thread_channel"]), message_ts=str(payload["thread_ts"])
-                )
-                permalink = str(link.get("permalink") or "") or None
-            except (SlackApiError, aiohttp.ClientError, TimeoutError):
-                log.warning("no permalink for on-call alert", extra={"outbox_id": row.id})
-        return rendering.oncall_alert(
-            _session(payload, row), permalink=permalink, mention=settings.oncall_mention
-        )
-    return rendering.operator_alert(
-        str(payload.get("title", "rl-bot")),
-        str(payload.get("detail", "")),
-        mention=settings.oncall_mention,
-    )
+    """The message a row posts; a root row posts none (it only edits the root card)."""
+    match row.typed_payload:
+        case TransitionPayload() as p:
+            session = (
+                _session(p.session, row)
+                if p.session is not None
+                else TrainingSession(id=row.session_id or "unknown", status=p.old_status)
+            )
+            return rendering.transition_message(
+                session, p.old_status, p.new_status, ended=p.ended, gone=p.gone
+            )
+        case CheckpointsPayload() as p:
+            return rendering.checkpoint_message(_session(p.session, row), p.items)
+        case DigestPayload(message=dict() as stored):  # queued before digests were data
+            if stored.get("text"):
+                return {"text": str(stored["text"]), "blocks": list(stored.get("blocks") or [])}
+            return rendering.notice("(empty digest)")
+        case DigestPayload() as p:
+            return rendering.digest_message(
+                p.day,
+                [rendering.SessionLine(s.session_id, s.display_name, s.status) for s in p.sessions],
+                [rendering.StatusChange(c.name, c.old_status, c.new_status) for c in p.changes],
+            )
+        case OncallPayload() as p:
+            permalink = None
+            if p.thread_channel and p.thread_ts:
+                try:
+                    link = await slack.chat_getPermalink(
+                        channel=p.thread_channel, message_ts=p.thread_ts
+                    )
+                    permalink = str(link.get("permalink") or "") or None
+                except (SlackApiError, aiohttp.ClientError, TimeoutError):
+                    log.warning("no permalink for on-call alert", extra={"outbox_id": row.id})
+            return rendering.oncall_alert(
+                _session(p.session, row), permalink=permalink, mention=settings.oncall_mention
+            )
+        case OperatorPayload() as p:
+            return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
+        case RootPayload():
+            raise ValueError("a root row posts no message")
 
 
-async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
+async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient) -> None:
     """Keep the subscription's root message showing the current card."""
-    if (
-        row.kind not in ("transition", "root", "checkpoints")
-        or not row.thread_ts
-        or row.payload.get("session") is None
-    ):
+    if not isinstance(payload, TransitionPayload | RootPayload | CheckpointsPayload):
         return
-    session = _session(row.payload, row)
-    card = rendering.card(session, subscribed=not row.payload.get("ended"))
+    if not row.thread_ts or payload.session is None:
+        return
+    ended = not isinstance(payload, CheckpointsPayload) and payload.ended
+    card = rendering.card(_session(payload.session, row), subscribed=not ended)
     try:
         await slack.chat_update(
             channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]
@@ -405,25 +427,25 @@ async def _update_root(row: OutboxMessage, *, slack: AsyncWebClient) -> None:
 
 
 async def record(
-    db: AsyncSession, rows: list[OutboxMessage], outcomes: list[Outcome], *, owner: str
+    db: AsyncSession, rows: list[OutboxMessage], outcomes: list[SendResult], *, owner: str
 ) -> None:
     """Store results, but only on rows still pending and still leased to `owner`:
     a row cancelled meanwhile (unsubscribed) stays cancelled, and a row another
     replica took over is left to it (it checks Slack before posting again)."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[State, list[dict[str, Any]]] = defaultdict(list)
     for o in outcomes:
         error = o.error[:300] if o.error else None
-        if o.state == "sent":
-            groups["sent"].append(
-                {"b_id": o.row_id, "state": "sent", "sent_ts": o.sent_ts, "last_error": None}
+        if o.state == State.SENT:
+            groups[State.SENT].append(
+                {"b_id": o.row_id, "state": State.SENT, "sent_ts": o.sent_ts, "last_error": None}
             )
-        elif o.state == "dead":
-            groups["dead"].append({"b_id": o.row_id, "state": "dead", "last_error": error})
-        elif o.state == "pending":
-            groups["pending"].append(
+        elif o.state == State.DEAD:
+            groups[State.DEAD].append({"b_id": o.row_id, "state": State.DEAD, "last_error": error})
+        elif o.state == State.PENDING:
+            groups[State.PENDING].append(
                 {
                     "b_id": o.row_id,
-                    "state": "pending",
+                    "state": State.PENDING,
                     "last_error": error,
                     "b_retry_in": float(o.retry_in or 1.0),
                 }
@@ -432,13 +454,13 @@ async def record(
     assert isinstance(table, Table)
     mine = and_(
         table.c.id == bindparam("b_id"),
-        table.c.state == "pending",
+        table.c.state == State.PENDING,
         table.c.lease_owner == owner,
     )
-    extra: dict[str, dict[str, Any]] = {
-        "sent": {"sent_at": db_now()},
-        "dead": {},
-        "pending": {"next_attempt_at": db_now(bindparam("b_retry_in", type_=Float()))},
+    extra: dict[State, dict[str, Any]] = {
+        State.SENT: {"sent_at": db_now()},
+        State.DEAD: {},
+        State.PENDING: {"next_attempt_at": db_now(bindparam("b_retry_in", type_=Float()))},
     }
     for state, params in groups.items():
         columns = [k for k in params[0] if not k.startswith("b_")]

@@ -4,24 +4,38 @@ daily digests. A `jobs` row is the lock: claimed with SKIP LOCKED and a lease.""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import delete, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot import rendering
+from bot.db import insert_ignoring
 from bot.models import STATUS_PREFIX, Status, TrainingSession
-from bot.outbox import insert_outbox, remember_alerts, unalerted
-from bot.poller import oncall_key, oncall_row
+from bot.outbox import (
+    DigestChange,
+    DigestPayload,
+    DigestSession,
+    Kind,
+    OutboxMessage,
+    RootPayload,
+    State,
+    TransitionPayload,
+    digest_row,
+    insert_outbox,
+    oncall_key,
+    oncall_row,
+    read_payload,
+    remember_alerts,
+    unalerted,
+)
 from bot.runtime import Runtime
 from bot.storage import (
     AlertSent,
     ChannelSettings,
     Job,
-    OutboxMessage,
     Subscription,
     WatchedSession,
     db_now,
@@ -37,8 +51,7 @@ WATCH_RESTART_AFTER = timedelta(hours=1)  # a digest missed by more than this wa
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
     """The job's row, leased to `owner` by the database's clock; None if another has it."""
-    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-    await db.execute(module.insert(Job).values(name=name).on_conflict_do_nothing())
+    await db.execute(insert_ignoring(db, Job).values(name=name))
     job = (
         await db.execute(
             select(Job)
@@ -122,9 +135,9 @@ async def watch_all_errors(rt: Runtime) -> int:
     async with rt.sessionmaker() as db, db.begin():
         now = utcnow()
         if starting:
-            await remember_alerts(db, [_memo(s) for s in errors], now=now, alerted=False)
+            await remember_alerts(db, [_Memo.of(s) for s in errors], now=now, alerted=False)
         fresh = [
-            memo["session"] for memo in await unalerted(db, [_memo(s) for s in candidates], now=now)
+            memo.session for memo in await unalerted(db, [_Memo.of(s) for s in candidates], now=now)
         ]
         if fresh:
             threads: dict[str, Any] = {}
@@ -157,9 +170,17 @@ async def watch_all_errors(rt: Runtime) -> int:
     return len(fresh)
 
 
-def _memo(session: TrainingSession) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Memo:
     """What `alerts_sent` keeps of an error (and the session, for the caller)."""
-    return {"dedupe_key": oncall_key(session, None), "session_id": session.id, "session": session}
+
+    dedupe_key: str
+    session_id: str
+    session: TrainingSession
+
+    @classmethod
+    def of(cls, session: TrainingSession) -> _Memo:
+        return cls(oncall_key(session, None), session.id, session)
 
 
 def _local_now(zone: str, now: datetime) -> datetime:
@@ -201,19 +222,17 @@ async def send_digests(rt: Runtime) -> int:
             day = digest_due(setting, now)
             if day is None:
                 continue
-            message = await _digest(db, setting, day, now)
+            digest = await digest_of_channel(db, setting, day, now)
             await insert_outbox(
                 db,
                 [
-                    {
-                        "dedupe_key": f"digest:{setting.team_id}:{setting.channel_id}:{day}",
-                        "kind": "digest",
-                        "subscription_id": None,
-                        "session_id": None,
-                        "channel_id": setting.channel_id,
-                        "thread_ts": None,
-                        "payload": {"message": message},
-                    }
+                    digest_row(
+                        team_id=setting.team_id,
+                        channel_id=setting.channel_id,
+                        day=day,
+                        sessions=digest.sessions,
+                        changes=digest.changes,
+                    )
                 ],
             )
             setting.last_digest_on = day
@@ -221,9 +240,11 @@ async def send_digests(rt: Runtime) -> int:
     return queued
 
 
-async def _digest(
+async def digest_of_channel(
     db: AsyncSession, setting: ChannelSettings, day: str, now: datetime
-) -> rendering.Message:
+) -> DigestPayload:
+    """What a channel's digest says: its watched sessions now, and the last
+    24 hours' status changes (told or not). Rendered when it is sent."""
     watched = await db.execute(
         select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
@@ -234,27 +255,30 @@ async def _digest(
         )
     )
     sessions = [
-        rendering.SessionLine(sid, _display(snapshot), status)
+        DigestSession(session_id=sid, display_name=_display(snapshot), status=status)
         for sid, snapshot, status in watched.tuples()
     ]
-    changes = await db.execute(
-        select(OutboxMessage.session_id, OutboxMessage.payload)
+    rows = await db.execute(
+        select(OutboxMessage.session_id, OutboxMessage.kind, OutboxMessage.payload)
         .where(
             OutboxMessage.channel_id == setting.channel_id,
-            OutboxMessage.kind.in_(["transition", "root"]),
+            OutboxMessage.kind.in_([Kind.TRANSITION, Kind.ROOT]),
             OutboxMessage.created_at >= now - timedelta(hours=24),
         )
         .order_by(OutboxMessage.id)
     )
-    transitions = [
-        rendering.StatusChange(
-            _display(payload.get("session")) or str(sid),
-            str(payload.get("old_status") or ""),
-            str(payload.get("new_status") or ""),
+    changes = []
+    for sid, kind, payload in rows.tuples():
+        change = read_payload(kind, payload)
+        assert isinstance(change, TransitionPayload | RootPayload)
+        changes.append(
+            DigestChange(
+                name=_display(change.session) or str(sid),
+                old_status=change.old_status,
+                new_status=change.new_status,
+            )
         )
-        for sid, payload in changes.tuples()
-    ]
-    return rendering.digest_message(day, sessions, transitions)
+    return DigestPayload(day=day, sessions=sessions, changes=changes)
 
 
 def _display(snapshot: object) -> str | None:
@@ -271,7 +295,7 @@ async def prune_outbox(rt: Runtime) -> int:
     async with rt.sessionmaker() as db, db.begin():
         result = await db.execute(
             delete(OutboxMessage)
-            .where(OutboxMessage.state != "pending", OutboxMessage.created_at < cutoff)
+            .where(OutboxMessage.state != State.PENDING, OutboxMessage.created_at < cutoff)
             .execution_options(synchronize_session=False)
         )
         await db.execute(

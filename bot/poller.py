@@ -28,7 +28,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Table, and_, bindparam, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
@@ -36,16 +36,19 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.faults import crash_point
+from bot.incidents import track_incidents
 from bot.models import TrainingSession, short_status
-from bot.outbox import bounded_key, insert_outbox, unalerted
-from bot.snapshots import trimmed_snapshot
-from bot.storage import Incident, Subscription, WatchedSession, db_now
+from bot.notify import SessionEvent, Watcher, notifications
+from bot.outbox import bounded_key, insert_outbox, operator_row, unalerted
+from bot.snapshots import watch_state
+from bot.storage import Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
-from bot.transitions import Transition, checkpoint_keys, checkpoint_news, detect, gone
+from bot.transitions import checkpoint_news, detect, gone
 
 log = logging.getLogger(__name__)
 
-MAX_BACKOFF_SECONDS = 900.0
+# The longest a failing session waits for its next poll.
+MAX_POLL_BACKOFF_SECONDS = 900.0
 # A session due this close to a tick is polled at that tick, not one tick later:
 # ticks jitter by milliseconds, and a miss costs a whole tick (up to 5 s).
 MAX_DUE_SLACK_SECONDS = 0.5
@@ -65,7 +68,8 @@ class CycleResult:
     errors: dict[str, int] = field(default_factory=dict)
 
 
-Outcome = TrainingSession | TogetherError
+# What one poll learnt of a session: its state, or why Together did not say.
+Fetched = TrainingSession | TogetherError
 
 
 async def poll_cycle(
@@ -146,7 +150,7 @@ async def _poll_batch(
         )
         async with sessionmaker() as db, db.begin():
             now = (await db.execute(select(db_now()))).scalar_one()
-            await _track_incidents(db, outcomes, settings=settings, now=now)
+            await track_incidents(db, outcomes.values(), settings=settings, now=now)
     result.to_status, result.outbox_rows = written
     result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
@@ -160,7 +164,7 @@ def _refused_data(exc: DBAPIError) -> bool:
 
 async def _record_apart(
     sessionmaker: async_sessionmaker[AsyncSession],
-    outcomes: dict[str, Outcome],
+    outcomes: dict[str, Fetched],
     *,
     owner: str,
     settings: Settings,
@@ -175,7 +179,7 @@ async def _record_apart(
     to_status: dict[str, int] = defaultdict(int)
     totals = [0, 0]  # outbox rows, sessions stored
 
-    async def store(part: dict[str, Outcome]) -> None:
+    async def store(part: dict[str, Fetched]) -> None:
         try:
             async with sessionmaker() as db, db.begin():
                 statuses, written = await record_outcomes(
@@ -184,7 +188,7 @@ async def _record_apart(
                     owner=owner,
                     settings=settings,
                     polled_at=polled_at,
-                    track_incidents=False,
+                    incidents=False,
                 )
         except DBAPIError as exc:
             if not _refused_data(exc):
@@ -269,8 +273,8 @@ async def _note_write_failure(
                 await insert_outbox(
                     db,
                     [
-                        _operator_row(
-                            settings,
+                        operator_row(
+                            settings.oncall_channel,
                             bounded_key("set-aside", session_id, str(row.transition_seq)),
                             "A watched session was set aside",
                             f"{failures} polls in a row of session {session_id[:128]} could "
@@ -356,10 +360,10 @@ async def _keep_leases(
 
 async def fetch_all(
     together: TogetherClient, ids: list[str], *, concurrency: int, max_wait: float | None = None
-) -> dict[str, Outcome]:
+) -> dict[str, Fetched]:
     """Fetch each session once; one failure never stops the others."""
     semaphore = asyncio.Semaphore(concurrency)
-    outcomes: dict[str, Outcome] = {}
+    outcomes: dict[str, Fetched] = {}
 
     async def one(session_id: str) -> None:
         async with semaphore:
@@ -378,27 +382,97 @@ async def fetch_all(
 def _backoff(failures: int, interval: float, retry_after: float | None) -> float:
     if retry_after is not None:
         return max(retry_after, 1.0)
-    return float(min(interval * 2 ** min(failures, 10), MAX_BACKOFF_SECONDS))
+    return float(min(interval * 2 ** min(failures, 10), MAX_POLL_BACKOFF_SECONDS))
 
 
-@dataclass
-class SessionEvent:
-    """Something to tell about one session, numbered by its per-session sequence."""
+class Watched(Protocol):
+    """What `observe` reads of a session's watch row."""
 
-    seq: int
-    session: TrainingSession | None
-    transition: Transition | None = None
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    @property
+    def last_status(self) -> str: ...
+    @property
+    def transition_seq(self) -> int: ...
+    @property
+    def consecutive_failures(self) -> int: ...
+    @property
+    def checkpoint_keys(self) -> list[str] | None: ...
+    @property
+    def not_found_since(self) -> datetime | None: ...
+
+
+def observe(
+    row: Watched,
+    fetched: Fetched,
+    *,
+    now: datetime,
+    next_poll: datetime,
+    confirm: timedelta,
+    interval: float,
+) -> tuple[dict[str, Any], list[SessionEvent]]:
+    """What one poll result does to a session's watch: the columns to write and
+    the events to tell, numbered on from `row.transition_seq`. Pure.
+
+    A failure backs the session off; Together's own 404 is told as "gone" only
+    once it has lasted `confirm`; a state is stored whole (`watch_state`) and
+    its checkpoint news and status change become events."""
+    if isinstance(fetched, TogetherError):
+        failures = row.consecutive_failures + 1
+        since = row.not_found_since
+        if fetched.kind == "not_found" and since is not None and now - since >= confirm:
+            # Together's own "no such session", again and again for a while: gone.
+            seq = row.transition_seq + 1
+            return {
+                "transition_seq": seq,
+                "active": False,
+                "consecutive_failures": 0,
+                "not_found_since": None,
+                "last_failure": "gone (404)",
+                "next_poll_at": next_poll,
+            }, [SessionEvent(seq, None, transition=gone(row.last_status))]
+        if fetched.kind == "not_found":
+            # Not yet confirmed: look again next interval, tell nothing.
+            return {
+                "consecutive_failures": failures,
+                "not_found_since": since or now,
+                "last_failure": "not found (404); confirming",
+                "next_poll_at": next_poll,
+            }, []
+        delay = _backoff(failures, interval, fetched.retry_after)
+        return {
+            "consecutive_failures": failures,
+            "not_found_since": None,
+            "last_failure": str(fetched)[:300],
+            "next_poll_at": now + timedelta(seconds=delay),
+        }, []
+    session = fetched
+    seq = row.transition_seq
+    found: list[SessionEvent] = []
+    news = checkpoint_news(row.checkpoint_keys, session)
+    if news:
+        seq += 1
+        found.append(SessionEvent(seq, session, checkpoints=news))
+    change = detect(row.last_status, session)
+    if change is not None:
+        seq += 1
+        found.append(SessionEvent(seq, session, transition=change))
+    return watch_state(session) | {
+        "transition_seq": seq,
+        "consecutive_failures": 0,
+        "not_found_since": None,
+        "last_failure": None,
+        "next_poll_at": next_poll,
+        "active": not session.terminal,
+    }, found
 
 
 async def record_outcomes(
     db: AsyncSession,
-    outcomes: dict[str, Outcome],
+    outcomes: dict[str, Fetched],
     *,
     owner: str,
     settings: Settings,
     polled_at: datetime | None = None,
-    track_incidents: bool = True,
+    incidents: bool = True,
 ) -> tuple[dict[str, int], int]:
     """Write new state and outbox rows for sessions this replica still leases.
 
@@ -439,7 +513,7 @@ async def record_outcomes(
         )
     if rows:
         now = rows[0].db_now
-    elif track_incidents:
+    elif incidents:
         now = (await db.execute(select(db_now()))).scalar_one()
     else:
         return {}, 0
@@ -449,71 +523,19 @@ async def record_outcomes(
     events: dict[str, list[SessionEvent]] = {}
     state_updates: list[dict[str, Any]] = []
     for session_id, row in owned.items():
-        outcome = outcomes[session_id]
-        values: dict[str, Any] = {"b_id": session_id, "last_polled_at": now, "write_failures": 0}
-        if isinstance(outcome, TogetherError):
-            failures = row.consecutive_failures + 1
-            since = row.not_found_since
-            if outcome.kind == "not_found" and since is not None and now - since >= confirm:
-                # Together's own "no such session", again and again for a while: gone.
-                seq = row.transition_seq + 1
-                events[session_id] = [SessionEvent(seq, None, transition=gone(row.last_status))]
-                values.update(
-                    transition_seq=seq,
-                    active=False,
-                    consecutive_failures=0,
-                    not_found_since=None,
-                    last_failure="gone (404)",
-                    next_poll_at=next_poll,
-                )
-            elif outcome.kind == "not_found":
-                # Not yet confirmed: look again next interval, tell nothing.
-                values.update(
-                    consecutive_failures=failures,
-                    not_found_since=since or now,
-                    last_failure="not found (404); confirming",
-                    next_poll_at=next_poll,
-                )
-            else:
-                delay = _backoff(failures, interval, outcome.retry_after)
-                values.update(
-                    consecutive_failures=failures,
-                    not_found_since=None,
-                    last_failure=str(outcome)[:300],
-                    next_poll_at=now + timedelta(seconds=delay),
-                )
-            state_updates.append(values)
-            continue
-        session = outcome
-        seq = row.transition_seq
-        found: list[SessionEvent] = []
-        news = checkpoint_news(row.checkpoint_keys, session)
-        if news:
-            seq += 1
-            found.append(SessionEvent(seq, session, checkpoints=news))
-        seen = detect(row.last_status, session)
-        if seen is not None:
-            seq += 1
-            found.append(SessionEvent(seq, session, transition=seen))
+        values, found = observe(
+            row,
+            outcomes[session_id],
+            now=now,
+            next_poll=next_poll,
+            confirm=confirm,
+            interval=interval,
+        )
+        state_updates.append(
+            {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
+        )
         if found:
             events[session_id] = found
-        values.update(
-            last_status=session.status,
-            last_updated_at=session.updated_at.isoformat() if session.updated_at else None,
-            error_key=session.error_key,
-            error_message=(session.error.message or "")[:2000] if session.error else None,
-            training_checkpoints=len(session.training_checkpoints),
-            inference_checkpoints=len(session.inference_checkpoints),
-            checkpoint_keys=checkpoint_keys(session),
-            snapshot=trimmed_snapshot(session),
-            transition_seq=seq,
-            consecutive_failures=0,
-            not_found_since=None,
-            last_failure=None,
-            next_poll_at=next_poll,
-            active=not session.terminal,
-        )
-        state_updates.append(values)
 
     outbox_rows = await _write_events(db, events, settings=settings, now=now)
     if state_updates:
@@ -530,8 +552,8 @@ async def record_outcomes(
             .values(active=False, ended_at=now, ended_reason="session ended")
             .execution_options(synchronize_session=False)
         )
-    if track_incidents:
-        await _track_incidents(db, outcomes, settings=settings, now=now)
+    if incidents:
+        await track_incidents(db, outcomes.values(), settings=settings, now=now)
     to_status: dict[str, int] = defaultdict(int)
     for found in events.values():
         for e in found:
@@ -559,10 +581,6 @@ async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, own
         await db.execute(stmt, params)
 
 
-def _tells(filters: frozenset[str], transition: Transition) -> bool:
-    return "status" in filters or ("errors-only" in filters and transition.is_error)
-
-
 async def _write_events(
     db: AsyncSession,
     events: dict[str, list[SessionEvent]],
@@ -570,130 +588,49 @@ async def _write_events(
     settings: Settings,
     now: datetime,
 ) -> int:
-    """One outbox row per (subscription, event), chosen by its filters and mute.
-
-    A status change that a subscription does not want told (filtered or muted)
-    still gets a `root` row, so its root card keeps showing the current state.
-    """
+    """Write the rows the events owe (`notify.notifications` decides which): one
+    read of the subscriptions, one of the alerts already sent, one insert."""
     if not events:
         return 0
-    subs = (
-        await db.execute(
-            select(
-                Subscription.id,
-                Subscription.session_id,
-                Subscription.channel_id,
-                Subscription.root_ts,
-                Subscription.filters,
-                Subscription.muted_until,
-            )
-            .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
-            .order_by(Subscription.id)
+    subs = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.session_id,
+            Subscription.channel_id,
+            Subscription.root_ts,
+            Subscription.filters,
+            Subscription.muted_until,
         )
-    ).all()
-    by_session: dict[str, list[Any]] = defaultdict(list)
-    for sub in subs:
-        by_session[sub.session_id].append(sub)
-
-    rows: list[dict[str, Any]] = []
-    alerts: list[dict[str, Any]] = []
-    snapshots = await _snapshots_for_gone(db, events)
-    for session_id, found in events.items():
-        for event in found:
-            session = event.session
-            snapshot = trimmed_snapshot(session) if session else snapshots.get(session_id)
-            for sub in by_session.get(session_id, []):
-                filters = frozenset(f for f in sub.filters.split(",") if f)
-                muted = sub.muted_until is not None and sub.muted_until > now
-                base = {
-                    "subscription_id": sub.id,
-                    "session_id": session_id,
-                    "channel_id": sub.channel_id,
-                    "thread_ts": sub.root_ts,
-                }
-                if event.transition is not None:
-                    t = event.transition
-                    told = _tells(filters, t) and not muted
-                    rows.append(
-                        base
-                        | {
-                            "dedupe_key": f"transition:{sub.id}:{event.seq}",
-                            "kind": "transition" if told else "root",
-                            "payload": {
-                                "old_status": t.old_status,
-                                "new_status": t.new_status,
-                                "ended": t.ended,
-                                "gone": t.gone,
-                                "session": snapshot,
-                            },
-                        }
-                    )
-                elif "checkpoints" in filters and not muted:
-                    rows.append(
-                        base
-                        | {
-                            "dedupe_key": f"checkpoints:{sub.id}:{event.seq}",
-                            "kind": "checkpoints",
-                            "payload": {"items": event.checkpoints, "session": snapshot},
-                        }
-                    )
-            if (
-                event.transition is not None
-                and event.transition.is_error
-                and settings.oncall_channel
-                and session is not None
-            ):
-                first = by_session.get(session_id, [None])[0]
-                alerts.append(
-                    oncall_row(
-                        settings.oncall_channel,
-                        session,
-                        seq=event.seq,
-                        thread_channel=first.channel_id if first else None,
-                        thread_ts=first.root_ts if first else None,
-                    )
-                )
-    rows += await unalerted(db, alerts, now=now)
+        .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
+        .order_by(Subscription.id)
+    )
+    watchers = [
+        Watcher(
+            id=sub.id,
+            session_id=sub.session_id,
+            channel_id=sub.channel_id,
+            root_ts=sub.root_ts,
+            filters=frozenset(f for f in sub.filters.split(",") if f),
+            muted_until=sub.muted_until,
+        )
+        for sub in subs
+    ]
+    owed = notifications(
+        events,
+        watchers,
+        now=now,
+        oncall_channel=settings.oncall_channel,
+        stored_snapshots=await _snapshots_for_gone(db, events),
+    )
+    rows = owed.rows + await unalerted(db, owed.alerts, now=now)
     await insert_outbox(db, rows)
     return len(rows)
-
-
-def oncall_key(session: TrainingSession, seq: int | None) -> str:
-    """An error occurrence's own identity, so the subscribed poller and the org-wide
-    watch never both alert; bounded, since its parts are API text."""
-    occurrence = session.error_key or (
-        session.updated_at.isoformat() if session.updated_at else f"seq{seq}"
-    )
-    return bounded_key("oncall", session.id, occurrence)
-
-
-def oncall_row(
-    channel: str,
-    session: TrainingSession,
-    *,
-    seq: int | None,
-    thread_channel: str | None,
-    thread_ts: str | None,
-) -> dict[str, Any]:
-    """The on-call alert for one error occurrence (see `oncall_key`)."""
-    return {
-        "dedupe_key": oncall_key(session, seq),
-        "kind": "oncall",
-        "subscription_id": None,
-        "session_id": session.id,
-        "channel_id": channel,
-        "thread_ts": None,
-        "payload": {
-            "session": trimmed_snapshot(session),
-            "thread_channel": thread_channel,
-            "thread_ts": thread_ts,
-        },
-    }
 
 
 async def _snapshots_for_gone(
     db: AsyncSession, events: dict[str, list[SessionEvent]]
 ) -> dict[str, Any]:
+    """The stored snapshots of sessions Together no longer knows: their last word."""
     missing = [sid for sid, found in events.items() if any(e.session is None for e in found)]
     if not missing:
         return {}
@@ -703,100 +640,3 @@ async def _snapshots_for_gone(
         )
     )
     return {r.session_id: r.snapshot for r in rows}
-
-
-async def _track_incidents(
-    db: AsyncSession, outcomes: dict[str, Outcome], *, settings: Settings, now: datetime
-) -> None:
-    """One operator alert per incident: key rejected, or Together unreachable too long."""
-    kinds = {o.kind for o in outcomes.values() if isinstance(o, TogetherError)}
-    reachable = any(
-        not isinstance(o, TogetherError) or o.kind in ("not_found", "auth")
-        for o in outcomes.values()
-    )
-    authorised = any(
-        not isinstance(o, TogetherError) or o.kind != "auth" for o in outcomes.values()
-    )
-    await note_incident(
-        db,
-        "together_auth",
-        failing="auth" in kinds and not authorised,
-        settings=settings,
-        now=now,
-        threshold=0.0,
-        title="Together rejected the bot's API key",
-        detail="Polling is paused until the key works again. Check TOGETHER_API_KEY.",
-    )
-    await note_incident(
-        db,
-        "together_outage",
-        failing=not reachable and bool(kinds & {"unavailable"}),
-        settings=settings,
-        now=now,
-        threshold=settings.together_outage_alert_seconds,
-        title="Together is unreachable",
-        detail="The poller has had no answer from Together for a while; changes will be told "
-        "when it is back.",
-    )
-
-
-async def note_incident(
-    db: AsyncSession,
-    name: str,
-    *,
-    failing: bool,
-    settings: Settings,
-    now: datetime,
-    threshold: float,
-    title: str,
-    detail: str,
-) -> None:
-    incident = (
-        await db.execute(select(Incident).where(Incident.name == name).with_for_update())
-    ).scalar_one_or_none()
-    if failing:
-        if incident is None:
-            incident = Incident(name=name, opened_at=now, seq=0)
-            db.add(incident)
-            await db.flush()
-        elif incident.opened_at is None:
-            incident.opened_at = now
-        assert incident.opened_at is not None
-        due = (now - incident.opened_at).total_seconds() >= threshold
-        if due and incident.alerted_at is None:
-            incident.alerted_at = now
-            incident.seq += 1
-            log.error("operator incident: %s", title, extra={"incident": name})
-            if settings.oncall_channel:
-                await insert_outbox(
-                    db, [_operator_row(settings, f"{name}:{incident.seq}:open", title, detail)]
-                )
-        return
-    if incident is not None and incident.opened_at is not None:
-        if incident.alerted_at is not None and settings.oncall_channel:
-            await insert_outbox(
-                db,
-                [
-                    _operator_row(
-                        settings,
-                        f"{name}:{incident.seq}:recovered",
-                        f"Recovered: {title}",
-                        "Together answers normally again.",
-                    )
-                ],
-            )
-        incident.opened_at = None
-        incident.alerted_at = None
-
-
-def _operator_row(settings: Settings, key: str, title: str, detail: str) -> dict[str, Any]:
-    assert settings.oncall_channel is not None
-    return {
-        "dedupe_key": f"operator:{key}",
-        "kind": "operator",
-        "subscription_id": None,
-        "session_id": None,
-        "channel_id": settings.oncall_channel,
-        "thread_ts": None,
-        "payload": {"title": title, "detail": detail},
-    }

@@ -14,14 +14,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, select, update
 
 from bot.delivery import deliver_due
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
-from bot.outbox import pending_count
+from bot.outbox import OutboxMessage, State, pending_count
 from bot.poller import poll_cycle
 from bot.runtime import Runtime
-from bot.storage import OutboxMessage, Subscription, WatchedSession
+from bot.storage import Subscription, WatchedSession
 
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0
@@ -107,7 +107,7 @@ class Ticker:
                 owner=rt.owner,
                 metrics=rt.metrics,
             )
-            if not any(o.state == "sent" for o in outcomes):
+            if not any(o.state == State.SENT for o in outcomes):
                 break
 
     async def watch_errors(self) -> None:
@@ -162,7 +162,7 @@ async def release_leases(rt: Runtime) -> None:
             )
             await db.execute(
                 update(OutboxMessage)
-                .where(OutboxMessage.lease_owner == owner, or_(OutboxMessage.state == "pending"))
+                .where(OutboxMessage.lease_owner == owner, OutboxMessage.state == State.PENDING)
                 .values(lease_owner=None, lease_until=None)
             )
     except Exception:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from bot.models import Checkpoint, TrainingSession
+from bot.transitions import checkpoint_keys
 
 COUNTS_KEY = "checkpoint_counts"
 KEPT_CHECKPOINTS = 5
@@ -47,6 +48,19 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
         "inference": checkpoint_count(session, "inference"),
     }
     return snapshot
+
+
+def watch_state(session: TrainingSession) -> dict[str, Any]:
+    """The watch columns that say what the bot last saw of a session.
+
+    Written from one place whenever Together tells the bot a session's state:
+    on subscribing (`subscriptions.watch`) and on every poll (`poller`), so the
+    two can never drift apart."""
+    return {
+        "last_status": session.status,
+        "snapshot": trimmed_snapshot(session),
+        "checkpoint_keys": checkpoint_keys(session),
+    }
 
 
 def checkpoint_count(session: TrainingSession, kind: CheckpointKind) -> int:

@@ -1,5 +1,6 @@
-"""Database tables: subscriptions, per-session watch state, the notification
-outbox, operator incidents and the on-call alerts already sent.
+"""Database tables: subscriptions, per-session watch state, operator incidents,
+the on-call alerts already sent, channel settings and job locks. The
+notification outbox's table lives with its contract, in `bot.outbox`.
 
 Times are naive UTC throughout, so SQLite and PostgreSQL compare them the same
 way. Leases and outbox schedules use the database's clock (`db_now`), never a
@@ -19,7 +20,6 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Float,
-    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -136,11 +136,6 @@ class WatchedSession(Base):
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     active: Mapped[bool] = mapped_column(Boolean(), default=True)
     last_status: Mapped[str] = mapped_column(Text())
-    last_updated_at: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    error_key: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    error_message: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    training_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
-    inference_checkpoints: Mapped[int] = mapped_column(Integer(), default=0)
     snapshot: Mapped[dict[str, object]] = mapped_column(JSON())
     # What checkpoints (and registrations) were already seen, to tell only new ones.
     checkpoint_keys: Mapped[list[str] | None] = mapped_column(JSON(), nullable=True)
@@ -158,44 +153,6 @@ class WatchedSession(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, onupdate=utcnow)
-
-
-class OutboxMessage(Base):
-    """One Slack message owed: a transition told in a thread, or an alert.
-
-    `dedupe_key` is unique, so writing the same transition twice is a no-op,
-    and it rides along in the message metadata so a retry after a crash can
-    see that Slack already has it.
-    """
-
-    __tablename__ = "outbox"
-    __table_args__ = (
-        Index("ix_outbox_pending_due", "state", "next_attempt_at"),
-        Index("ix_outbox_channel_state", "channel_id", "state"),
-        Index("ix_outbox_channel_sent", "channel_id", "sent_at"),
-        Index("ix_outbox_subscription", "subscription_id"),
-    )
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    dedupe_key: Mapped[str] = mapped_column(String(400), unique=True)
-    kind: Mapped[str] = mapped_column(String(32))
-    subscription_id: Mapped[int | None] = mapped_column(
-        ForeignKey("subscriptions.id", ondelete="CASCADE"), nullable=True
-    )
-    # Text: on-call rows carry ids from Together's list endpoint, of any length.
-    session_id: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    channel_id: Mapped[str] = mapped_column(String(32))
-    thread_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    payload: Mapped[dict[str, object]] = mapped_column(JSON())
-    state: Mapped[str] = mapped_column(String(16), default="pending")  # pending|sent|dead|cancelled
-    attempts: Mapped[int] = mapped_column(Integer(), default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
-    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    last_error: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    sent_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
 
 
 class AlertSent(Base):
@@ -222,7 +179,6 @@ class Incident(Base):
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     opened_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     alerted_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    detail: Mapped[str | None] = mapped_column(String(300), nullable=True)
     seq: Mapped[int] = mapped_column(Integer(), default=0)
 
 

@@ -13,22 +13,21 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import exists, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
 from bot.command_parser import DEFAULT_FILTERS
+from bot.db import insert_ignoring
 from bot.models import TrainingSession
-from bot.snapshots import trimmed_snapshot
-from bot.storage import ChannelSettings, OutboxMessage, Subscription, WatchedSession, utcnow
+from bot.outbox import OutboxMessage, State
+from bot.snapshots import watch_state
+from bot.storage import ChannelSettings, Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient
-from bot.transitions import checkpoint_keys
 
 log = logging.getLogger(__name__)
 
@@ -210,30 +209,18 @@ async def _root_message(
         raise SubscriptionError(slack_problem(exc)) from exc
 
 
-def _insert(db: AsyncSession, model: Any) -> Any:
-    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-    return module.insert(model)
-
-
 async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: float) -> None:
     """Start (or restart) polling a session from what Together says now."""
     now = utcnow()
-    values = {
-        "last_status": session.status,
-        "last_updated_at": session.updated_at.isoformat() if session.updated_at else None,
-        "error_key": session.error_key,
-        "snapshot": trimmed_snapshot(session),
-        "training_checkpoints": len(session.training_checkpoints),
-        "inference_checkpoints": len(session.inference_checkpoints),
-        "checkpoint_keys": checkpoint_keys(session),
+    values = watch_state(session) | {
         "next_poll_at": now + timedelta(seconds=poll_interval),
         "active": True,
         "consecutive_failures": 0,
     }
     await db.execute(
-        _insert(db, WatchedSession)
-        .values(session_id=session.id, transition_seq=0, updated_at=now, **values)
-        .on_conflict_do_nothing(index_elements=["session_id"])
+        insert_ignoring(db, WatchedSession, conflict=["session_id"]).values(
+            session_id=session.id, transition_seq=0, updated_at=now, **values
+        )
     )
     # A watch that had stopped is restarted from now, so a stale status is
     # never told as if it just happened. A live one is left to the poller.
@@ -269,8 +256,8 @@ async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) ->
     )
     await db.execute(
         update(OutboxMessage)
-        .where(OutboxMessage.subscription_id.in_(ids), OutboxMessage.state == "pending")
-        .values(state="cancelled", lease_owner=None, lease_until=None)
+        .where(OutboxMessage.subscription_id.in_(ids), OutboxMessage.state == State.PENDING)
+        .values(state=State.CANCELLED, lease_owner=None, lease_until=None)
         .execution_options(synchronize_session=False)
     )
     session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))

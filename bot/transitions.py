@@ -11,6 +11,9 @@ from typing import Any
 
 from bot.models import Status, TrainingSession, is_terminal, short_status, status_of
 
+# The new status of a session Together no longer knows: not one of Together's own.
+GONE = "GONE"
+
 
 @dataclass(frozen=True)
 class Transition:
@@ -33,7 +36,8 @@ def detect(last_status: str, session: TrainingSession) -> Transition | None:
 
 
 def gone(last_status: str) -> Transition:
-    return Transition(old_status=last_status, new_status="GONE", ended=True, gone=True)
+    """Together no longer knows the session (its JSON 404, confirmed)."""
+    return Transition(old_status=last_status, new_status=GONE, ended=True, gone=True)
 
 
 def checkpoint_keys(session: TrainingSession) -> list[str]:
