@@ -1,0 +1,178 @@
+"""`/rl-session ls` (bot/session_list.py): the grammar, the More value, and
+one page fetched from the Together-shaped server over real sockets. Fast: no
+bot process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+
+from bot.rendering_watch import session_list_page
+from bot.session_list import (
+    ListQuery,
+    More,
+    creators,
+    fetch_page,
+    keep,
+    more_value,
+    parse_args,
+    read_more,
+)
+from bot.together import TogetherClient
+from tests.block_kit import block_kit_problems
+from tests.fakes import FakeTogether
+
+NOW = datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("words", "query"),
+    [
+        ([], ListQuery("running")),
+        (["all"], ListQuery("all")),
+        (["ERROR", "mine"], ListQuery("error", "mine")),
+        (["creating", "<@U0123ABC|ana>"], ListQuery("creating", "U0123ABC")),
+        (
+            ["<@W0123ABC>", "model=Qwen/Qwen3.5-4B"],
+            ListQuery("running", "W0123ABC", "Qwen/Qwen3.5-4B"),
+        ),
+    ],
+)
+def test_parse_args(words: list[str], query: ListQuery) -> None:
+    assert parse_args(words) == query
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["running", "error"],
+        ["mine", "<@U0123ABC>"],
+        ["model="],
+        ["model=a", "model=b"],
+        ["model=" + "x" * 201],
+        ["@ana"],
+        ["<!channel>"],
+        ["stopped"],
+    ],
+)
+def test_parse_args_refuses(words: list[str]) -> None:
+    problem = parse_args(words)
+    assert isinstance(problem, str) and "ls [running|creating|error|all]" in problem
+    assert "<!channel>" not in problem  # user text is never echoed
+
+
+def test_creators_map_slack_users_to_together_ids() -> None:
+    users = {"user_123": "U0ANA", "user_456": "U0BOB", "user_789": "U0BOB"}
+    assert creators(ListQuery(), caller="U0ANA", user_map=users) is None
+    assert creators(ListQuery(who="mine"), caller="U0ANA", user_map=users) == ["user_123"]
+    assert creators(ListQuery(who="U0BOB"), caller="U0ANA", user_map=users) == [
+        "user_456",
+        "user_789",
+    ]
+    refused = creators(ListQuery(who="mine"), caller="U0EVE", user_map=users)
+    assert isinstance(refused, str) and "you" in refused
+    refused = creators(ListQuery(who="U0EVE"), caller="U0ANA", user_map=users)
+    assert isinstance(refused, str) and "<@U0EVE>" in refused
+
+
+def test_more_value_round_trips_and_refuses_anything_else() -> None:
+    more = More(ListQuery("all", "mine", "Qwen/Qwen3.5-4B"), "cursor-1", 101)
+    value = more_value(more)
+    assert value is not None and len(value) < 2000
+    assert read_more(value) == more
+    assert more_value(More(ListQuery(), "c" * 1001, 101)) is None
+    good = json.loads(value)
+    for bad in (
+        "not json",
+        "[1]",
+        json.dumps(good | {"s": "stopped"}),
+        json.dumps(good | {"a": ""}),
+        json.dumps(good | {"n": True}),
+        json.dumps(good | {"n": 0}),
+        json.dumps(good | {"w": "<!channel>"}),
+        json.dumps(good | {"m": ""}),
+        json.dumps(good | {"m": "x" * 201}),
+    ):
+        assert read_more(bad) is None, bad
+
+
+def test_keep_applies_the_model_and_several_creators() -> None:
+    from bot.models import TrainingSession
+
+    s = TrainingSession(id="s1", base_model="Qwen/Qwen3.5-4B", created_by="user_1")
+    assert keep(s, ListQuery(model="qwen/qwen3.5-4b"), None)
+    assert not keep(s, ListQuery(model="Llama"), None)
+    assert keep(s, ListQuery(), ["user_1", "user_2"])
+    assert not keep(s, ListQuery(), ["user_2", "user_3"])
+    assert keep(s, ListQuery(), ["user_9"])  # one creator: Together filtered already
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeTogether]:
+    with FakeTogether() as server:
+        yield server
+
+
+@pytest.fixture
+async def client(fake: FakeTogether) -> AsyncIterator[TogetherClient]:
+    with fake._lock:
+        fake.sessions.clear()
+        fake.resources.clear()
+    fake.reset_counts()
+    async with httpx.AsyncClient() as http:
+        yield TogetherClient(http, base_url=fake.base_url, api_key=fake.api_key)
+
+
+async def test_250_sessions_in_three_pages(fake: FakeTogether, client: TogetherClient) -> None:
+    for i in range(250):
+        fake.add(f"ls-{i:04d}", "RUNNING")
+    fake.add("ls-err", "ERROR")
+    query = ListQuery("running")
+    seen: list[str] = []
+    after: str | None = None
+    number = 1
+    messages = []
+    while True:
+        page = await fetch_page(client, query, created_by=None, after=after)
+        more = more_value(More(query, page.after, number + len(page.rows))) if page.after else None
+        message = session_list_page(
+            page.rows, title="Running sessions", now=NOW, first_number=number, more_value=more
+        )
+        assert block_kit_problems(message) == []
+        messages.append(message)
+        seen += [row.session.id for row in page.rows]
+        if more is None:
+            break
+        again = read_more(more)
+        assert again is not None
+        after, number = again.after, again.first_number
+    assert len(messages) == 3
+    assert seen == [f"ls-{i:04d}" for i in range(250)]
+    assert "sessions 201–250." in messages[-1]["text"]
+    lists = [p for p in fake.paths if urlsplit(p).path.endswith("/training-sessions")]
+    assert len(lists) == 3
+    assert parse_qs(urlsplit(lists[0]).query)["status[]"] == ["TRAINING_SESSION_STATUS_RUNNING"]
+    # The resource column comes from one list of live resources per page.
+    assert sum("/model-resources?" in p for p in fake.paths) == 3
+
+
+async def test_a_page_filters_by_creator_and_model_and_shows_resources(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add("m-1", "RUNNING", created_by="user_1", model_resources_id="res-a")
+    fake.add("m-2", "RUNNING", created_by="user_2", base_model="meta/Llama-3-8B")
+    fake.add("m-3", "RUNNING", created_by="user_1", base_model="meta/Llama-3-8B")
+    fake.add_resource("res-a", "READY")
+    one = await fetch_page(client, ListQuery(), created_by=["user_1"])
+    assert [r.session.id for r in one.rows] == ["m-1", "m-3"]
+    assert one.rows[0].resource is not None and one.rows[0].resource.id == "res-a"
+    assert parse_qs(urlsplit(fake.paths[0]).query)["created_by"] == ["user_1"]
+    llama = await fetch_page(client, ListQuery(model="meta/llama-3-8b"), created_by=None)
+    assert [r.session.id for r in llama.rows] == ["m-2", "m-3"]
+    both = await fetch_page(client, ListQuery(), created_by=["user_2", "user_3"])
+    assert [r.session.id for r in both.rows] == ["m-2"]
