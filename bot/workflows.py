@@ -10,7 +10,9 @@ a Slack or Together call. Listeners call one of these and answer the person;
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -50,6 +52,16 @@ STOP_NOT_CONFIGURED = (
 STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
 
 
+@dataclass(frozen=True)
+class Asker:
+    """Who asks, and the channel they ask in, as Slack signed them: a
+    subscription is always the one of this channel, never one a value names."""
+
+    team_id: str
+    channel_id: str
+    user_id: str
+
+
 # --- subscribing and unsubscribing ----------------------------------------------------------
 
 
@@ -58,10 +70,8 @@ async def subscribe_here(
     together: TogetherClient,
     sessionmaker: Sessionmaker,
     slack: AsyncWebClient,
+    asker: Asker,
     session_id: str,
-    team_id: str,
-    channel_id: str,
-    user_id: str,
     poll_interval: float,
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
@@ -73,9 +83,9 @@ async def subscribe_here(
         sessionmaker=sessionmaker,
         slack=slack,
         session=session,
-        team_id=team_id,
-        channel_id=channel_id,
-        user_id=user_id,
+        team_id=asker.team_id,
+        channel_id=asker.channel_id,
+        user_id=asker.user_id,
         poll_interval=poll_interval,
         root_ts=root_ts,
         filters=filters,
@@ -84,27 +94,21 @@ async def subscribe_here(
 
 
 async def unsubscribe_here(
-    *,
-    sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
-    team_id: str,
-    channel_id: str,
-    session_id: str,
-    user_id: str,
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, asker: Asker, session_id: str
 ) -> Subscription | None:
     """End this channel's subscription, say so in its thread, turn its root back.
     None when the channel was not subscribed."""
     async with sessionmaker() as db, db.begin():
         sub = await unsubscribe(
             db=db,
-            team_id=team_id,
-            channel_id=channel_id,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
             session_id=session_id,
-            user_id=user_id,
+            user_id=asker.user_id,
         )
     if sub is not None:
         await _announce_unsubscribed(
-            sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=user_id
+            sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=asker.user_id
         )
     return sub
 
@@ -127,21 +131,16 @@ async def _announce_unsubscribed(
     *, sessionmaker: Sessionmaker, slack: AsyncWebClient, sub: Subscription, user_id: str
 ) -> None:
     """Say so in the thread and turn the root's button back into Subscribe."""
-    channel_id, root_ts = sub.channel_id, sub.root_ts
-    await post_in_thread(slack, channel_id, root_ts, rendering.unsubscribed_message(user_id))
-    try:
-        async with sessionmaker() as db:
-            watch = await db.get(WatchedSession, sub.session_id)
-        if watch is not None and watch.snapshot:
-            card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
-            await slack.chat_update(
-                channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
-            )
-    except SlackApiError as exc:
-        log.warning(
-            "could not turn the root card back: %s",
-            exc.response.get("error"),
-            extra={"channel_id": channel_id},
+    message = rendering.unsubscribed_message(user_id)
+    await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
+    async with sessionmaker() as db:
+        watch = await db.get(WatchedSession, sub.session_id)
+    if watch is None or not watch.snapshot:
+        return
+    card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
+    with _refusal_logged("turn the root card back", sub.channel_id):
+        await slack.chat_update(
+            channel=sub.channel_id, ts=sub.root_ts, text=card["text"], blocks=card["blocks"]
         )
 
 
@@ -160,46 +159,45 @@ async def mute_here(
     *,
     sessionmaker: Sessionmaker,
     slack: AsyncWebClient,
-    team_id: str,
-    channel_id: str,
+    asker: Asker,
     session_id: str,
-    user_id: str,
     until: datetime | None,
 ) -> MuteChange:
     """Mute this channel's updates of a session until `until` (None: unmute now),
     and say so in its thread; unmuting an unmuted thread is no news."""
     async with sessionmaker() as db, db.begin():
         sub, was_muted = await set_mute(
-            db=db, team_id=team_id, channel_id=channel_id, session_id=session_id, until=until
+            db=db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            session_id=session_id,
+            until=until,
         )
     if sub is None:
         return MuteChange(subscribed=False)
     if until is None and not was_muted:
         return MuteChange(subscribed=True)
     message = (
-        rendering.muted_message(user_id, until)
+        rendering.muted_message(asker.user_id, until)
         if until is not None
-        else rendering.unmuted_message(user_id)
+        else rendering.unmuted_message(asker.user_id)
     )
     await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
     return MuteChange(subscribed=True, message=message)
 
 
-async def digest_here(
-    *,
-    sessionmaker: Sessionmaker,
-    team_id: str,
-    channel_id: str,
-    user_id: str,
-    at: str | None,
-    tz: str,
-) -> None:
-    """Set (or, with `at=None`, stop) this channel's daily digest."""
-    if channel_id.startswith("D"):
+async def digest_here(*, sessionmaker: Sessionmaker, asker: Asker, at: str | None, tz: str) -> None:
+    """Set (or, with `at=None`, stop) the asker's channel's daily digest."""
+    if asker.channel_id.startswith("D"):
         raise SubscriptionError(DM_PROBLEM)
     async with sessionmaker() as db, db.begin():
         await set_digest(
-            db=db, team_id=team_id, channel_id=channel_id, user_id=user_id, at=at, tz=tz
+            db=db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            user_id=asker.user_id,
+            at=at,
+            tz=tz,
         )
 
 
@@ -207,11 +205,13 @@ async def digest_here(
 
 
 async def listed_here(
-    *, sessionmaker: Sessionmaker, team_id: str, channel_id: str
+    *, sessionmaker: Sessionmaker, asker: Asker
 ) -> list[rendering.ListedSubscription]:
-    """This channel's subscriptions with their last status, filters and mute."""
+    """The asker's channel's subscriptions with their last status, filters and mute."""
     async with sessionmaker() as db:
-        rows = await channel_subscriptions(db=db, team_id=team_id, channel_id=channel_id)
+        rows = await channel_subscriptions(
+            db=db, team_id=asker.team_id, channel_id=asker.channel_id
+        )
     now = utcnow()
     return [
         rendering.ListedSubscription(
@@ -303,15 +303,14 @@ async def stop_session(
     together: TogetherClient,
     sessionmaker: Sessionmaker,
     slack: AsyncWebClient,
+    asker: Asker,
     session_id: str,
-    team_id: str,
-    channel_id: str,
-    user_id: str,
     message_ts: str | None,
 ) -> StopRequest:
     """Check who asks, ask Together to stop the session, and say who did in the
     subscription's thread (else under the clicked card). Slack has already shown
     the confirm dialog. A TogetherError (not stopped) is logged and raised."""
+    user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
     refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
     if refusal is not None:
@@ -325,20 +324,16 @@ async def stop_session(
     log.info("session stop requested", extra=who | {"together_status": session.status})
     async with sessionmaker() as db:
         sub = await active_subscription(
-            db, team_id=team_id, channel_id=channel_id, session_id=session_id
+            db, team_id=asker.team_id, channel_id=channel_id, session_id=session_id
         )
     thread = sub.root_ts if sub is not None else message_ts
     message = rendering.stop_requested_message(user_id, session)
-    try:
+    posted = False
+    with _refusal_logged("say who stopped the session", channel_id):
         await slack.chat_postMessage(
             channel=channel_id, thread_ts=thread, text=message["text"], blocks=message["blocks"]
         )
         posted = True
-    except SlackApiError as exc:
-        log.warning(
-            "could not say who stopped the session: %s", exc.response.get("error"), extra=who
-        )
-        posted = False
     return StopRequest(session=session, said=message, said_in_thread=posted)
 
 
@@ -349,13 +344,19 @@ async def post_in_thread(
     slack: AsyncWebClient, channel_id: str, root_ts: str, message: rendering.Message
 ) -> None:
     """Post in a subscription's thread; a refusal is logged, not raised."""
-    try:
+    with _refusal_logged("post in the thread", channel_id):
         await slack.chat_postMessage(
             channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
         )
+
+
+@contextlib.contextmanager
+def _refusal_logged(what: str, channel_id: str) -> Iterator[None]:
+    """A Slack refusal of a side message (a thread line, a card redraw) is
+    logged and the request goes on: the person's own answer still matters."""
+    try:
+        yield
     except SlackApiError as exc:
         log.warning(
-            "could not post in the thread: %s",
-            exc.response.get("error"),
-            extra={"channel_id": channel_id},
+            "could not %s: %s", what, exc.response.get("error"), extra={"channel_id": channel_id}
         )

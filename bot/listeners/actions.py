@@ -41,9 +41,7 @@ async def subscribe(req: Request) -> str:
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         session_id=req.session_id,
-        team_id=req.team_id,
-        channel_id=req.channel_id,
-        user_id=req.user_id,
+        asker=req.asker,
         poll_interval=req.rt.settings.poll_interval_seconds,
         root_ts=req.message_ts,
         filters=None,  # the button has no filters to give: keep the channel's
@@ -61,10 +59,8 @@ async def unsubscribe(req: Request) -> str:
     sub = await workflows.unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
-        team_id=req.team_id,
-        channel_id=req.channel_id,
+        asker=req.asker,
         session_id=req.session_id,
-        user_id=req.user_id,
     )
     if sub is None:
         await req.say("This channel is not subscribed to that session.")
@@ -87,9 +83,7 @@ async def stop(req: Request) -> str:
             sessionmaker=req.rt.sessionmaker,
             slack=req.client,
             session_id=req.session_id,
-            team_id=req.team_id,
-            channel_id=req.channel_id,
-            user_id=req.user_id,
+            asker=req.asker,
             message_ts=req.message_ts,
         )
     except TogetherError as exc:

@@ -88,9 +88,7 @@ async def subscribe(req: Request, command: Command) -> str:
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         session_id=_session_id(command),
-        team_id=req.team_id,
-        channel_id=req.channel_id,
-        user_id=req.user_id,
+        asker=req.asker,
         poll_interval=req.rt.settings.poll_interval_seconds,
         filters=command.filters,
     )
@@ -113,10 +111,8 @@ async def unsubscribe(req: Request, command: Command) -> str:
     sub = await workflows.unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
-        team_id=req.team_id,
-        channel_id=req.channel_id,
+        asker=req.asker,
         session_id=session_id,
-        user_id=req.user_id,
     )
     if sub is None:
         await req.say(f"This channel is not subscribed to `{session_id}`.")
@@ -131,10 +127,8 @@ async def mute(req: Request, command: Command) -> str:
     change = await workflows.mute_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
-        team_id=req.team_id,
-        channel_id=req.channel_id,
+        asker=req.asker,
         session_id=session_id,
-        user_id=req.user_id,
         until=utcnow() + command.duration if command.duration is not None else None,
     )
     if not change.subscribed:
@@ -151,9 +145,7 @@ async def digest(req: Request, command: Command) -> str:
     zone = command.timezone or req.rt.settings.default_timezone
     await workflows.digest_here(
         sessionmaker=req.rt.sessionmaker,
-        team_id=req.team_id,
-        channel_id=req.channel_id,
-        user_id=req.user_id,
+        asker=req.asker,
         at=command.digest_time,
         tz=zone,
     )
@@ -168,9 +160,7 @@ async def digest(req: Request, command: Command) -> str:
 
 
 async def list_here(req: Request, command: Command) -> str:
-    rows = await workflows.listed_here(
-        sessionmaker=req.rt.sessionmaker, team_id=req.team_id, channel_id=req.channel_id
-    )
+    rows = await workflows.listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
     await req.answer(rendering.subscription_list(rows))
     return "ok"
 

@@ -23,6 +23,7 @@ from bot.listeners.replies import reply
 from bot.runtime import Runtime
 from bot.subscriptions import SubscriptionError
 from bot.together import TogetherError
+from bot.workflows import Asker
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,10 @@ class Request:
             message_ts=None if container.get("is_ephemeral") else container.get("message_ts"),
             on_root_card=_offers_unsubscribe(_obj(body.get("message"))),
         )
+
+    @property
+    def asker(self) -> Asker:
+        return Asker(self.team_id, self.channel_id, self.user_id)
 
     async def answer(
         self,

@@ -88,8 +88,12 @@ def help_message() -> Message:
 def notice(text: str) -> Message:
     """A one-section reply for errors or info the bot itself writes; the text is
     ours and already mrkdwn, so it is cut but not escaped."""
-    body = text.strip() or "(no details)"
-    return message_of(body, [section_block(body)])
+    return _said(text.strip() or "(no details)")
+
+
+def _said(text: str) -> Message:
+    """One section that says `text`, which is also the fallback."""
+    return message_of(text, [section_block(text)])
 
 
 def _listed_line(row: ListedSubscription) -> str:
@@ -147,7 +151,7 @@ def subscription_list(rows: Sequence[ListedSubscription]) -> Message:
 def unsubscribed_message(user_id: str) -> Message:
     """Said in the channel so everyone knows why updates stopped, and who."""
     text = f"{user_ref(user_id)} unsubscribed this channel; no further updates here."
-    return message_of(text, [section_block(text)])
+    return _said(text)
 
 
 def muted_message(user_id: str, until: datetime) -> Message:
@@ -156,12 +160,12 @@ def muted_message(user_id: str, until: datetime) -> Message:
         f":zipper_mouth_face: {user_ref(user_id)} muted this thread until {slack_date(until)}. "
         "Updates resume then; errors still reach on-call."
     )
-    return message_of(text, [section_block(text)])
+    return _said(text)
 
 
 def unmuted_message(user_id: str) -> Message:
     text = f":loud_sound: {user_ref(user_id)} unmuted this thread; updates resume now."
-    return message_of(text, [section_block(text)])
+    return _said(text)
 
 
 def stop_requested_message(user_id: str, session: TrainingSession) -> Message:
@@ -169,7 +173,7 @@ def stop_requested_message(user_id: str, session: TrainingSession) -> Message:
         f":octagonal_sign: {user_ref(user_id)} asked Together to stop this session. "
         f"Together says it is now {status_words(session.status).lower()}."
     )
-    return message_of(text, [section_block(text)])
+    return _said(text)
 
 
 def home_view(
