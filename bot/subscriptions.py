@@ -317,16 +317,9 @@ async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingS
 async def active_subscription(
     db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
 ) -> Subscription | None:
-    return (
-        await db.execute(
-            select(Subscription).where(
-                Subscription.team_id == team_id,
-                Subscription.channel_id == channel_id,
-                Subscription.session_id == session_id,
-                Subscription.active.is_(True),
-            )
-        )
-    ).scalar_one_or_none()
+    """This channel's subscription to the session, unless it has ended."""
+    row = await _subscription_row(db, team_id, channel_id, session_id)
+    return row if row is not None and row.active else None
 
 
 async def set_mute(
