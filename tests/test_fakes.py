@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from urllib.parse import parse_qs
 
 import httpx
@@ -27,18 +26,6 @@ from tests.fakes import (
 
 KEY = "test-together-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-@pytest.fixture
-def slack() -> Iterator[FakeSlack]:
-    with FakeSlack() as fake:
-        yield fake
-
-
-@pytest.fixture
-def together() -> Iterator[FakeTogether]:
-    with FakeTogether() as fake:
-        yield fake
 
 
 # -- Slack ---------------------------------------------------------------------------------------

@@ -222,7 +222,28 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-class FakeHTTPServer:
+class Served:
+    """`with fake:` starts a fake and stops it on the way out, however the test ended."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class FakeHTTPServer(Served):
     """Base for the fakes: lifecycle, thread-safe state, and wait helpers."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
@@ -291,17 +312,6 @@ class FakeHTTPServer:
             thread.join(timeout=5)
         self._server = None
         self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- hooks for subclasses --------------------------------------------------------------------
 

@@ -11,7 +11,13 @@ from urllib.parse import urlencode
 
 import httpx
 
-__all__ = ["block_action_body", "post_signed", "sign", "slash_command_body"]
+__all__ = [
+    "block_action_body",
+    "post_signed",
+    "sign",
+    "slash_command_body",
+    "slash_command_payload",
+]
 
 
 def sign(secret: str, body: bytes | str, timestamp: int | None = None) -> dict[str, str]:
@@ -27,7 +33,7 @@ def sign(secret: str, body: bytes | str, timestamp: int | None = None) -> dict[s
     }
 
 
-def slash_command_body(
+def slash_command_payload(
     text: str,
     *,
     command: str = "/rl-session",
@@ -40,25 +46,28 @@ def slash_command_body(
     user_name: str = "alice",
     team_domain: str = "example",
     api_app_id: str = "A1",
-) -> str:
-    """A urlencoded slash-command body as Slack POSTs it."""
-    return urlencode(
-        {
-            "token": "verification-token-unused",
-            "team_id": team_id,
-            "team_domain": team_domain,
-            "channel_id": channel_id,
-            "channel_name": channel_name,
-            "user_id": user_id,
-            "user_name": user_name,
-            "command": command,
-            "text": text,
-            "api_app_id": api_app_id,
-            "is_enterprise_install": "false",
-            "response_url": response_url,
-            "trigger_id": trigger_id,
-        }
-    )
+) -> dict[str, str]:
+    """The fields of a slash command as Slack sends them (over HTTP or in a socket envelope)."""
+    return {
+        "token": "verification-token-unused",
+        "team_id": team_id,
+        "team_domain": team_domain,
+        "channel_id": channel_id,
+        "channel_name": channel_name,
+        "user_id": user_id,
+        "user_name": user_name,
+        "command": command,
+        "text": text,
+        "api_app_id": api_app_id,
+        "is_enterprise_install": "false",
+        "response_url": response_url,
+        "trigger_id": trigger_id,
+    }
+
+
+def slash_command_body(text: str, *, response_url: str, **fields: str) -> str:
+    """A urlencoded slash-command body as Slack POSTs it (fields as `slash_command_payload`)."""
+    return urlencode(slash_command_payload(text, response_url=response_url, **fields))
 
 
 def block_action_body(

@@ -33,11 +33,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiohttp import WSMsgType, web
 
+from ._http import Served
+from .signing import slash_command_payload
 from .slack import FakeSlack, SlackCall
 
 __all__ = ["FakeSocketMode", "SocketFrame", "SocketModeSlack"]
@@ -106,7 +107,7 @@ class _Conn:
     closed_at: float | None = None
 
 
-class FakeSocketMode:
+class FakeSocketMode(Served):
     """A Socket Mode websocket server. See the module docstring; state access is thread-safe."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, app_id: str = "A1") -> None:
@@ -176,17 +177,6 @@ class FakeSocketMode:
         thread.join(timeout=10)
         self._thread = None
         self._loop = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _serve(self, sock: socket.socket, ready: threading.Event, failure: list[Any]) -> None:
         loop = asyncio.new_event_loop()
@@ -304,35 +294,29 @@ class FakeSocketMode:
     ) -> str:
         """Push a `slash_commands` envelope; returns its envelope_id."""
         payload: dict[str, Any] = {
-            "token": "verification-token-unused",
-            "team_id": team_id,
-            "team_domain": "example",
-            "channel_id": channel_id,
-            "channel_name": "general",
-            "user_id": user_id,
-            "user_name": "alice",
-            "command": command,
-            "text": text,
-            "api_app_id": self.app_id,
-            "is_enterprise_install": "false",
-            "response_url": response_url,
-            "trigger_id": "t.1",
+            **slash_command_payload(
+                text,
+                command=command,
+                user_id=user_id,
+                channel_id=channel_id,
+                team_id=team_id,
+                response_url=response_url,
+                api_app_id=self.app_id,
+            ),
             **fields,
         }
-        envelope: dict[str, Any] = {
-            "type": "slash_commands",
-            "accepts_response_payload": True,
-            "payload": payload,
-        }
-        if envelope_id is not None:
-            envelope["envelope_id"] = envelope_id
-        return self.push(envelope)
+        return self._push_payload("slash_commands", payload, envelope_id, accepts_response=True)
 
     def interactive(self, payload: dict[str, Any], *, envelope_id: str | None = None) -> str:
         """Push an `interactive` envelope (e.g. a `block_actions` payload as a dict)."""
+        return self._push_payload("interactive", payload, envelope_id, accepts_response=False)
+
+    def _push_payload(
+        self, kind: str, payload: dict[str, Any], envelope_id: str | None, *, accepts_response: bool
+    ) -> str:
         envelope: dict[str, Any] = {
-            "type": "interactive",
-            "accepts_response_payload": False,
+            "type": kind,
+            "accepts_response_payload": accepts_response,
             "payload": payload,
         }
         if envelope_id is not None:
