@@ -2,8 +2,9 @@
 
 `/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
 [errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
-`digest on HH:MM [Area/City]`, `digest off`, `list` and `help` do what they
-say. Anything else is answered with usage, never sent to Together.
+`digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
+error|all] [mine|@user] [model=<name>]` (grammar in `bot.session_list`) and
+`help` do what they say. Anything else is answered with usage, never sent to Together.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.models import is_session_id
 from bot.rendering.text import code_span
+from bot.session_list import ListQuery, parse_args
 
-Verb = Literal["show", "subscribe", "unsubscribe", "list", "help", "mute", "unmute", "digest"]
+Verb = Literal["show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest"]
 MAX_COMMAND_TEXT = 4000
 FILTERS = ("status", "checkpoints", "errors-only")
 DEFAULT_FILTERS = frozenset({"status"})
@@ -47,6 +49,7 @@ class Command:
     duration: timedelta | None = None
     digest_time: str | None = None  # "HH:MM", None = digest off
     timezone: str | None = None
+    listing: ListQuery | None = None  # `ls`: which sessions
 
 
 def parse(text: str | None) -> Command:
@@ -60,6 +63,9 @@ def parse(text: str | None) -> Command:
         if len(words) > 1:
             return _usage("list", "`list` takes no arguments.")
         return Command("list")
+    if head == "ls":
+        query = parse_args(words[1:])
+        return _usage("ls", query) if isinstance(query, str) else Command("ls", listing=query)
     if head == "subscribe":
         return _parse_subscribe(words[1:])
     if head in ("unsubscribe", "show", "unmute"):

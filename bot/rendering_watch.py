@@ -11,6 +11,7 @@ READY time the bot itself observed, not Together's bill.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from bot.rendering.blocks import (
     MAX_BUTTON_TEXT,
     MAX_BUTTON_VALUE,
     MAX_SECTION_TEXT,
+    STOP,
     SUBSCRIBE,
     Message,
 )
@@ -50,6 +52,9 @@ from bot.rendering.words import timestamp as _timestamp
 
 STOP_RESOURCE = "rl_stop_resource"
 LS_MORE = "rl_ls_more"
+#: an `ls` row's buttons: the card's action ids and the row number (`rl_subscribe.7`)
+ROW_SUBSCRIBE = re.compile(rf"^{re.escape(SUBSCRIBE)}\.\d+$")
+ROW_STOP = re.compile(rf"^{re.escape(STOP)}\.\d+$")
 #: one Together list page: `ls` shows at most this many rows per message
 LS_PAGE = 100
 #: rows per section (and per actions block of their buttons: 2 each, at most 25)

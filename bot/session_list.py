@@ -16,10 +16,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, get_args
 
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
-from bot.rendering_watch import LS_PAGE, SessionRow
+from bot.rendering.blocks import Message
+from bot.rendering_watch import LS_PAGE, SessionRow, list_title, session_list_page
 from bot.together import TogetherClient, TogetherError
 
 StatusFilter = Literal["running", "creating", "error", "all"]
@@ -199,3 +201,32 @@ async def _live_resources(together: TogetherClient) -> dict[str, ModelResource]:
     except TogetherError:
         return {}
     return {r.id: r for r in resources}
+
+
+async def page_message(
+    together: TogetherClient,
+    query: ListQuery,
+    *,
+    caller: str,
+    user_map: Mapping[str, str],
+    now: datetime,
+    after: str | None = None,
+    first_number: int = 1,
+) -> Message | str:
+    """The `ls` answer for one page (with More when Together has another), or
+    a refusal in words (a user with no CREATED_BY_USER_MAP entry)."""
+    created_by = creators(query, caller=caller, user_map=user_map)
+    if isinstance(created_by, str):
+        return created_by
+    page = await fetch_page(together, query, created_by=created_by, after=after)
+    value = (
+        more_value(More(query, page.after, first_number + len(page.rows))) if page.after else None
+    )
+    who = None if query.who is None else "mine" if query.who == "mine" else f"by {query.who}"
+    return session_list_page(
+        page.rows,
+        title=list_title(query.status, who, query.model),
+        now=now,
+        first_number=first_number,
+        more_value=value,
+    )

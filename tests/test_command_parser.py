@@ -262,3 +262,15 @@ def test_digest_usage(text: str) -> None:
     command = parse(text)
     assert command.verb == "digest" and command.problem is not None
     assert "digest on HH:MM" in problem_text(command)
+
+
+def test_ls_takes_its_query_from_session_list() -> None:
+    from bot.session_list import ListQuery
+
+    command = parse("ls error <@U0ANA|ana> model=Qwen/Qwen3.5-4B")
+    assert command.verb == "ls" and command.problem is None
+    assert command.listing == ListQuery("error", "U0ANA", "Qwen/Qwen3.5-4B")
+    assert parse("ls").listing == ListQuery("running")
+    refused = parse("ls stopped")
+    assert refused.verb == "ls" and refused.problem is Problem.USAGE
+    assert "ls [running|creating|error|all]" in refused.reason

@@ -1,13 +1,17 @@
-"""Card buttons. The channel acted on is always the one Slack says the click
-came from; the button value only names a session, and is checked first."""
+"""Card buttons, and the buttons of an `ls` page (More, a row's Subscribe and
+Stop). The channel acted on is always the one Slack says the click came from;
+the button value only names a session (or, for More, carries a checked
+query), and is checked first."""
 
 from __future__ import annotations
 
 from slack_bolt.async_app import AsyncApp
 
-from bot import rendering, workflows
+from bot import rendering, session_list, workflows
 from bot.listeners.request import Request, button
 from bot.models import is_session_id
+from bot.rendering_watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
+from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user
 from bot.together import USER_MESSAGES, TogetherError
 
@@ -18,6 +22,9 @@ def register(app: AsyncApp) -> None:
     app.action(rendering.REFRESH)(button("refresh_button", refresh, check=card_problem))
     app.action(rendering.STOP)(button("stop", stop, check=card_problem))
     app.action(rendering.WANDB)(button("wandb_button", opened_link, names_session=False))
+    app.action(LS_MORE)(button("ls_more", more_sessions, check=more_problem, names_session=False))
+    app.action(ROW_SUBSCRIBE)(button("ls_subscribe", subscribe, check=card_problem))
+    app.action(ROW_STOP)(button("ls_stop", stop_from_list, check=card_problem))
 
 
 def card_problem(req: Request) -> str | None:
@@ -98,4 +105,51 @@ async def stop(req: Request) -> str:
     await req.answer(
         rendering.card(done.session, subscribed=req.on_root_card), replace_original=True
     )
+    return "ok"
+
+
+def more_problem(req: Request) -> str | None:
+    """More carries the query and Together's cursor; anything else is not ours."""
+    if session_list.read_more(req.value) is None or not req.user_id:
+        return "That button is out of date or was not made by me. Run `/rl-session ls` again."
+    return None
+
+
+async def more_sessions(req: Request) -> str:
+    """The next `ls` page, as a new message under the previous one."""
+    more = session_list.read_more(req.value)
+    assert more is not None  # more_problem refused anything else
+    answer = await session_list.page_message(
+        req.rt.together,
+        more.query,
+        caller=req.user_id,
+        user_map=req.rt.settings.created_by_user_map,
+        now=utcnow(),
+        after=more.after,
+        first_number=more.first_number,
+    )
+    return await req.answer_or_refuse(answer)
+
+
+async def stop_from_list(req: Request) -> str:
+    """A row's Stop: the same confirmation and allowlist as the card's, answered
+    under the list instead of redrawing a card over it."""
+    try:
+        done = await workflows.stop_session(
+            settings=req.rt.settings,
+            together=req.rt.together,
+            sessionmaker=req.rt.sessionmaker,
+            slack=req.client,
+            session_id=req.session_id,
+            asker=req.asker,
+            message_ts=None,
+        )
+    except TogetherError as exc:
+        await req.say(f":warning: The session was not stopped. {exc.user_message}")
+        return exc.kind
+    if done.refusal is not None:
+        await req.say(f":no_entry_sign: {done.refusal}")
+        return "refused"
+    assert done.said is not None
+    await req.say(done.said["text"])
     return "ok"

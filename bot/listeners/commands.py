@@ -10,7 +10,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, workflows
+from bot import rendering, session_list, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
 from bot.runtime import Runtime
@@ -165,6 +165,19 @@ async def list_here(req: Request, command: Command) -> str:
     return "ok"
 
 
+async def list_org(req: Request, command: Command) -> str:
+    """`ls`: the first page of the org's sessions, only to the caller."""
+    assert command.listing is not None  # the parser gives `ls` its query
+    answer = await session_list.page_message(
+        req.rt.together,
+        command.listing,
+        caller=req.user_id,
+        user_map=req.rt.settings.created_by_user_map,
+        now=utcnow(),
+    )
+    return await req.answer_or_refuse(answer)
+
+
 HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
     "show": show,
     "subscribe": subscribe,
@@ -173,4 +186,5 @@ HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
     "unmute": mute,
     "digest": digest,
     "list": list_here,
+    "ls": list_org,
 }

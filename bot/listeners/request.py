@@ -132,6 +132,14 @@ class Request:
         """A one-line answer in the bot's own words."""
         await self.answer(rendering.notice(text))
 
+    async def answer_or_refuse(self, answer: rendering.Message | str) -> str:
+        """A workflow's answer: a message, or (a string) why it was refused."""
+        if isinstance(answer, str):
+            await self.say(f":no_entry_sign: {answer}")
+            return "refused"
+        await self.answer(answer)
+        return "ok"
+
 
 def _usable(respond: AsyncRespond | None) -> AsyncRespond | None:
     """Bolt hands every listener a `respond`, even where Slack sent no

@@ -73,6 +73,10 @@ _USAGE = [
     ("/rl-session unmute <id>", "resume them now"),
     ("/rl-session digest on HH:MM [Area/City]", "a daily summary here (`digest off` stops it)"),
     ("/rl-session list", "this channel's subscriptions"),
+    (
+        "/rl-session ls [running|creating|error|all] [mine|@user] [model=<name>]",
+        "the org's sessions, only to you (default: running), 100 to a page",
+    ),
     ("/rl-session help", "this message"),
 ]
 

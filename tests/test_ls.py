@@ -1,0 +1,130 @@
+"""Issue 12, "what's running": `/rl-session ls` through a real `rl-bot serve`,
+signed Slack requests and the Together- and Slack-shaped servers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.block_kit import block_kit_problems
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess
+
+_tokens = itertools.count()
+
+
+def ask(bot: BotProcess, slack: FakeSlack, text: str, *, user: str = "U123") -> dict[str, Any]:
+    token = f"ls{next(_tokens)}"
+    r = bot.command(text, response_url=slack.response_url(token), user_id=user)
+    assert r.status_code == 200, r.text
+    if r.content.strip():
+        answer: dict[str, Any] = r.json()
+        return answer
+    return slack.wait_for_response(token)
+
+
+def click(bot: BotProcess, slack: FakeSlack, action: str, value: str, **kw: Any) -> dict[str, Any]:
+    token = f"ls{next(_tokens)}"
+    r = bot.click(action, value, response_url=slack.response_url(token), **kw)
+    assert r.status_code == 200, r.text
+    return slack.wait_for_response(token)
+
+
+def buttons(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        e["action_id"]: e
+        for block in message.get("blocks") or []
+        if block.get("type") == "actions"
+        for e in block["elements"]
+    }
+
+
+def row_ids(message: dict[str, Any]) -> list[str]:
+    return [b["value"] for k, b in buttons(message).items() if k.startswith("rl_subscribe.")]
+
+
+def session_lists(together: FakeTogether) -> list[dict[str, list[str]]]:
+    return [
+        parse_qs(urlsplit(p).query)
+        for p in together.paths
+        if urlsplit(p).path.endswith("/rl/training-sessions")
+    ]
+
+
+def test_ls_pages_250_sessions_in_three_pages_only_to_the_caller(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    ids = [f"{i:08d}-e89b-12d3-a456-426614174000" for i in range(250)]
+    for sid in ids:
+        together.add(sid, "RUNNING")
+    together.add("e0000000-e89b-12d3-a456-426614174000", "ERROR")
+    bot = start_bot()
+    pages = [ask(bot, slack, "ls")]
+    while "rl_ls_more" in buttons(pages[-1]):
+        pages.append(click(bot, slack, "rl_ls_more", buttons(pages[-1])["rl_ls_more"]["value"]))
+        assert len(pages) <= 3
+    assert len(pages) == 3
+    assert [row_ids(p) for p in pages] == [ids[:100], ids[100:200], ids[200:]]
+    for page in pages:
+        assert block_kit_problems(page) == []
+        assert page.get("response_type", "ephemeral") == "ephemeral"
+        assert not page.get("replace_original")
+    text = json.dumps(pages[-1], ensure_ascii=False)
+    assert "201. " in text and "step 42" in text
+    lists = session_lists(together)
+    assert len(lists) == 3
+    assert all(q["status[]"] == ["TRAINING_SESSION_STATUS_RUNNING"] for q in lists)
+    assert "after" not in lists[0] and lists[1]["after"] == [ids[99]]
+    assert slack.successful_posts("C123") == []  # nothing in the channel
+
+
+def test_ls_filters_mine_user_model_and_status(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add("a0000000-e89b-12d3-a456-426614174000", "RUNNING", created_by="user_ana")
+    together.add("b0000000-e89b-12d3-a456-426614174000", "RUNNING", created_by="user_bob")
+    together.add(
+        "c0000000-e89b-12d3-a456-426614174000",
+        "ERROR",
+        created_by="user_bob",
+        base_model="meta/Llama-3-8B",
+    )
+    bot = start_bot(CREATED_BY_USER_MAP="user_ana=U123,user_bob=U456")
+    mine = ask(bot, slack, "ls mine")
+    assert row_ids(mine) == ["a0000000-e89b-12d3-a456-426614174000"]
+    assert session_lists(together)[-1]["created_by"] == ["user_ana"]
+    bobs = ask(bot, slack, "ls all <@U456|bob>")
+    assert row_ids(bobs) == [
+        "b0000000-e89b-12d3-a456-426614174000",
+        "c0000000-e89b-12d3-a456-426614174000",
+    ]
+    llama = ask(bot, slack, "ls error model=meta/Llama-3-8B")
+    assert row_ids(llama) == ["c0000000-e89b-12d3-a456-426614174000"]
+    assert "rl_stop.1" not in buttons(llama)  # nothing to stop in ERROR
+    unmapped = json.dumps(ask(bot, slack, "ls mine", user="U999"))
+    assert "CREATED_BY_USER_MAP" in unmapped
+    bad = json.dumps(ask(bot, slack, "ls stopped"))
+    assert "ls [running|creating|error|all]" in bad
+
+
+def test_ls_row_buttons_subscribe_and_stop_behind_the_allowlist(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sid = "d0000000-e89b-12d3-a456-426614174000"
+    together.add(sid, "RUNNING")
+    bot = start_bot(STOP_ALLOWED_USER_IDS="U123")
+    page = ask(bot, slack, "ls")
+    found = buttons(page)
+    assert found["rl_subscribe.1"]["value"] == sid and "confirm" in found["rl_stop.1"]
+    refused = click(bot, slack, "rl_stop.1", sid, user_id="U999")
+    assert "not allowed" in json.dumps(refused)
+    assert together.stop_requests == []
+    for bad in ("../x", ""):
+        assert "not a session id" in json.dumps(click(bot, slack, "rl_stop.1", bad))
+    click(bot, slack, "rl_stop.1", sid)
+    assert together.stop_requests == [sid]
+    click(bot, slack, "rl_subscribe.1", sid)
+    roots = [c for c in slack.successful_posts("C123") if c.thread_ts is None]
+    assert any(sid in json.dumps(c.blocks) for c in roots)
