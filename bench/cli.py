@@ -19,12 +19,16 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS = (
     "ack_latency",
     "poll_cycle",
+    "poll_plan",
     "db_statements",
     "fanout",
     "pacing",
     "memory_cpu",
     "naive_baseline",
     "rate_limit",
+    "few_of_many",
+    "change_to_post",
+    "change_to_post_today",
 )
 
 # (scenario, key, label) rows of the summary table
@@ -38,6 +42,12 @@ TABLE: list[tuple[str, str, str]] = [
     ("poll_cycle", "ideal_s", "2 ideal = n x latency / concurrency (s)"),
     ("poll_cycle", "cycle_ratio_to_ideal", "2 cycle / ideal  [<= 1.25]"),
     ("poll_cycle", "together_requests", "2 Together requests per cycle"),
+    ("poll_plan", "plan", "13 poll plan taken (2,000 live watched)"),
+    ("poll_plan", "together_requests", "13 Together requests per cycle  [<= 25]"),
+    ("poll_plan", "requests_ratio_to_today", "13 ... / per-session GETs (scenario 2)"),
+    ("poll_plan", "cycle_s", "13 cycle (s)  [<= 1.5]"),
+    ("poll_plan", "cycle_ratio_to_today", "13 ... / per-session GET cycle (scenario 2)"),
+    ("poll_plan", "next_interval_s", "13 interval the budget allows (s)"),
     ("db_statements", "steady_SMALL_statements", "2 DB statements, steady, SMALL subs"),
     ("db_statements", "steady_LARGE_statements", "2 DB statements, steady, LARGE subs"),
     ("db_statements", "transitions_SMALL_statements", "2 DB statements, all change, SMALL subs"),
@@ -49,7 +59,8 @@ TABLE: list[tuple[str, str, str]] = [
     ("fanout", "posts", "3 thread posts"),
     ("pacing", "posts", "3 paced posts in one channel"),
     ("pacing", "min_gap_s", "3 min gap between them (s)  [>= ~1]"),
-    ("memory_cpu", "peak_rss_mb", "4 peak RSS (MB)  [< 150]"),
+    ("memory_cpu", "peak_rss_mb", "4 peak RSS, poll plan (MB)  [<= 120]"),
+    ("memory_cpu", "today_peak_rss_mb", "4 peak RSS, per-session GETs (MB)"),
     ("memory_cpu", "cpu_s_per_cycle", "4 CPU per cycle (s)"),
     ("memory_cpu", "cpu_ratio_to_10pct_interval", "4 CPU / (10% of interval)  [< 1]"),
     ("naive_baseline", "cycle_s", "5 naive cycle, concurrency 1 (s)"),
@@ -58,6 +69,13 @@ TABLE: list[tuple[str, str, str]] = [
     ("rate_limit", "max_rps", "6 TOGETHER_MAX_RPS"),
     ("rate_limit", "busiest_1s_window", "6 most requests in any 1 s"),
     ("rate_limit", "requests_during_retry_after", "6 requests during a 429's Retry-After"),
+    ("few_of_many", "first_cycle_requests", "13 few of many: first cycle requests (a look)"),
+    ("few_of_many", "steady_requests", "13 few of many: requests per cycle  [= watched]"),
+    ("change_to_post", "mean_change_to_post_s", "13 mean change -> post (s)  [<= 10]"),
+    ("change_to_post", "together_requests_per_s", "13 Together requests/s  [<= 2]"),
+    ("change_to_post", "interval_in_use_s", "13 interval in use (s)"),
+    ("change_to_post_today", "mean_change_to_post_s", "13 today: mean change -> post (s)"),
+    ("change_to_post_today", "together_requests_per_s", "13 today: Together requests/s"),
 ]
 
 
@@ -102,12 +120,18 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
     wanted = lambda name: not only or name in only  # noqa: E731
     if wanted("ack_latency"):
         out["ack_latency"] = step("ack_latency", lambda: scenarios.ack_latency(backend, sizes))
-    if wanted("poll_cycle") or wanted("memory_cpu") or wanted("naive_baseline"):
-        both = step("poll_cycle", lambda: scenarios.poll_cycle(backend, sizes))
+    plan_wanted = wanted("poll_plan") or wanted("memory_cpu")
+    if wanted("poll_cycle") or wanted("naive_baseline") or plan_wanted:
+        today = step("poll_cycle", lambda: scenarios.poll_cycle(backend, sizes))
+        out["poll_cycle"] = today[0] if isinstance(today, tuple) else today
+    if plan_wanted:
+        both = step(
+            "poll_plan", lambda: scenarios.poll_plan(backend, sizes, out.get("poll_cycle", {}))
+        )
         if isinstance(both, tuple):
-            out["poll_cycle"], out["memory_cpu"] = both
+            out["poll_plan"], out["memory_cpu"] = both
         else:
-            out["poll_cycle"] = out["memory_cpu"] = both
+            out["poll_plan"] = out["memory_cpu"] = both
     if wanted("db_statements"):
         out["db_statements"] = step("db_statements", lambda: inproc.statements(backend, sizes))
     if wanted("fanout"):
@@ -121,6 +145,16 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
         )
     if wanted("rate_limit"):
         out["rate_limit"] = step("rate_limit", lambda: scenarios.rate_limit(backend, sizes))
+    if wanted("few_of_many"):
+        out["few_of_many"] = step("few_of_many", lambda: scenarios.few_of_many(backend, sizes))
+    if wanted("change_to_post"):
+        out["change_to_post"] = step(
+            "change_to_post", lambda: scenarios.change_to_post(backend, sizes, today=False)
+        )
+    if wanted("change_to_post_today"):
+        out["change_to_post_today"] = step(
+            "change_to_post_today", lambda: scenarios.change_to_post(backend, sizes, today=True)
+        )
     return out
 
 

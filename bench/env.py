@@ -38,6 +38,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 CYCLE_RE = re.compile(
     r"poll cycle: (\d+) sessions, (\d+) failed, (\d+) transitions in ([0-9.]+)\s*s"
 )
+DETAIL_RE = re.compile(
+    r"poll cycle: \d+ sessions.*?\(plan (\w+): (\d+) list pages, (\d+) GETs; next in ([0-9.]+)s\)"
+)
 
 
 def session_id(n: int) -> str:
@@ -183,6 +186,12 @@ def seed(
     return ids
 
 
+def add_unwatched(together: FakeTogether, n: int) -> None:
+    """`n` more live sessions in the project that nobody watches."""
+    for i in range(n):
+        together.put(make_session(session_id(1_000_000 + i), RUNNING, checkpoints=0))
+
+
 def _chunks(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
     for start in range(0, len(rows), size):
         yield rows[start : start + size]
@@ -237,6 +246,7 @@ class Bot:
             env=base | env,
         )
         self.pid = self.proc.proc.pid
+        self.last_cycle_index = 0  # which logged cycle `wait_cycle` returned last
 
     def __enter__(self) -> Bot:
         return self
@@ -270,8 +280,9 @@ class Bot:
         """The first logged cycle after the `after`-th one that claimed `sessions` sessions."""
         deadline = time.monotonic() + timeout
         while True:
-            for cycle in self.cycles()[after:]:
+            for index, cycle in enumerate(self.cycles()[after:], start=after):
                 if cycle[0] == sessions and (transitions is None or cycle[2] == transitions):
+                    self.last_cycle_index = index
                     return cycle
             if self.proc.proc.poll() is not None:
                 raise RuntimeError(f"rl-bot exited:\n{self.log()[-3000:]}")
@@ -281,6 +292,13 @@ class Bot:
                     f"cycles so far {self.cycles()}\n{self.log()[-3000:]}"
                 )
             time.sleep(0.05)
+
+    def cycle_details(self) -> list[dict[str, Any]]:
+        """The plan, list pages, GETs and next interval of every logged poll cycle."""
+        return [
+            {"plan": plan, "list_pages": int(pages), "gets": int(gets), "next_s": float(nxt)}
+            for plan, pages, gets, nxt in DETAIL_RE.findall(self.log())
+        ]
 
     def cpu_seconds(self) -> float:
         """utime + stime of the bot process so far."""

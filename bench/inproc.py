@@ -52,7 +52,7 @@ class Phases:
     def __enter__(self) -> Phases:
         for name, label in (
             ("claim_due_sessions", "claim"),
-            ("fetch_all", "fetch"),
+            ("learn", "fetch"),  # GETs or list pages, with the writes they overlap
             ("record_outcomes", "write"),
         ):
             original = getattr(poller, name)

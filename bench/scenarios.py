@@ -1,11 +1,17 @@
-"""The scenarios of issue 5. Each takes a backend and a `Sizes` and returns a flat dict of
-numbers (plus `target` / `target_met`), so the table and the JSON come from the same place."""
+"""The scenarios of issues 5 and 13. Each takes a backend and a `Sizes` and returns a flat dict
+of numbers (plus `target` / `target_met`), so the table and the JSON come from the same place.
+
+Issue 13's poll plan is measured side by side with two baselines in the same run: the
+per-session GET poller at today's defaults (`poll_cycle`, `change_to_post_today`) and the
+naive one at concurrency 1 (`naive_baseline`); ratios are reported, not only seconds."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import math
+import random
 import statistics
 import time
 from dataclasses import dataclass
@@ -13,6 +19,7 @@ from typing import Any
 
 from bench.env import (
     Bot,
+    add_unwatched,
     database,
     make_due,
     scalar,
@@ -53,6 +60,15 @@ class Sizes:
     # 6. rate limits
     limit_sessions: int = 200
     limit_max_rps: float = 50.0
+    # 7. issue 13: a few watched sessions in a large project
+    few_watched: int = 5
+    project_live: int = 3000
+    # 8. issue 13: change -> thread post at default settings, against today's defaults
+    latency_sessions: int = 2000
+    latency_changes: int = 45
+    latency_window: float = 90.0
+    latency_interval: float = 60.0  # POLL_INTERVAL_SECONDS, the production default
+    latency_min_interval: float = 5.0  # POLL_MIN_INTERVAL_SECONDS, the production default
     # Slack answers every call after this long
     slack_latency: float = 0.0
 
@@ -75,6 +91,13 @@ QUICK = Sizes(
     naive_sessions=20,
     limit_sessions=20,
     limit_max_rps=20.0,
+    few_watched=3,
+    project_live=250,
+    latency_sessions=150,
+    latency_changes=6,
+    latency_window=6.0,
+    latency_interval=4.0,
+    latency_min_interval=1.0,
 )
 
 
@@ -187,11 +210,15 @@ def poll_cycle_process(
     channels: int,
     terminal: int,
     repeats: int = 1,
+    plan: str = "get",
+    unwatched: int = 0,
 ) -> dict[str, Any]:
     """`repeats` poll cycles over `sessions` due sessions in one real `rl-bot serve`.
 
     Sessions are seeded due in 2100; after the bot is up (and its idle CPU rate
     measured) they are made due, and the next scheduler tick polls them all.
+    `plan` is POLL_PLAN; `unwatched` more live sessions are in the project (the
+    fake) but watched by nobody.
     """
     latency = sizes.poll_latency
     with (
@@ -207,14 +234,18 @@ def poll_cycle_process(
             channels_per_session=channels,
             terminal=terminal,
         )
+        add_unwatched(together, unwatched)
         seed_seconds = time.monotonic() - seed_started
         together.latency = latency
         env = {
             "POLL_INTERVAL_SECONDS": str(sizes.poll_interval),
-            "POLL_BATCH_SIZE": str(max(5000, sessions)),
             "POLL_CONCURRENCY": str(concurrency),
             "TOGETHER_MAX_RPS": "10000",
+            "POLL_PLAN": plan,
         }
+        if plan == "get":  # today's poller: a fixed interval, all due in one claim
+            env["POLL_MIN_INTERVAL_SECONDS"] = str(sizes.poll_interval)
+            env["POLL_BATCH_SIZE"] = str(max(5000, sessions))
         ideal = sessions * latency / concurrency
         cycles: list[dict[str, Any]] = []
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
@@ -231,6 +262,7 @@ def poll_cycle_process(
                 cpu0, wall0 = bot.cpu_seconds(), time.monotonic()
                 make_due(db.url)
                 cycle = bot.wait_cycle(sessions=sessions, after=seen, timeout=60 + ideal * 4)
+                detail = bot.cycle_details()[bot.last_cycle_index]
                 cpu = bot.cpu_seconds() - cpu0
                 wall = time.monotonic() - wall0
                 time.sleep(0.2)
@@ -240,6 +272,10 @@ def poll_cycle_process(
                     {
                         "cycle_s": cycle[3],
                         "failed": cycle[1],
+                        "plan": detail["plan"],
+                        "list_pages": detail["list_pages"],
+                        "gets": detail["gets"],
+                        "next_interval_s": detail["next_s"],
                         "together_requests": together.total_requests,
                         "max_in_flight": together.max_in_flight,
                         "cpu_s": cpu,
@@ -255,7 +291,13 @@ def poll_cycle_process(
     return {
         "sessions": sessions,
         "terminal_sessions": terminal,
+        "unwatched_live_sessions": unwatched,
         "subscriptions": subs,
+        "plan": cycles[-1]["plan"],
+        "plan_each": [c["plan"] for c in cycles],
+        "list_pages": cycles[-1]["list_pages"],
+        "gets": cycles[-1]["gets"],
+        "next_interval_s": cycles[-1]["next_interval_s"],
         "concurrency": concurrency,
         "together_latency_s": latency,
         "cycles_run": len(cycles),
@@ -284,6 +326,8 @@ def poll_cycle_process(
 
 
 def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-session GET poller at today's defaults (`POLL_PLAN=get`, a fixed
+    interval): issue 5's scenario 2, and issue 13's baseline. Also returns the run."""
     run = poll_cycle_process(
         backend,
         sizes,
@@ -292,6 +336,7 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
         channels=sizes.poll_channels,
         terminal=sizes.poll_terminal,
         repeats=sizes.poll_repeats,
+        plan="get",
     )
     ratio = run["cycle_ratio_to_ideal"]
     poll = {
@@ -319,26 +364,200 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
     poll["requests_equal_sessions"] = all(
         n == run["sessions"] for n in run["together_requests_each"]
     )
+    poll["peak_rss_mb"] = run["peak_rss_mb"]
+    poll["cpu_s_per_cycle"] = run["cpu_s"]
     poll["target"] = "cycle <= 1.25 x ideal; Together requests == distinct non-terminal sessions"
     poll["target_met"] = bool(
         ratio is not None and ratio <= 1.25 and poll["requests_equal_sessions"]
     )
-    budget = 0.10 * sizes.poll_interval
+    return poll, run
+
+
+def poll_plan(
+    backend: str, sizes: Sizes, today: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Issue 13: the same 2,000 live watched sessions (10,000 subscriptions) with
+    the poll plan at its defaults (`POLL_PLAN=auto`), against `today` (scenario 2,
+    same run). Returns the plan's numbers and its memory and CPU (scenario 4)."""
+    run = poll_cycle_process(
+        backend,
+        sizes,
+        sessions=sizes.poll_sessions,
+        concurrency=sizes.poll_concurrency,
+        channels=sizes.poll_channels,
+        terminal=sizes.poll_terminal,
+        repeats=sizes.poll_repeats,
+        plan="auto",
+    )
+    n = run["sessions"]
+    requests = run["together_requests"]
+    max_requests = max(math.ceil(n / 100) + 5, math.ceil(25 * n / 2000))
+    max_cycle = 1.5 * max(1.0, n / 2000)
+    out = {
+        k: run[k]
+        for k in (
+            "sessions",
+            "subscriptions",
+            "plan",
+            "list_pages",
+            "gets",
+            "together_latency_s",
+            "cycles_run",
+            "cycle_s",
+            "cycle_s_each",
+            "together_requests",
+            "together_requests_each",
+            "next_interval_s",
+            "failed",
+        )
+    }
+    out |= {
+        "today_together_requests": today.get("together_requests"),
+        "requests_ratio_to_today": _ratio(requests, today.get("together_requests")),
+        "today_cycle_s": today.get("cycle_s"),
+        "cycle_ratio_to_today": _ratio(run["cycle_s"], today.get("cycle_s")),
+        "target": f"<= {max_requests} Together requests a cycle and cycle <= {max_cycle:.1f} s "
+        f"({n} live watched, {run['together_latency_s'] * 1000:.0f} ms latency)",
+        "target_met": requests <= max_requests and run["cycle_s"] <= max_cycle,
+    }
+    interval = run["next_interval_s"] or sizes.poll_interval
+    budget = 0.10 * interval
+    max_rss = 120.0
     resources = {
         "subscriptions": run["subscriptions"],
-        "sessions": run["sessions"],
+        "sessions": n,
+        "plan": run["plan"],
         "peak_rss_mb": run["peak_rss_mb"],
         "rss_before_cycle_mb": run["rss_before_mb"],
-        "rss_ratio_to_150mb": round(run["peak_rss_mb"] / 150, 3),
+        "today_peak_rss_mb": today.get("peak_rss_mb"),
+        "rss_ratio_to_today": _ratio(run["peak_rss_mb"], today.get("peak_rss_mb")),
         "cpu_s_per_cycle": run["cpu_s"],
         "cpu_s_per_cycle_each": run["cpu_s_each"],
         "cpu_s_per_cycle_idle_corrected": run["cpu_s_idle_corrected"],
-        "interval_s": sizes.poll_interval,
+        "today_cpu_s_per_cycle": today.get("cpu_s_per_cycle"),
+        "interval_s": interval,
         "cpu_ratio_to_10pct_interval": round(run["cpu_s"] / budget, 3),
-        "target": f"peak RSS < 150 MB; CPU per cycle < {budget:.1f} s (10% of the interval)",
-        "target_met": run["peak_rss_mb"] < 150 and run["cpu_s"] < budget,
+        "target": f"peak RSS <= {max_rss:.0f} MB; CPU per cycle < {budget:.1f} s "
+        "(10% of the interval in use)",
+        "target_met": run["peak_rss_mb"] <= max_rss and run["cpu_s"] < budget,
     }
-    return poll, resources
+    return out, resources
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a is not None and b else None
+
+
+def few_of_many(backend: str, sizes: Sizes) -> dict[str, Any]:
+    """Issue 13: a team watching a few sessions of a large project keeps its GETs.
+
+    The first cycle knows nothing of the project and looks (a list pass bounded by
+    what the GETs would cost); every later one is reported as `steady_*`."""
+    few, live = sizes.few_watched, sizes.project_live
+    run = poll_cycle_process(
+        backend,
+        sizes,
+        sessions=few,
+        concurrency=sizes.poll_concurrency,
+        channels=1,
+        terminal=0,
+        repeats=3,
+        plan="auto",
+        unwatched=live - few,
+    )
+    first, *steady = run["together_requests_each"]
+    steady_plans = run["plan_each"][1:]
+    return {
+        "watched": few,
+        "project_live_sessions": live,
+        "first_cycle_requests": first,
+        "first_cycle_plan": run["plan_each"][0],
+        "steady_requests": max(steady),
+        "steady_requests_each": steady,
+        "steady_plans": steady_plans,
+        "target": f"after the first look, {few} GETs a cycle (the plan picks GETs)",
+        "target_met": all(n == few for n in steady) and set(steady_plans) == {"get"},
+    }
+
+
+def change_to_post(backend: str, sizes: Sizes, *, today: bool) -> dict[str, Any]:
+    """Issue 13: mean time from a change at Together to its thread post, and the
+    Together requests a second meanwhile, 2,000 watched sessions at the default
+    settings (`today`: the per-session GET poller at a fixed POLL_INTERVAL_SECONDS).
+
+    Each session has its own channel; `latency_changes` of them change status at
+    random moments spread over `latency_window` seconds after the first full poll."""
+    n = sizes.latency_sessions
+    interval = sizes.latency_interval
+    with (
+        database(backend) as db,
+        FakeSlack(latency=sizes.slack_latency) as slack,
+        FakeTogether(latency=sizes.poll_latency) as together,
+    ):
+        ids = seed(
+            db.url,
+            together,
+            sessions=n,
+            channels_per_session=1,
+            channel_of=lambda i, j: f"CL{i:05d}",
+        )
+        make_due(db.url)
+        env = {  # otherwise the defaults (the test harness's POLL_PLAN=get undone)
+            "POLL_PLAN": "auto",
+            "POLL_INTERVAL_SECONDS": str(interval),
+            "POLL_MIN_INTERVAL_SECONDS": str(sizes.latency_min_interval),
+        }
+        if today:
+            env |= {"POLL_PLAN": "get", "POLL_MIN_INTERVAL_SECONDS": str(interval)}
+        with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
+            bot.wait_cycle(sessions=n, timeout=120 + n * sizes.poll_latency)  # all seen once
+            rng = random.Random(13)
+            chosen = rng.sample(range(n), sizes.latency_changes)
+            gap = sizes.latency_window / len(chosen)
+            changed: dict[int, float] = {}
+            start = time.monotonic()
+            for k, i in enumerate(chosen):
+                time.sleep(max(0.0, start + (k + rng.random()) * gap - time.monotonic()))
+                together.set_status(ids[i], "STOPPING")
+                changed[i] = time.monotonic()
+            time.sleep(max(0.0, start + sizes.latency_window - time.monotonic()))
+            end = time.monotonic()
+            spent = sum(1 for r in list(together.requests) if start <= r.at < end)
+
+            def posted(i: int) -> float | None:
+                root = f"{1600000000 + i}.000000"
+                times = [c.at for c in slack.successful_posts(f"CL{i:05d}") if c.thread_ts == root]
+                return min(times) if times else None
+
+            with contextlib.suppress(AssertionError):
+                slack.wait_for(
+                    lambda: all(posted(i) is not None for i in chosen), timeout=interval + 60
+                )
+            delays = [t - changed[i] for i in chosen if (t := posted(i)) is not None]
+            intervals = [d["next_s"] for d in bot.cycle_details()[1:] if d["next_s"]]
+    per_s = spent / (end - start)
+    mean = statistics.mean(delays) if delays else float("nan")
+    told = len(delays) == len(chosen)
+    if today:
+        target, met = "shown for comparison (today's defaults)", told
+    else:
+        target = "mean change -> thread post <= 10 s, spending <= 2 Together requests/s"
+        met = told and mean <= 10.0 and per_s <= 2.0
+    return {
+        "sessions": n,
+        "changes": len(chosen),
+        "told": len(delays),
+        "window_s": sizes.latency_window,
+        "poll_interval_max_s": interval,
+        "interval_in_use_s": statistics.median(intervals) if intervals else None,
+        "mean_change_to_post_s": round(mean, 2),
+        "p50_change_to_post_s": round(statistics.median(delays), 2) if delays else None,
+        "max_change_to_post_s": round(max(delays), 2) if delays else None,
+        "together_requests_in_window": spent,
+        "together_requests_per_s": round(per_s, 2),
+        "target": target,
+        "target_met": met,
+    }
 
 
 def naive_baseline(backend: str, sizes: Sizes, concurrent: dict[str, Any]) -> dict[str, Any]:
@@ -507,6 +726,7 @@ def rate_limit(backend: str, sizes: Sizes) -> dict[str, Any]:
             "POLL_INTERVAL_SECONDS": str(sizes.poll_interval),
             "POLL_CONCURRENCY": str(sizes.poll_concurrency),
             "TOGETHER_MAX_RPS": str(rps),
+            "POLL_PLAN": "get",  # one request per session: the cap is what is measured
         }
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
             time.sleep(0.5)

@@ -44,7 +44,16 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///./rl-bot.db"
 
+    # The longest a watched session waits between polls; the interval in use is
+    # the shortest that keeps a round of polls within TOGETHER_REQUESTS_PER_MINUTE,
+    # and never below POLL_MIN_INTERVAL_SECONDS (unless this is lower).
     poll_interval_seconds: float = Field(60.0, gt=0)
+    poll_min_interval_seconds: float = Field(5.0, gt=0)
+    # What the poller may spend on Together (0: no budget, poll every
+    # POLL_INTERVAL_SECONDS); commands and the error watch are not counted.
+    together_requests_per_minute: float = Field(120.0, ge=0)
+    # auto: per cycle, one GET per session or the list pages, whichever costs less.
+    poll_plan: Literal["auto", "get", "list"] = "auto"
     poll_concurrency: int = Field(16, ge=1, le=256)
     poll_batch_size: int = Field(5000, ge=1)
     delivery_interval_seconds: float = Field(1.0, gt=0)

@@ -13,6 +13,7 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db import insert_ignoring
+from bot.listing import Lister
 from bot.models import STATUS_PREFIX, Status, TrainingSession
 from bot.outbox import (
     DigestChange,
@@ -41,7 +42,6 @@ from bot.storage import (
     db_now,
     utcnow,
 )
-from bot.together import TogetherError
 
 log = logging.getLogger(__name__)
 DIGEST_WINDOW = timedelta(hours=1)
@@ -83,14 +83,16 @@ def _naive_utc(dt: datetime | None) -> datetime | None:
     return dt.astimezone(ZoneInfo("UTC")).replace(tzinfo=None) if dt.tzinfo else dt
 
 
-async def watch_all_errors(rt: Runtime) -> int:
+async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
     """Alert on-call for any session that entered ERROR since the watch began,
     subscribed or not; each error once (the alert's dedupe key is the error).
 
     What was alerted is remembered in `alerts_sent`, not only in the outbox
     (which is pruned), and the errors listed on the run that sets the baseline
-    are remembered as history, so neither is ever paged (again)."""
+    are remembered as history, so neither is ever paged (again). The pages come
+    through `lister`, shared with any other consumer of the same pages."""
     settings = rt.settings
+    lister = lister or Lister(rt.together)
     if not settings.oncall_channel:
         return 0
     async with rt.sessionmaker() as db, db.begin():
@@ -104,27 +106,21 @@ async def watch_all_errors(rt: Runtime) -> int:
             # Errors from before the watch began (or was switched back on) are history.
             job.baseline_at = now
         baseline = job.baseline_at or now
-    sessions: list[TrainingSession] = []
-    try:
-        after: str | None = None
-        seen: set[str] = set()
-        for _ in range(settings.watch_all_max_pages):
-            page, after = await rt.together.list_sessions(
-                status=[STATUS_PREFIX + Status.ERROR.value], after=after
-            )
-            sessions += page
-            if not after or after in seen:  # the last page, or a cursor going round
-                break
-            seen.add(after)
-        else:
-            if after:
-                log.info(
-                    "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
-                    settings.watch_all_max_pages,
-                )
-    except TogetherError as exc:
-        log.warning("org-wide error watch could not list sessions: %s", exc)
-    errors = [s for s in sessions if s.status_enum is Status.ERROR]
+    listed = await lister.get(
+        [STATUS_PREFIX + Status.ERROR.value],
+        max_pages=settings.watch_all_max_pages,
+        # Shared with a pass of the same pages begun within half the shortest interval.
+        since=lister.clock()
+        - min(settings.poll_interval_seconds, settings.poll_min_interval_seconds) / 2,
+    )
+    if listed.error is not None:
+        log.warning("org-wide error watch could not list sessions: %s", listed.error)
+    elif not listed.complete and listed.pages >= settings.watch_all_max_pages:
+        log.info(
+            "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
+            settings.watch_all_max_pages,
+        )
+    errors = [s for s in listed.sessions() if s.status_enum is Status.ERROR]
     candidates = [
         s
         for s in errors

@@ -77,6 +77,23 @@ class Metrics:
             "Sessions polled.",
             registry=r,
         )
+        self.poll_interval_seconds = Gauge(
+            "rlbot_poll_interval_seconds",
+            "The poll interval in use: the shortest the Together request budget allows.",
+            registry=r,
+        )
+        self.poll_requests = Counter(
+            "rlbot_poll_requests",
+            "Together requests the poller spent, by kind: list_page|get.",
+            ["kind"],
+            registry=r,
+        )
+        self.poll_plans = Counter(
+            "rlbot_poll_plans",
+            "Poll cycles by the plan they took: get (one GET per session) or list (pages).",
+            ["plan"],
+            registry=r,
+        )
         self.outbox_depth = Gauge(
             "rlbot_outbox_depth",
             "Outbox messages waiting to be delivered.",
@@ -108,6 +125,8 @@ class Metrics:
         # Known label values start at 0, so rate() works from the first scrape.
         for outcome in DELIVERY_OUTCOMES:
             self.delivery_attempts.labels(outcome=outcome)
+        for kind in ("list_page", "get"):
+            self.poll_requests.labels(kind=kind)
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for an HTTP /metrics response."""

@@ -15,9 +15,17 @@ never holds back the others: the batch is split until that session stands
 alone; after MAX_WRITE_FAILURES polls in a row it is set aside with one
 operator alert.
 
+Each cycle learns the due sessions' states the cheaper way (`bot.poll_plan`):
+one GET each, or the list pages of the live statuses (shared through
+`bot.listing.Lister`) plus one GET for each due session not listed, since only
+a direct GET may say a session ended or is gone. A list pass cut short by a
+failed page says nothing of the sessions it did not reach: they count as that
+failure (backed off, never "ended"). The interval in use is the shortest that
+keeps a round of polls within `TOGETHER_REQUESTS_PER_MINUTE`.
+
 Statements per cycle do not depend on the number of subscriptions: one claim,
-one lease update, one re-read, one subscription read, one outbox insert, one
-state update, a few incident statements.
+one lease update, a count of the watch, one re-read, one subscription read, one
+outbox insert, one state update, a few incident statements.
 """
 
 from __future__ import annotations
@@ -26,20 +34,32 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Table, and_, bindparam, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.incidents import track_incidents
+from bot.listing import Lister
 from bot.models import TrainingSession, short_status
 from bot.notify import SessionEvent, Watcher, notifications
 from bot.outbox import bounded_key, insert_outbox, operator_row, unalerted
+from bot.poll_plan import (
+    LIVE_STATUSES,
+    Plan,
+    Seen,
+    budget_interval,
+    choose,
+    max_pages,
+    round_cost,
+    seen_after,
+)
 from bot.snapshots import watch_state
 from bot.storage import Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
@@ -54,6 +74,10 @@ MAX_POLL_BACKOFF_SECONDS = 900.0
 MAX_DUE_SLACK_SECONDS = 0.5
 # Polls in a row whose result could not be stored before a session is set aside.
 MAX_WRITE_FAILURES = 5
+# A list pass that POLL_PLAN=list forces is not bounded by what GETs would cost.
+MAX_LIST_PAGES = 1000
+# Sessions written (and, by GET, fetched) at a time: what a cycle holds at once.
+RECORD_CHUNK = 500
 
 
 @dataclass
@@ -66,6 +90,30 @@ class CycleResult:
     to_status: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
+    plan: Plan = Plan.GET
+    list_pages: int = 0
+    gets: int = 0
+    interval: float = 0.0  # the interval the polled sessions were given
+
+
+@dataclass
+class Planner:
+    """This process's view of the project (what the last list pass saw) and the
+    poll interval in use; kept across cycles, one per process."""
+
+    seen: Seen | None = None
+    interval: float | None = None
+    clock: Callable[[], float] = time.monotonic
+
+    def interval_for(self, watched: int, plan: Plan, settings: Settings) -> float:
+        """The shortest interval at which a round over `watched` sessions fits the budget."""
+        self.interval = budget_interval(
+            round_cost(watched, self.seen, plan),
+            requests_per_minute=settings.together_requests_per_minute,
+            min_seconds=settings.poll_min_interval_seconds,
+            max_seconds=settings.poll_interval_seconds,
+        )
+        return self.interval
 
 
 # What one poll learnt of a session: its state, or why Together did not say.
@@ -78,15 +126,29 @@ async def poll_cycle(
     together: TogetherClient,
     settings: Settings,
     owner: str,
+    planner: Planner | None = None,
+    lister: Lister | None = None,
 ) -> CycleResult:
-    """Poll every due session once; loops while a claim comes back full."""
+    """Poll every due session once; loops while a claim comes back full (the
+    batches of one cycle share one list pass)."""
+    planner = planner or Planner()
+    lister = lister or Lister(together, clock=planner.clock)
     total = CycleResult()
-    started = time.monotonic()
+    t0, started = time.monotonic(), lister.clock()
+    pages_before = lister.pages_fetched(LIVE_STATUSES)
     while True:
         result = await _poll_batch(
-            sessionmaker=sessionmaker, together=together, settings=settings, owner=owner
+            sessionmaker=sessionmaker,
+            together=together,
+            settings=settings,
+            owner=owner,
+            planner=planner,
+            lister=lister,
+            cycle_started=started,
         )
-        for name in ("claimed", "fetched", "failed", "transitions", "outbox_rows"):
+        if result.claimed:
+            total.plan, total.interval = result.plan, result.interval
+        for name in ("claimed", "fetched", "failed", "transitions", "outbox_rows", "gets"):
             setattr(total, name, getattr(total, name) + getattr(result, name))
         for kind, n in result.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + n
@@ -94,7 +156,9 @@ async def poll_cycle(
             total.to_status[status] = total.to_status.get(status, 0) + n
         if result.claimed < claim_size(settings):
             break
-    total.seconds = time.monotonic() - started
+    lister.forget(LIVE_STATUSES)  # a later cycle lists afresh: hold no sessions meanwhile
+    total.list_pages = lister.pages_fetched(LIVE_STATUSES) - pages_before
+    total.seconds = time.monotonic() - t0
     return total
 
 
@@ -104,39 +168,113 @@ async def _poll_batch(
     together: TogetherClient,
     settings: Settings,
     owner: str,
+    planner: Planner,
+    lister: Lister,
+    cycle_started: float,
 ) -> CycleResult:
     result = CycleResult()
-    ids, polled_at = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
+    ids, polled_at, watched = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
     result.claimed = len(ids)
     if not ids:
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
+    forced = None if settings.poll_plan == "auto" else Plan(settings.poll_plan)
+    result.plan = choose(len(ids), planner.seen, now=planner.clock(), forced=forced)
+
+    result.interval = planner.interval_for(watched, result.plan, settings)
 
     # Sit out a short 429 pause; a long one backs the sessions off instead, so the
     # cycle ends well inside its leases. A slow Together is covered by renewing them.
     renewing = asyncio.create_task(
         _keep_leases(sessionmaker, ids, owner=owner, lease_seconds=settings.lease_seconds)
     )
+    reach = _Reach()
+
+    async def write(part: dict[str, Fetched]) -> None:
+        """Store one bounded part of the batch in its own transaction."""
+        reach.add(part.values())
+        for outcome in part.values():
+            if isinstance(outcome, TogetherError):
+                result.failed += 1
+                result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
+            else:
+                result.fetched += 1
+        to_status, rows = await _store(
+            sessionmaker,
+            part,
+            owner=owner,
+            settings=settings,
+            polled_at=polled_at,
+            interval=result.interval,
+        )
+        for status, n in to_status.items():
+            result.to_status[status] = result.to_status.get(status, 0) + n
+        result.outbox_rows += rows
+
     try:
-        outcomes = await fetch_all(
+        await learn(
             together,
+            lister,
+            planner,
             ids,
-            concurrency=settings.poll_concurrency,
-            max_wait=settings.lease_seconds / 4,
+            plan=result.plan,
+            pages=MAX_LIST_PAGES if forced is Plan.LIST else max_pages(len(ids)),
+            since=cycle_started,
+            settings=settings,
+            counts=result,
+            write=write,
         )
     finally:
         renewing.cancel()
-    for outcome in outcomes.values():
-        if isinstance(outcome, TogetherError):
-            result.failed += 1
-            result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
-        else:
-            result.fetched += 1
+    # Incidents are judged once, over the whole batch, as when it was one write.
+    async with sessionmaker() as db, db.begin():
+        now = (await db.execute(select(db_now()))).scalar_one()
+        await track_incidents(db, reach.results(), settings=settings, now=now)
+    result.transitions = sum(result.to_status.values())
+    crash_point("poll_after_state_write", settings.fault_crash_at)
+    return result
 
+
+class _Reach:
+    """What incidents need of a batch's results, without holding them: every
+    failure, and whether anything came back at all."""
+
+    def __init__(self) -> None:
+        self._errors: list[TogetherError] = []
+        self._answered: TrainingSession | None = None
+
+    def add(self, results: Iterable[Fetched]) -> None:
+        for r in results:
+            if isinstance(r, TogetherError):
+                self._errors.append(r)
+            elif self._answered is None:
+                self._answered = r
+
+    def results(self) -> list[Fetched]:
+        answered: list[Fetched] = [self._answered] if self._answered is not None else []
+        return [*self._errors, *answered]
+
+
+async def _store(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    part: dict[str, Fetched],
+    *,
+    owner: str,
+    settings: Settings,
+    polled_at: datetime | None,
+    interval: float,
+) -> tuple[dict[str, int], int]:
+    """Write `part` in one transaction; if the database refuses it, session by session."""
     try:
         async with sessionmaker() as db, db.begin():
-            written = await record_outcomes(
-                db, outcomes, owner=owner, settings=settings, polled_at=polled_at
+            return await record_outcomes(
+                db,
+                part,
+                owner=owner,
+                settings=settings,
+                polled_at=polled_at,
+                interval=interval,
+                incidents=False,
             )
     except DBAPIError as exc:
         if not _refused_data(exc):
@@ -145,16 +283,14 @@ async def _poll_batch(
             "could not store this batch's poll results (%s); storing each session apart",
             type(exc).__name__,
         )
-        written = await _record_apart(
-            sessionmaker, outcomes, owner=owner, settings=settings, polled_at=polled_at
+        return await _record_apart(
+            sessionmaker,
+            part,
+            owner=owner,
+            settings=settings,
+            polled_at=polled_at,
+            interval=interval,
         )
-        async with sessionmaker() as db, db.begin():
-            now = (await db.execute(select(db_now()))).scalar_one()
-            await track_incidents(db, outcomes.values(), settings=settings, now=now)
-    result.to_status, result.outbox_rows = written
-    result.transitions = sum(result.to_status.values())
-    crash_point("poll_after_state_write", settings.fault_crash_at)
-    return result
 
 
 def _refused_data(exc: DBAPIError) -> bool:
@@ -169,6 +305,7 @@ async def _record_apart(
     owner: str,
     settings: Settings,
     polled_at: datetime | None,
+    interval: float,
 ) -> tuple[dict[str, int], int]:
     """Store a batch that failed as a whole: each half in its own transaction,
     halved again where it fails, until the sessions that cannot be stored stand
@@ -188,6 +325,7 @@ async def _record_apart(
                     owner=owner,
                     settings=settings,
                     polled_at=polled_at,
+                    interval=interval,
                     incidents=False,
                 )
         except DBAPIError as exc:
@@ -300,8 +438,9 @@ def claim_size(settings: Settings) -> int:
 
 async def claim_due_sessions(
     sessionmaker: async_sessionmaker[AsyncSession], *, owner: str, settings: Settings
-) -> tuple[list[str], datetime | None]:
-    """Lease due sessions; return their ids and the database's time of the claim."""
+) -> tuple[list[str], datetime | None, int]:
+    """Lease due sessions; return their ids, the database's time of the claim, and
+    how many sessions are watched in all (what a round of polls costs)."""
     slack = min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
     async with sessionmaker() as db, db.begin():
         rows = (
@@ -321,6 +460,7 @@ async def claim_due_sessions(
             )
         ).all()
         ids = [r.session_id for r in rows]
+        watched = 0
         if ids:
             await db.execute(
                 update(WatchedSession)
@@ -328,7 +468,14 @@ async def claim_due_sessions(
                 .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
                 .execution_options(synchronize_session=False)
             )
-    return ids, (rows[0].db_now if rows else None)
+            watched = (
+                await db.execute(
+                    select(func.count())
+                    .select_from(WatchedSession)
+                    .where(WatchedSession.active.is_(True))
+                )
+            ).scalar_one()
+    return ids, (rows[0].db_now if rows else None), watched
 
 
 async def _keep_leases(
@@ -356,6 +503,89 @@ async def _keep_leases(
                 )
         except Exception:  # the write fence still holds; the next renewal may work
             log.warning("could not renew poll leases", exc_info=True)
+
+
+async def learn(
+    together: TogetherClient,
+    lister: Lister,
+    planner: Planner,
+    ids: list[str],
+    *,
+    plan: Plan,
+    pages: int,
+    since: float,
+    settings: Settings,
+    counts: CycleResult,
+    write: Callable[[dict[str, Fetched]], Awaitable[None]],
+) -> None:
+    """Learn the state of each of `ids` by `plan` and hand it to `write` a bounded
+    part at a time, so a cycle never holds thousands of sessions at once: with the
+    list plan, each page's due sessions while the next page loads; GETs
+    `RECORD_CHUNK` at a time, the next part fetched while one is written. The list
+    plan also updates what `planner` has seen of the project."""
+
+    async def get(some: list[str]) -> dict[str, Fetched]:
+        counts.gets += len(some)
+        return await fetch_all(
+            together,
+            some,
+            concurrency=settings.poll_concurrency,
+            max_wait=settings.lease_seconds / 4,
+        )
+
+    async def get_and_write(some: list[str]) -> None:
+        parts = [some[i : i + RECORD_CHUNK] for i in range(0, len(some), RECORD_CHUNK)]
+        if not parts:
+            return
+        fetching = asyncio.create_task(get(parts[0]))
+        for k in range(len(parts)):
+            fetched = await fetching
+            if k + 1 < len(parts):
+                fetching = asyncio.create_task(get(parts[k + 1]))
+            await write(fetched)
+
+    if plan is Plan.GET:
+        await get_and_write(ids)
+        return
+    pending = dict.fromkeys(ids)
+    pages_in: asyncio.Queue[list[TrainingSession] | None] = asyncio.Queue()
+    passing = asyncio.create_task(
+        lister.get(LIVE_STATUSES, max_pages=pages, since=since, on_page=pages_in.put_nowait)
+    )
+    passing.add_done_callback(lambda _: pages_in.put_nowait(None))
+    try:
+        while (page := await pages_in.get()) is not None:
+            part: dict[str, Fetched] = {s.id: s for s in page if s.id in pending}
+            for sid in part:
+                del pending[sid]
+            if part:
+                await write(part)
+    finally:
+        passing.cancel()  # only if a write failed first; the pass itself is shielded
+    listed = passing.result()
+    # A pass someone else began (or one already done) streamed nothing to us.
+    known = [sid for sid in pending if sid in listed]
+    for i in range(0, len(known), RECORD_CHUNK):
+        chunk = known[i : i + RECORD_CHUNK]
+        for sid in chunk:
+            del pending[sid]
+        await write({sid: listed.session(sid) for sid in chunk})
+    rest = list(pending)
+    planner.seen = seen_after(
+        listed=len(listed),
+        complete=listed.complete,
+        due=len(ids),
+        missing=len(rest),
+        at=listed.at,
+        before=planner.seen,
+    )
+    if listed.error is not None:
+        # The pages not read may hold any of these: not known to have ended, only
+        # not learnt this time, like any failed poll.
+        for i in range(0, len(rest), RECORD_CHUNK):
+            await write(dict.fromkeys(rest[i : i + RECORD_CHUNK], listed.error))
+        return
+    await get_and_write(rest)  # ended or vanished (or past a pass cut short): only a GET may say
 
 
 async def fetch_all(
@@ -472,6 +702,7 @@ async def record_outcomes(
     owner: str,
     settings: Settings,
     polled_at: datetime | None = None,
+    interval: float | None = None,
     incidents: bool = True,
 ) -> tuple[dict[str, int], int]:
     """Write new state and outbox rows for sessions this replica still leases.
@@ -485,7 +716,7 @@ async def record_outcomes(
     plus a cycle plus a scheduler tick.
 
     Returns how many sessions changed to each status, and the outbox rows written."""
-    interval = settings.poll_interval_seconds
+    interval = interval or settings.poll_interval_seconds
     rows = (
         await db.execute(
             select(

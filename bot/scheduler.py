@@ -18,8 +18,9 @@ from sqlalchemy import func, select, update
 
 from bot.delivery import deliver_due
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
+from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
-from bot.poller import poll_cycle
+from bot.poller import Planner, poll_cycle
 from bot.runtime import Runtime
 from bot.storage import Subscription, WatchedSession
 
@@ -33,10 +34,20 @@ class Ticker:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.stopping = False
         self._running: set[asyncio.Task[Any]] = set()
+        # Kept across cycles: what the poller has seen of the project, and the list
+        # passes every consumer in this process shares within a cycle.
+        self.planner = Planner()
+        self.lister = Lister(rt.together, clock=self.planner.clock)
 
     def start(self) -> None:
         settings = self.rt.settings
-        self._every("poll", self.poll, min(settings.poll_interval_seconds, POLL_TICK_MAX_SECONDS))
+        # Often enough that a session due at the shortest interval waits little past it.
+        tick = min(
+            settings.poll_interval_seconds,
+            POLL_TICK_MAX_SECONDS,
+            settings.poll_min_interval_seconds / 2,
+        )
+        self._every("poll", self.poll, tick)
         self._every("deliver", self.deliver, settings.delivery_interval_seconds)
         self._every("digest", self.digest, 30)
         if settings.watch_all_errors:
@@ -80,19 +91,33 @@ class Ticker:
     async def poll(self) -> None:
         rt = self.rt
         result = await poll_cycle(
-            sessionmaker=rt.sessionmaker, together=rt.together, settings=rt.settings, owner=rt.owner
+            sessionmaker=rt.sessionmaker,
+            together=rt.together,
+            settings=rt.settings,
+            owner=rt.owner,
+            planner=self.planner,
+            lister=self.lister,
         )
         if result.claimed:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)
             rt.metrics.poll_sessions.inc(result.claimed)
+            rt.metrics.poll_interval_seconds.set(result.interval)
+            rt.metrics.poll_plans.labels(plan=result.plan.value).inc()
+            rt.metrics.poll_requests.labels(kind="list_page").inc(result.list_pages)
+            rt.metrics.poll_requests.labels(kind="get").inc(result.gets)
             for status, n in result.to_status.items():
                 rt.metrics.transitions.labels(to_status=status).inc(n)
             log.info(
-                "poll cycle: %d sessions, %d failed, %d transitions in %.2fs",
+                "poll cycle: %d sessions, %d failed, %d transitions in %.2fs "
+                "(plan %s: %d list pages, %d GETs; next in %.1fs)",
                 result.claimed,
                 result.failed,
                 result.transitions,
                 result.seconds,
+                result.plan.value,
+                result.list_pages,
+                result.gets,
+                result.interval,
             )
         if result.outbox_rows:
             self._deliver_now()  # tell the change now, not at the next tick
@@ -111,7 +136,7 @@ class Ticker:
                 break
 
     async def watch_errors(self) -> None:
-        if await watch_all_errors(self.rt):
+        if await watch_all_errors(self.rt, lister=self.lister):
             self._deliver_now()
 
     async def digest(self) -> None:

@@ -96,6 +96,9 @@ def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[s
         TOGETHER_MAX_RPS="500",
         DATABASE_URL=db_url,
         POLL_INTERVAL_SECONDS="1",
+        # One GET per session, as these tests count them; tests/test_list_polling.py
+        # covers the list plan that POLL_PLAN=auto picks for many sessions.
+        POLL_PLAN="get",
         DELIVERY_INTERVAL_SECONDS="0.2",
         CHANNEL_MIN_INTERVAL_SECONDS="0",
         LEASE_SECONDS="10",

@@ -25,6 +25,10 @@ HEADLINES = {
     "memory_cpu": ("peak_rss_mb", "cpu_s_per_cycle"),
     "naive_baseline": ("cycle_s", "speedup_vs_concurrent"),
     "rate_limit": ("busiest_1s_window", "requests_during_retry_after"),
+    "poll_plan": ("cycle_s", "together_requests", "requests_ratio_to_today"),
+    "few_of_many": ("first_cycle_requests", "steady_requests"),
+    "change_to_post": ("mean_change_to_post_s", "together_requests_per_s"),
+    "change_to_post_today": ("mean_change_to_post_s", "together_requests_per_s"),
 }
 SCENARIOS = tuple(HEADLINES)
 
@@ -62,4 +66,8 @@ def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
     assert results["db_statements"]["statements_constant_in_subscriptions"] is True
     assert results["ack_latency"]["cards_delivered"] == results["ack_latency"]["commands"]
     assert results["pacing"]["posts"] == results["pacing"]["sessions"]
+    # Issue 13: many watched sessions are learnt from list pages, a few by their GETs.
+    assert results["poll_plan"]["plan"] == "list"
+    assert results["poll_plan"]["together_requests"] < results["poll_cycle"]["together_requests"]
+    assert results["few_of_many"]["steady_requests"] == sizes["few_watched"]
     assert "| metric" in proc.stdout  # the table is printed

@@ -357,6 +357,13 @@ class FakeTogether(FakeHTTPServer):
         #: whom `created_by=me` means
         self.key_owner = KEY_OWNER
         self.sessions: dict[str, dict[str, Any]] = {}
+        #: each session id's place in list order (kept when it is removed): the list's
+        #: cursor is a position in it, so a session that changes or leaves between two
+        #: pages moves no other session to another page (keyset pagination)
+        self._order: dict[str, int] = {}
+        #: called with each session-list request's target (path and query) after its
+        #: page is computed and before it is sent: a test acts "between two pages" here
+        self.on_list_page: Callable[[str], None] | None = None
         self.resources: dict[str, dict[str, Any]] = {}
         self.requests: list[TogetherRequest] = []
         #: request targets (path + query) in arrival order
@@ -480,6 +487,7 @@ class FakeTogether(FakeHTTPServer):
     def put(self, session: dict[str, Any]) -> None:
         with self._cond:
             self.sessions[str(session["id"])] = copy.deepcopy(session)
+            self._order.setdefault(str(session["id"]), len(self._order))
             self._cond.notify_all()
 
     def get(self, id: str) -> dict[str, Any] | None:
@@ -719,7 +727,7 @@ class FakeTogether(FakeHTTPServer):
             return Response.json(self.set_status(session_id, "STOPPING"))
         query = parse_qs(urlsplit(request.target).query, keep_blank_values=True)
         if route == "list" and request.method == "GET":
-            return self._list_sessions(query)
+            return self._list_sessions(query, request.target)
         if route == "resource" and request.method == "GET" and session_id is not None:
             resource = self.resource(session_id)
             if resource is None:
@@ -795,7 +803,7 @@ class FakeTogether(FakeHTTPServer):
             self.set_status(str(session["id"]), "STOPPING")
         return Response.json(self.set_resource(resource_id, "STOPPING"))
 
-    def _list_sessions(self, query: dict[str, list[str]]) -> Response:
+    def _list_sessions(self, query: dict[str, list[str]], target: str = "") -> Response:
         statuses = _statuses(query, full_status, LISTABLE_STATUSES)
         if isinstance(statuses, Response):
             return statuses
@@ -804,14 +812,22 @@ class FakeTogether(FakeHTTPServer):
             creator = self.key_owner
         resource_id = _one(query, "model_resources_id")
         with self._lock:
+            # Only the page is copied: a pass over thousands of sessions must not cost
+            # this server a copy of all of them per page.
             items = [
-                copy.deepcopy(s)
+                s
                 for s in self.sessions.values()
                 if (not statuses or s.get("status") in statuses)
                 and (creator is None or s.get("created_by") == creator)
                 and (resource_id is None or s.get("model_resources_id") == resource_id)
             ]
-        return _page(items, query)
+            order = dict(self._order)
+            items.sort(key=lambda s: order.get(str(s["id"]), 0))
+            response = _page(items, query, position=order.get)
+        hook = self.on_list_page
+        if hook is not None:
+            hook(target)
+        return response
 
     def _list_resources(self, query: dict[str, list[str]]) -> Response:
         allowed = frozenset(RESOURCE_PREFIX + s for s in RESOURCE_STATUSES)
@@ -851,8 +867,14 @@ def _statuses(
     return wanted
 
 
-def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> Response:
-    """One cursor page: `after` is the id of the previous page's last item."""
+def _page(
+    items: list[dict[str, Any]],
+    query: dict[str, list[str]],
+    position: Callable[[str], int | None] | None = None,
+) -> Response:
+    """One cursor page: `after` is the id of the previous page's last item. With
+    `position` (sessions) the page starts after that item's place in list order,
+    whether or not it is still listed; without, after the item itself."""
     try:
         limit = max(1, min(100, int(_one(query, "limit") or 100)))
     except ValueError:
@@ -860,7 +882,12 @@ def _page(items: list[dict[str, Any]], query: dict[str, list[str]]) -> Response:
             error_body("Invalid limit", "invalid_parameter", param="limit"), status=400
         )
     after = _one(query, "after")
-    if after:
+    if after and position is not None:
+        start = position(after)
+        items = (
+            [i for i in items if (position(str(i["id"])) or 0) > start] if start is not None else []
+        )
+    elif after:
         ids = [item["id"] for item in items]
         items = items[ids.index(after) + 1 :] if after in ids else []
     page = items[:limit]

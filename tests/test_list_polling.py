@@ -1,0 +1,163 @@
+"""Issue 13 in the real process: the poller learning states from list pages
+(`POLL_PLAN=list`), what a session ending between two pages and a failed page
+do, and the Together request budget stretching the poll interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess, query, wait_until
+
+FIRST = "a0000000-0000-0000-0000-000000000001"  # on page 1
+SECOND = "b0000000-0000-0000-0000-000000000002"  # on page 2
+FILLER = 150  # unwatched live sessions between them: pages of 100
+LIST_PATH = "/v1/rl/training-sessions?"
+
+
+def _project(together: FakeTogether) -> None:
+    together.add(FIRST, display_name="first-run")
+    for i in range(FILLER):
+        together.add(f"f{i:07d}-0000-0000-0000-000000000000", checkpoints=0)
+    together.add(SECOND, display_name="second-run")
+
+
+def _subscribe(bot: BotProcess, slack: FakeSlack, sid: str, channel: str) -> str:
+    token = f"sub-{sid}"
+    bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+    assert "Subscribed" in str(slack.wait_for_response(token))
+    return next(c.ts for c in slack.successful_posts(channel) if c.thread_ts is None and c.ts)
+
+
+def _thread(slack: FakeSlack, channel: str, root: str) -> list[str]:
+    return [c.text or "" for c in slack.successful_posts(channel) if c.thread_ts == root]
+
+
+def _first_pages(together: FakeTogether) -> int:
+    with together._lock:
+        return sum(1 for p in together.paths if p.startswith(LIST_PATH) and "after=" not in p)
+
+
+def _list_passes(together: FakeTogether, n: int) -> None:
+    start = _first_pages(together)
+    wait_until(lambda: _first_pages(together) >= start + n, timeout=20, what=f"{n} list passes")
+
+
+class _BetweenPages:
+    """Runs `act` once, right after the first page of the next list pass is served."""
+
+    def __init__(self, together: FakeTogether, act: object) -> None:
+        self.done = threading.Event()
+        self._act = act
+        together.on_list_page = self
+
+    def __call__(self, target: str) -> None:
+        if not self.done.is_set() and "after=" not in target:
+            self.done.set()
+            self._act()  # type: ignore[operator]
+
+
+def test_the_list_plan_learns_states_from_pages_without_a_get_each(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    _project(together)
+    bot = start_bot(POLL_PLAN="list")
+    first = _subscribe(bot, slack, FIRST, "C1")
+    _subscribe(bot, slack, SECOND, "C2")
+    _list_passes(together, 2)
+    before = together.requests_for(FIRST) + together.requests_for(SECOND)
+    together.set_status(FIRST, "STOPPING")  # still live: seen on page 1
+    wait_until(lambda: _thread(slack, "C1", first), what="the change told")
+    _list_passes(together, 2)
+    assert len(_thread(slack, "C1", first)) == 1
+    assert together.requests_for(FIRST) + together.requests_for(SECOND) == before  # no GETs
+    assert query(db_url, "SELECT last_status FROM watched_sessions ORDER BY session_id") == [
+        ("TRAINING_SESSION_STATUS_STOPPING",),
+        ("TRAINING_SESSION_STATUS_RUNNING",),
+    ]
+
+
+def test_a_session_ending_between_two_list_pages_is_told_from_its_own_get(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    _project(together)
+    bot = start_bot(POLL_PLAN="list")
+    _subscribe(bot, slack, FIRST, "C1")
+    second = _subscribe(bot, slack, SECOND, "C2")
+    _list_passes(together, 1)
+    gets = together.requests_for(SECOND)
+    # Page 1 has gone out without SECOND (it is on page 2); then it stops.
+    ended = _BetweenPages(together, lambda: together.set_status(SECOND, "STOPPED"))
+    wait_until(lambda: _thread(slack, "C2", second), timeout=20, what="the end told")
+    assert ended.done.is_set()
+    _list_passes(together, 2)
+    [told] = _thread(slack, "C2", second)
+    assert "Stopped" in told
+    assert together.requests_for(SECOND) > gets  # missing from the pages: asked directly
+    assert query(
+        db_url, "SELECT active, last_status FROM watched_sessions WHERE session_id = :s", s=SECOND
+    ) == [(False, "TRAINING_SESSION_STATUS_STOPPED")]
+
+
+def test_a_failed_list_page_ends_no_session_it_did_not_list(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    _project(together)
+    bot = start_bot(POLL_PLAN="list")
+    first = _subscribe(bot, slack, FIRST, "C1")
+    second = _subscribe(bot, slack, SECOND, "C2")
+    _list_passes(together, 1)
+    together.set_status(FIRST, "STOPPING")
+    # Page 2 (where SECOND is) fails once: SECOND is missing from that pass.
+    failed = _BetweenPages(together, lambda: together.fail(None, status=503, times=1))
+    wait_until(lambda: _thread(slack, "C1", first), timeout=20, what="page 1's change told")
+    assert failed.done.is_set()
+    wait_until(lambda: "a list page failed" in bot.log(), what="the failed page logged")
+    _list_passes(together, 3)  # later passes go through
+    assert _thread(slack, "C2", second) == []  # never told as ended
+    assert query(
+        db_url,
+        "SELECT active, last_status FROM watched_sessions WHERE session_id = :s",
+        s=SECOND,
+    ) == [(True, "TRAINING_SESSION_STATUS_RUNNING")]
+    assert query(db_url, "SELECT active FROM subscriptions WHERE channel_id = 'C2'") == [(True,)]
+
+
+def test_the_request_budget_stretches_the_interval(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sids = [f"c{i:07d}-0000-0000-0000-000000000000" for i in range(3)]
+    for sid in sids:
+        together.add(sid)
+    # 3 GETs a round at 60 requests a minute: one round every 3 s, though the
+    # minimum interval (0.5 s) would allow six times as many.
+    bot = start_bot(
+        POLL_PLAN="get",
+        POLL_INTERVAL_SECONDS="4",
+        POLL_MIN_INTERVAL_SECONDS="0.5",
+        TOGETHER_REQUESTS_PER_MINUTE="60",
+    )
+    for i, sid in enumerate(sids):
+        _subscribe(bot, slack, sid, f"C{i}")
+    wait_until(
+        lambda: bot_metric(bot, "rlbot_poll_interval_seconds") == 3.0,
+        timeout=20,
+        what="the interval in use",
+    )
+    start = together.requests_for(sids[0])
+    time.sleep(7)
+    polled = together.requests_for(sids[0]) - start
+    assert 2 <= polled <= 3, polled  # every 3 s, not every 0.5 s
+    assert (bot_metric(bot, 'rlbot_poll_requests_total{kind="get"}') or 0) >= 6
+
+
+def bot_metric(bot: BotProcess, name: str) -> float | None:
+    import httpx
+
+    body = httpx.get(f"{bot.url}/metrics", timeout=5).text
+    for line in body.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head == name:
+            return float(value)
+    return None
