@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,9 @@ PG_BASE = os.environ.get("RLBOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432"
 
 # Fixtures that start a real `rl-bot` process: tests using them are `slow`, so
 # `pytest -m "not slow"` is the quick loop over pure rules and fakes.
-PROCESS_FIXTURES = frozenset({"start_bot", "bot", "rig", "start_socket_bot", "socket_bot"})
+PROCESS_FIXTURES = frozenset(
+    {"launch_bot", "start_bot", "bot", "rig", "start_socket_bot", "socket_bot"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -79,28 +82,45 @@ def together() -> Iterator[FakeTogether]:
         yield fake
 
 
+#: `launch_bot(workdir_name, **BotProcess.start options)`: a process on this test's database and fakes
+BotLauncher = Callable[..., BotProcess]
+
+
 @pytest.fixture
-def start_bot(
+def launch_bot(
     db_url: str, slack: FakeSlack, together: FakeTogether, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[BotFactory]:
-    """Start real `rl-bot serve` processes against the fakes; all stopped at the end."""
+) -> Iterator[BotLauncher]:
+    """Start `rl-bot` processes against this test's database and fakes; all stopped at the end.
+
+    For processes the test expects to die or refuse (`wait=False`) or to run another command;
+    `start_bot` is the common case."""
     started: list[BotProcess] = []
 
-    def factory(**env: str) -> BotProcess:
+    def launch(workdir_name: str = "bot", **options: Any) -> BotProcess:
         proc = BotProcess.start(
-            workdir=tmp_path_factory.mktemp("bot"),
+            workdir=tmp_path_factory.mktemp(workdir_name),
             db_url=db_url,
             slack=slack,
             together=together,
-            env=env,
+            **options,
         )
         started.append(proc)
         return proc
 
-    yield factory
+    yield launch
     for proc in started:
         proc.stop()
         print(proc.log_tail())  # shown by pytest only when the test fails
+
+
+@pytest.fixture
+def start_bot(launch_bot: BotLauncher) -> BotFactory:
+    """Start real, ready `rl-bot serve` processes with extra environment."""
+
+    def factory(**env: str) -> BotProcess:
+        return launch_bot(env=env)
+
+    return factory
 
 
 @pytest.fixture

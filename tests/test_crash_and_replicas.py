@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from bot.faults import STEPS
-from tests.conftest import PG_BASE
+from tests.conftest import PG_BASE, BotLauncher
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, base_env, pg_admin, query, wait_until
 
@@ -39,10 +39,10 @@ def _thread(slack: FakeSlack, root: str, channel: str = "C123") -> list[str]:
 def test_sigkill_at_every_step_tells_each_transition_exactly_once(
     step: str,
     start_bot: BotFactory,
+    launch_bot: BotLauncher,
     slack: FakeSlack,
     together: FakeTogether,
     db_url: str,
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     together.add(SID)
     first = start_bot(**FAST_LEASE)
@@ -50,14 +50,7 @@ def test_sigkill_at_every_step_tells_each_transition_exactly_once(
     first.terminate()
 
     together.set_status(SID, "ERROR")
-    doomed = BotProcess.start(
-        workdir=tmp_path_factory.mktemp("doomed"),
-        db_url=db_url,
-        slack=slack,
-        together=together,
-        env={**FAST_LEASE, "FAULT_CRASH_AT": step},
-        wait=False,
-    )
+    doomed = launch_bot("doomed", env={**FAST_LEASE, "FAULT_CRASH_AT": step}, wait=False)
     assert doomed.proc.wait(timeout=30) == -9, doomed.log()
     assert f"SIGKILL at {step}" in doomed.log()
 
@@ -93,10 +86,10 @@ def test_replicas_on_postgresql_tell_a_change_once(
 
 def test_replica_killed_mid_lease_is_taken_over_after_the_lease(
     start_bot: BotFactory,
+    launch_bot: BotLauncher,
     slack: FakeSlack,
     together: FakeTogether,
     db_url: str,
-    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     if db_url.startswith("sqlite"):
         pytest.skip("replicas share a PostgreSQL database")
@@ -107,11 +100,8 @@ def test_replica_killed_mid_lease_is_taken_over_after_the_lease(
     # Make the session due now and let the doomed replica claim it first.
     survivor.terminate()
     together.set_status(SID, "STOPPING")
-    doomed = BotProcess.start(
-        workdir=tmp_path_factory.mktemp("doomed"),
-        db_url=db_url,
-        slack=slack,
-        together=together,
+    doomed = launch_bot(
+        "doomed",
         env={**lease, "REPLICA_ID": "doomed", "FAULT_CRASH_AT": "poll_after_claim"},
         wait=False,
     )

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import BotLauncher
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.test_features import open_home
@@ -102,22 +103,12 @@ def test_allowed_channel_ids_leave_app_home_working(
 
 
 def test_a_second_process_on_the_same_sqlite_file_refuses_to_start(
-    start_bot: BotFactory,
-    slack: FakeSlack,
-    together: FakeTogether,
-    db_url: str,
-    tmp_path_factory: pytest.TempPathFactory,
+    start_bot: BotFactory, launch_bot: BotLauncher, db_url: str
 ) -> None:
     if is_postgres(db_url):
         pytest.skip("several processes on one PostgreSQL database are supported")
     first = start_bot()
-    second = BotProcess.start(
-        workdir=tmp_path_factory.mktemp("second"),
-        db_url=db_url,
-        slack=slack,
-        together=together,
-        wait=False,
-    )
+    second = launch_bot("second", wait=False)
     try:
         code = second.proc.wait(timeout=20)
     except subprocess.TimeoutExpired:

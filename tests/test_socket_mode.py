@@ -17,6 +17,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import BotLauncher
 from tests.fakes import FakeTogether, sign
 from tests.fakes.socket_mode import FakeSocketMode, SocketModeSlack
 from tests.support import SIGNING_SECRET, BotProcess, query, wait_until
@@ -45,34 +46,22 @@ def ws(slack: SocketModeSlack) -> Iterator[FakeSocketMode]:
 
 @pytest.fixture
 def start_socket_bot(
-    db_url: str,
-    slack: SocketModeSlack,
-    together: FakeTogether,
     ws: FakeSocketMode,  # set up before the bots and so torn down after them
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[SocketBotFactory]:
-    started: list[BotProcess] = []
-
+    launch_bot: BotLauncher,
+) -> SocketBotFactory:
     def factory(*, wait: bool = True, **env: str) -> BotProcess:
-        bot = BotProcess.start(
-            workdir=tmp_path_factory.mktemp("socket-bot"),
-            db_url=db_url,
-            slack=slack,
-            together=together,
+        bot = launch_bot(
+            "socket-bot",
             env={"SLACK_APP_TOKEN": APP_TOKEN, **env},
             command="socket",
             wait=False,
             unset=("SLACK_SIGNING_SECRET",),
         )
-        started.append(bot)
         if wait:
             bot.wait_healthy()
         return bot
 
-    yield factory
-    for bot in started:
-        bot.stop()
-        print(bot.log_tail())
+    return factory
 
 
 @pytest.fixture
