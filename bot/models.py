@@ -15,11 +15,12 @@ import re
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     ValidationError,
     ValidationInfo,
@@ -82,6 +83,10 @@ def _lenient_datetime(value: Any) -> Any:
     return value
 
 
+#: A time as Together sends it; empty or unreadable is None.
+LenientDatetime = Annotated[datetime | None, BeforeValidator(_lenient_datetime)]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -105,9 +110,7 @@ class _Model(BaseModel):
 class SessionError(_Model):
     code: str | None = None
     message: str | None = None
-    occurred_at: datetime | None = None
-
-    _dt = field_validator("occurred_at", mode="before")(_lenient_datetime)
+    occurred_at: LenientDatetime = None
 
 
 _INT_RE = re.compile(r"[+-]?\d{1,30}")
@@ -139,18 +142,17 @@ def _lenient_int(value: Any) -> Any:
     return None
 
 
+#: An int64 as Together sends it (see `_lenient_int`).
+LenientInt = Annotated[int | None, BeforeValidator(_lenient_int)]
+
+
 class LoraConfig(_Model):
-    rank: int | None = None
-    alpha: int | None = None
+    rank: LenientInt = None
+    alpha: LenientInt = None
     dropout: float | None = None
     # An int64 seed may come as a string; it is shown, never computed with.
     seed: int | str | None = None
     train_unembed: bool | None = None
-
-    @field_validator("rank", "alpha", mode="before")
-    @classmethod
-    def _int(cls, value: Any) -> Any:
-        return _lenient_int(value)
 
     @field_validator("seed", mode="before")
     @classmethod
@@ -176,27 +178,18 @@ class ModelRef(_Model):
 class InferenceRegistration(_Model):
     # older API
     model_name: str | None = None
-    registered_at: datetime | None = None
+    registered_at: LenientDatetime = None
     # newer API: what can be deployed or downloaded
     model: ModelRef | None = None
     adapter: ModelRef | None = None
-
-    _dt = field_validator("registered_at", mode="before")(_lenient_datetime)
 
 
 class Checkpoint(_Model):
     """What both checkpoint kinds share; see the two subclasses for `registration`."""
 
     id: str = ""
-    created_at: datetime | None = None
-    step: int | None = None
-
-    _dt = field_validator("created_at", mode="before")(_lenient_datetime)
-
-    @field_validator("step", mode="before")
-    @classmethod
-    def _step(cls, value: Any) -> Any:
-        return _lenient_int(value)
+    created_at: LenientDatetime = None
+    step: LenientInt = None
 
     def registered_names(self) -> list[str]:
         return []
@@ -249,17 +242,10 @@ class PolicyState(_Model):
     """Session-scoped policy versions: what the trainer produced versus what the
     generator applied, and whether a publish to the generator is in flight."""
 
-    applied_weights_version: int | None = None
-    target_weights_version: int | None = None
-    trainer_step: int | None = None
+    applied_weights_version: LenientInt = None
+    target_weights_version: LenientInt = None
+    trainer_step: LenientInt = None
     pending_publish: bool | None = None
-
-    @field_validator(
-        "applied_weights_version", "target_weights_version", "trainer_step", mode="before"
-    )
-    @classmethod
-    def _int(cls, value: Any) -> Any:
-        return _lenient_int(value)
 
 
 class TrainingSession(_Model):
@@ -269,10 +255,10 @@ class TrainingSession(_Model):
     base_model: str | None = None
     model_resources_id: str | None = None
     created_by: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
+    created_at: LenientDatetime = None
+    updated_at: LenientDatetime = None
     resume_from_checkpoint_id: str | None = None
-    step: int | None = None
+    step: LenientInt = None
     error: SessionError | None = None
     lora_config: LoraConfig | None = None
     inference_checkpoints: list[InferenceCheckpoint] = []
@@ -282,17 +268,10 @@ class TrainingSession(_Model):
     # Not in Together's SDK model: trainer only, or trainer and generator, when sent.
     type: str | None = None
 
-    _dt = field_validator("created_at", "updated_at", mode="before")(_lenient_datetime)
-
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, value: Any) -> Any:
         return value if isinstance(value, str) and value else "TRAINING_SESSION_STATUS_UNSPECIFIED"
-
-    @field_validator("step", mode="before")
-    @classmethod
-    def _step(cls, value: Any) -> Any:
-        return _lenient_int(value)
 
     @field_validator("inference_checkpoints", "training_checkpoints", mode="before")
     @classmethod
@@ -377,31 +356,19 @@ class ComputeConfig(_Model):
     """The GPUs provisioned: GPU type and generator replicas (0: trainer only)."""
 
     gpu_type: str | None = None
-    num_generator_replicas: int | None = None
-
-    @field_validator("num_generator_replicas", mode="before")
-    @classmethod
-    def _int(cls, value: Any) -> Any:
-        return _lenient_int(value)
+    num_generator_replicas: LenientInt = None
 
 
 class StatusDetails(_Model):
     """Set only while the resource waits for GPUs: its place in the queue."""
 
-    queue_position: int | None = None
-
-    @field_validator("queue_position", mode="before")
-    @classmethod
-    def _int(cls, value: Any) -> Any:
-        return _lenient_int(value)
+    queue_position: LenientInt = None
 
 
 class ModelResourceError(_Model):
     code: str | None = None
     message: str | None = None
-    occurred_at: datetime | None = None
-
-    _dt = field_validator("occurred_at", mode="before")(_lenient_datetime)
+    occurred_at: LenientDatetime = None
 
 
 class ModelResource(_Model):
@@ -417,27 +384,18 @@ class ModelResource(_Model):
     compute_config: ComputeConfig | None = None
     status_details: StatusDetails | None = None
     created_by: str | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    expires_at: datetime | None = None
-    inactive_timeout: int | None = None
+    created_at: LenientDatetime = None
+    updated_at: LenientDatetime = None
+    expires_at: LenientDatetime = None
+    inactive_timeout: LenientInt = None
     lora_enabled: bool | None = None
     optimizer_config: dict[str, Any] | None = None
     error: ModelResourceError | None = None
-
-    _dt = field_validator("created_at", "updated_at", "expires_at", mode="before")(
-        _lenient_datetime
-    )
 
     @field_validator("status", mode="before")
     @classmethod
     def _status(cls, value: Any) -> Any:
         return value if isinstance(value, str) and value else "MODEL_RESOURCES_STATUS_UNSPECIFIED"
-
-    @field_validator("inactive_timeout", mode="before")
-    @classmethod
-    def _int(cls, value: Any) -> Any:
-        return _lenient_int(value)
 
     @field_validator("compute_config", "status_details", "optimizer_config", "error", mode="before")
     @classmethod
