@@ -63,6 +63,14 @@ class Rig:
         self.together.reset_counts()
         self.slack.reset()
 
+    @contextlib.contextmanager
+    def fresh(self, tail: int = 60) -> Iterator[Rig]:
+        """One test's turn: reset before it; after it, the bot's log tail (pytest shows it
+        only when the test fails)."""
+        self.reset()
+        yield self
+        print("--- bot log tail ---\n" + "\n".join(self.bot.log().splitlines()[-tail:]))
+
 
 @contextlib.contextmanager
 def module_rig(
@@ -98,18 +106,27 @@ def module_rig(
             pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="module", params=_backends())
-def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    # Together answering in 2 s must not hit the client timeout (base_env has 2 s).
-    with module_rig(request, tmp_path_factory, TOGETHER_TIMEOUT_SECONDS="5") as shared:
-        yield shared
+def shared_rig(**env: str) -> Any:
+    """A module's `rig` fixture: one bot (with `env`) per backend, shared by its tests."""
+
+    @pytest.fixture(scope="module", params=_backends())
+    def rig(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[Rig]:
+        with module_rig(request, tmp_path_factory, **env) as shared:
+            yield shared
+
+    return rig
+
+
+# Together answering in 2 s must not hit the client timeout (base_env has 2 s).
+rig = shared_rig(TOGETHER_TIMEOUT_SECONDS="5")
 
 
 @pytest.fixture(autouse=True)
 def _fresh(rig: Rig) -> Iterator[None]:
-    rig.reset()
-    yield
-    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-60:]))
+    with rig.fresh():
+        yield
 
 
 def ask(rig: Rig, text: str, **kwargs: Any) -> tuple[httpx.Response, str]:

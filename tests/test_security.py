@@ -22,26 +22,21 @@ from urllib.parse import parse_qs, urlencode
 import httpx
 import pytest
 
-from tests.conftest import _backends
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
-from tests.test_commands_http import Rig, module_rig
+from tests.test_commands_http import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NOT_AN_ID = "not a session id"
 
 
-@pytest.fixture(scope="module", params=_backends())
-def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with module_rig(request, tmp_path_factory) as shared:
-        yield shared
+rig = shared_rig()
 
 
 @pytest.fixture
 def fresh(rig: Rig) -> Iterator[Rig]:
-    rig.reset()
-    yield rig
-    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-60:]))
+    with rig.fresh() as shared:
+        yield shared
 
 
 def nothing_happened(rig: Rig) -> None:

@@ -17,25 +17,20 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _backends
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, query, wait_until
-from tests.test_commands_http import Rig, module_rig
+from tests.test_commands_http import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 
 
-@pytest.fixture(scope="module", params=_backends())
-def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with module_rig(request, tmp_path_factory) as shared:
-        yield shared
+rig = shared_rig()
 
 
 @pytest.fixture(autouse=True)
 def _fresh(rig: Rig) -> Iterator[None]:
-    rig.reset()
-    yield
-    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-80:]))
+    with rig.fresh(tail=80):
+        yield
 
 
 def subscribe(rig: Rig, sid: str, channel: str) -> str:
