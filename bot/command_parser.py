@@ -27,6 +27,11 @@ DEFAULT_FILTERS = frozenset({"status"})
 MAX_MUTE = timedelta(days=30)
 _DURATION_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?$")
 _TIME_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+STALL_USAGE = (
+    "Give one `stall=` with a duration such as `30m` or `2h` (at most 30 days), or "
+    "`stall=off`: how long a running session's step may stand still before this "
+    "thread is told."
+)
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
@@ -50,6 +55,9 @@ class Command:
     digest_time: str | None = None  # "HH:MM", None = digest off
     timezone: str | None = None
     listing: ListQuery | None = None  # `ls`: which sessions
+    # `subscribe <id> stall=30m|off`: this thread's stall threshold in minutes (0 off);
+    # None keeps the thread's (and so, at first, STALL_AFTER_MINUTES)
+    stall_minutes: int | None = None
 
 
 def parse(text: str | None) -> Command:
@@ -95,7 +103,13 @@ def _with_id(verb: Verb, candidate: str, **extra: object) -> Command:
 def _parse_subscribe(args: list[str]) -> Command:
     if not args:
         return _usage("subscribe", "`subscribe` needs a session id.")
-    wanted = [a.lower() for a in args[1:]]
+    stall = [a for a in args[1:] if a.lower().startswith("stall=")]
+    wanted = [a.lower() for a in args[1:] if not a.lower().startswith("stall=")]
+    stall_minutes = None
+    if stall:
+        stall_minutes = _stall_minutes(stall[-1][len("stall=") :])
+        if len(stall) > 1 or stall_minutes is None:
+            return _usage("subscribe", STALL_USAGE)
     unknown = [w for w in wanted if w not in FILTERS]
     if unknown:
         return _usage(
@@ -105,7 +119,15 @@ def _parse_subscribe(args: list[str]) -> Command:
     filters = frozenset(wanted) or DEFAULT_FILTERS
     if {"status", "errors-only"} <= filters:
         return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
-    return _with_id("subscribe", args[0], filters=filters)
+    return _with_id("subscribe", args[0], filters=filters, stall_minutes=stall_minutes)
+
+
+def _stall_minutes(text: str) -> int | None:
+    """`off` -> 0; a duration (`30m`, `2h`) -> whole minutes; else None."""
+    if text.lower() == "off":
+        return 0
+    duration = parse_duration(text)
+    return None if duration is None else int(duration.total_seconds() // 60)
 
 
 def parse_duration(text: str) -> timedelta | None:

@@ -80,6 +80,13 @@ class Settings(BaseSettings):
     # Org-wide error watch: list sessions in ERROR each cycle, alert on-call once each.
     watch_all_errors: bool = False
     watch_all_max_pages: int = Field(5, ge=1, le=100)
+    # Stall watch (README "Stall and slow-start alerts"): a RUNNING session whose
+    # step has not moved this long is told once in its threads (0: off; a
+    # subscription's `stall=` overrides), and on-call is paged if ONCALL_ON_STALL;
+    # a session still CREATING this long after its creation is told once (0: off).
+    stall_after_minutes: float = Field(15.0, ge=0, le=7 * 24 * 60)
+    oncall_on_stall: bool = False
+    creating_alert_after_minutes: float = Field(30.0, ge=0, le=7 * 24 * 60)
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
     default_timezone: str = "UTC"

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import Any, Literal
 
 import aiohttp
@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Float, Table, and_, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering
+from bot import rendering, rendering_watch
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.http_util import parse_retry_after
@@ -42,6 +42,7 @@ from bot.outbox import (
     OperatorPayload,
     OutboxMessage,
     Payload,
+    ProgressPayload,
     RootPayload,
     State,
     TransitionPayload,
@@ -381,20 +382,55 @@ async def render_row(
         case OncallPayload() as p:
             permalink = None
             if p.thread_channel and p.thread_ts:
-                try:
-                    link = await slack.chat_getPermalink(
-                        channel=p.thread_channel, message_ts=p.thread_ts
-                    )
-                    permalink = str(link.get("permalink") or "") or None
-                except (SlackApiError, aiohttp.ClientError, TimeoutError):
-                    log.warning("no permalink for on-call alert", extra={"outbox_id": row.id})
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
             return rendering.oncall_alert(
                 _session(p.session, row), permalink=permalink, mention=settings.oncall_mention
             )
         case OperatorPayload() as p:
             return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
+        case ProgressPayload() as p:
+            return await _progress_message(row, p, slack=slack, settings=settings)
         case RootPayload():
             raise ValueError("a root row posts no message")
+
+
+async def _progress_message(
+    row: OutboxMessage, p: ProgressPayload, *, slack: AsyncWebClient, settings: Settings
+) -> rendering.Message:
+    """A stall (in the thread, or on-call's page with the thread linked), its end,
+    or a slow start."""
+    session = _session(p.session, row)
+    if p.event == "resumed":
+        return rendering_watch.resumed_message(
+            session, old_step=p.step, new_step=p.new_step, stalled_for=timedelta(seconds=p.seconds)
+        )
+    if p.event == "creating":
+        return rendering_watch.creating_message(
+            session, waited=timedelta(seconds=p.seconds), resource=None
+        )
+    permalink = None
+    if p.page and p.thread_channel and p.thread_ts:
+        permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+    return rendering_watch.stalled_message(
+        session,
+        step=p.step,
+        since=p.since,
+        stalled_for=timedelta(seconds=p.seconds),
+        idles_out_at=p.idles_out_at,
+        mention=settings.oncall_mention if p.page else None,
+        permalink=permalink,
+    )
+
+
+async def _permalink(
+    slack: AsyncWebClient, channel: str, ts: str, row: OutboxMessage
+) -> str | None:
+    try:
+        link = await slack.chat_getPermalink(channel=channel, message_ts=ts)
+    except (SlackApiError, aiohttp.ClientError, TimeoutError):
+        log.warning("no permalink for an on-call alert", extra={"outbox_id": row.id})
+        return None
+    return str(link.get("permalink") or "") or None
 
 
 async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient) -> None:

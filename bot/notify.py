@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 from bot.models import TrainingSession
 from bot.outbox import OutboxRow, Thread, checkpoints_row, oncall_row, status_row
 from bot.snapshots import trimmed_snapshot
+from bot.stall_watch import ProgressCheck, StallSettings
+from bot.stall_watch import rows as stall_rows
 from bot.transitions import Transition
 
 
@@ -31,6 +33,8 @@ class SessionEvent:
     session: TrainingSession | None
     transition: Transition | None = None
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    # The step as this poll saw it, when a stall, its end or a slow start may be owed.
+    progress: ProgressCheck | None = None
 
 
 class Watcher(NamedTuple):
@@ -42,6 +46,7 @@ class Watcher(NamedTuple):
     root_ts: str
     filters: frozenset[str]
     muted_until: datetime | None = None
+    stall_after_minutes: int | None = None  # `stall=`: 0 off, None the default
 
     def muted(self, now: datetime) -> bool:
         return self.muted_until is not None and self.muted_until > now
@@ -68,6 +73,7 @@ def notifications(
     now: datetime,
     oncall_channel: str | None,
     stored_snapshots: Mapping[str, dict[str, Any] | None] | None = None,
+    stall: StallSettings | None = None,
 ) -> Notifications:
     """One row per (subscription, event), chosen by its filters and mute.
 
@@ -84,6 +90,20 @@ def notifications(
         subs = by_session.get(session_id, [])
         for event in found:
             session = event.session
+            if event.progress is not None:
+                if stall is not None and session is not None:
+                    threads = [
+                        (
+                            Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
+                            sub.stall_after_minutes,
+                            sub.muted(now),
+                        )
+                        for sub in subs
+                    ]
+                    out.rows += stall_rows(
+                        event.progress, session, threads, now=now, settings=stall
+                    )
+                continue
             snapshot = trimmed_snapshot(session) if session else stored.get(session_id)
             for sub in subs:
                 muted = sub.muted(now)

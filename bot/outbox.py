@@ -67,6 +67,7 @@ class Kind(StrEnum):
     ONCALL = "oncall"  # an error occurrence, to the on-call channel
     OPERATOR = "operator"  # an incident for whoever runs the bot
     DIGEST = "digest"  # a channel's daily digest
+    PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
 
 
 class State(StrEnum):
@@ -156,13 +157,32 @@ class DigestPayload(_Payload):
     message: dict[str, Any] | None = None
 
 
+class ProgressPayload(_Payload):
+    """A stall, its end, or a slow start (`bot.stall_watch`), told once per
+    episode: the dedupe key names the episode."""
+
+    kind: Literal[Kind.PROGRESS] = Kind.PROGRESS
+    event: Literal["stalled", "resumed", "creating"]
+    step: int | None = None
+    new_step: int | None = None  # resumed: the step it moved to
+    since: datetime  # stalled/resumed: when the frozen step was first seen; creating: start
+    seconds: float = 0.0  # how long it has been stalled / creating
+    idles_out_at: datetime | None = None
+    session: dict[str, Any] | None = None
+    # On-call's page for a stall: mention, and link the first subscription's thread.
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
     | CheckpointsPayload
     | OncallPayload
     | OperatorPayload
-    | DigestPayload,
+    | DigestPayload
+    | ProgressPayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
@@ -295,6 +315,22 @@ def checkpoints_row(
     """The checkpoints that appeared in one poll, for one subscription's thread."""
     payload = CheckpointsPayload(items=items, session=snapshot)
     return _thread_row(thread, f"checkpoints:{thread.subscription_id}:{seq}", payload)
+
+
+def progress_row(thread: Thread, payload: ProgressPayload) -> OutboxRow:
+    """One stall, resume or slow start for one subscription's thread, once per episode."""
+    key = bounded_key(payload.event, str(thread.subscription_id), payload.since.isoformat())
+    return _thread_row(thread, key, payload)
+
+
+def stall_page_row(channel: str, session_id: str, payload: ProgressPayload) -> OutboxRow:
+    """On-call's page for one stall episode of a session (ONCALL_ON_STALL)."""
+    return OutboxRow(
+        dedupe_key=bounded_key("stall-page", session_id, payload.since.isoformat()),
+        channel_id=channel,
+        payload=payload,
+        session_id=session_id,
+    )
 
 
 def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:

@@ -61,6 +61,8 @@ from bot.poll_plan import (
     seen_after,
 )
 from bot.snapshots import watch_state
+from bot.stall_watch import StallSettings
+from bot.stall_watch import check as check_progress
 from bot.storage import Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
 from bot.transitions import checkpoint_news, detect, gone
@@ -726,6 +728,7 @@ async def record_outcomes(
                 WatchedSession.consecutive_failures,
                 WatchedSession.checkpoint_keys,
                 WatchedSession.not_found_since,
+                WatchedSession.progress,
                 db_now().label("db_now"),
             )
             .where(
@@ -762,6 +765,11 @@ async def record_outcomes(
             confirm=confirm,
             interval=interval,
         )
+        fetched = outcomes[session_id]
+        if isinstance(fetched, TrainingSession):  # the step as this poll saw it
+            values["progress"], progress = check_progress(row.progress, fetched, now=now)
+            if progress is not None:
+                found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
         state_updates.append(
             {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
         )
@@ -831,6 +839,7 @@ async def _write_events(
             Subscription.root_ts,
             Subscription.filters,
             Subscription.muted_until,
+            Subscription.stall_after_minutes,
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
@@ -843,6 +852,7 @@ async def _write_events(
             root_ts=sub.root_ts,
             filters=frozenset(f for f in sub.filters.split(",") if f),
             muted_until=sub.muted_until,
+            stall_after_minutes=sub.stall_after_minutes,
         )
         for sub in subs
     ]
@@ -852,10 +862,23 @@ async def _write_events(
         now=now,
         oncall_channel=settings.oncall_channel,
         stored_snapshots=await _snapshots_for_gone(db, events),
+        stall=stall_settings(settings),
     )
     rows = owed.rows + await unalerted(db, owed.alerts, now=now)
     await insert_outbox(db, rows)
     return len(rows)
+
+
+def stall_settings(settings: Settings) -> StallSettings:
+    """STALL_AFTER_MINUTES, CREATING_ALERT_AFTER_MINUTES (0: off) and ONCALL_ON_STALL."""
+    minutes = settings.stall_after_minutes
+    creating = settings.creating_alert_after_minutes
+    return StallSettings(
+        stall_after=timedelta(minutes=minutes) if minutes > 0 else None,
+        creating_after=timedelta(minutes=creating) if creating > 0 else None,
+        oncall_channel=settings.oncall_channel,
+        page_on_stall=settings.oncall_on_stall,
+    )
 
 
 async def _snapshots_for_gone(

@@ -121,6 +121,9 @@ class Subscription(Base):
     # Comma-separated: status, checkpoints, errors-only.
     filters: Mapped[str] = mapped_column(String(64), default="status", server_default="status")
     muted_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # `subscribe <id> stall=30m`: this thread's stall threshold in minutes; 0 is
+    # off, NULL is the bot's STALL_AFTER_MINUTES.
+    stall_after_minutes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
 
     @property
     def filter_set(self) -> frozenset[str]:
@@ -150,6 +153,9 @@ class WatchedSession(Base):
     # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
     # session is set aside (inactive, `last_failure` says why) with one alert.
     write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
+    # The step as the bot's polls saw it (`bot.stall_watch.stored_progress`): when
+    # it last moved, the measured steps/min, when it was last seen.
+    progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, onupdate=utcnow)

@@ -358,3 +358,13 @@ async def set_digest(
         db.add(settings)
     settings.digest_time, settings.digest_tz = at, tz
     settings.updated_by, settings.updated_at = user_id, utcnow()
+
+
+async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:
+    """A thread's own stall threshold (`subscribe <id> stall=30m`; 0 is off)."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id)
+        .values(stall_after_minutes=minutes)
+        .execution_options(synchronize_session=False)
+    )

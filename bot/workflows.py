@@ -35,6 +35,7 @@ from bot.subscriptions import (
     fetch_for_user,
     set_digest,
     set_mute,
+    set_stall,
     subscribe,
     unsubscribe,
     user_subscriptions,
@@ -75,8 +76,10 @@ async def subscribe_here(
     poll_interval: float,
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
+    stall_minutes: int | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
-    """Fetch the session, then subscribe this channel to it (see `subscribe`).
+    """Fetch the session, then subscribe this channel to it (see `subscribe`);
+    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
     Raises TogetherError or SubscriptionError, each worded for the person."""
     session = await fetch_for_user(together, session_id)
     result = await subscribe(
@@ -90,6 +93,9 @@ async def subscribe_here(
         root_ts=root_ts,
         filters=filters,
     )
+    if stall_minutes is not None:
+        async with sessionmaker() as db, db.begin():
+            await set_stall(db, result.subscription_id, stall_minutes)
     return session, result
 
 

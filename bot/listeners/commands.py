@@ -91,9 +91,16 @@ async def subscribe(req: Request, command: Command) -> str:
         asker=req.asker,
         poll_interval=req.rt.settings.poll_interval_seconds,
         filters=command.filters,
+        stall_minutes=command.stall_minutes,
     )
     what = ", ".join(sorted(result.filters))
-    if result.filters_changed:
+    if command.stall_minutes is not None:
+        what += (
+            ", stall alerts off"
+            if command.stall_minutes == 0
+            else f", stalled after {command.stall_minutes} min without progress"
+        )
+    if result.filters_changed or (result.already and command.stall_minutes is not None):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
     elif result.already:
         text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."

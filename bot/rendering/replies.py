@@ -62,8 +62,9 @@ class HomeSubscription(NamedTuple):
 _USAGE = [
     ("/rl-session <id>", "show a training session's card"),
     (
-        "/rl-session subscribe <id> [status] [checkpoints] [errors-only]",
-        "post the card here and follow it (default: status changes)",
+        "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off]",
+        "post the card here and follow it (default: status changes; a stalled step "
+        "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise)",
     ),
     ("/rl-session unsubscribe <id>", "stop following it in this channel"),
     (

@@ -1,0 +1,208 @@
+"""The stall watch between a poll and the outbox: pure, no I/O.
+
+`check` runs in the poller for each session it fetched: it advances the
+stored progress (`watch_rules.observe_progress`) and says whether there is
+anything to decide this poll (a RUNNING session whose step has not moved for
+a minute or more, a step that moved after such a freeze, a session still
+CREATING). `rows` runs where the subscriptions are known (`notify`): each
+subscription's own threshold (`stall=30m`, `stall=off`, else
+STALL_AFTER_MINUTES) decides its "stalled" and "resumed" rows, and
+CREATING_ALERT_AFTER_MINUTES the "still creating" one.
+
+Nothing about what was told is stored: a row's dedupe key names its episode
+(when the frozen step was first seen, or when creation started), so writing
+it again on the next poll, on another replica or after a restart, is a no-op.
+A "resumed" is owed only if an earlier poll already saw the stall past the
+threshold, so it always follows its "stalled".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bot.models import Status, TrainingSession
+from bot.outbox import OutboxRow, ProgressPayload, Thread, progress_row, stall_page_row
+from bot.snapshots import trimmed_snapshot
+from bot.watch_rules import (
+    Progress,
+    StepChange,
+    creating_overdue,
+    idles_out_at,
+    observe_progress,
+    stalled_for,
+)
+
+
+@dataclass(frozen=True)
+class ProgressCheck:
+    """What one poll saw of a session's progress, for `rows` to decide on."""
+
+    progress: Progress
+    change: StepChange | None
+    #: when the previous poll saw the session (None on the first)
+    prev_seen_at: datetime | None
+    status: Status
+    created_at: datetime | None
+
+
+def stored_progress(progress: Progress, seen_at: datetime) -> dict[str, Any]:
+    """The `watched_sessions.progress` column: JSON, the step as a string (int64)."""
+    return {
+        "step": None if progress.step is None else str(progress.step),
+        "since": progress.since.isoformat(),
+        "running": progress.running,
+        "rate": progress.rate,
+        "anchored": progress.anchored,
+        "seen_at": seen_at.isoformat(),
+    }
+
+
+def load_progress(stored: Any) -> tuple[Progress | None, datetime | None]:
+    """The column back; anything unreadable is a first look."""
+    if not isinstance(stored, dict):
+        return None, None
+    try:
+        step = stored.get("step")
+        rate = stored.get("rate")
+        progress = Progress(
+            step=None if step is None else int(step),
+            since=datetime.fromisoformat(str(stored["since"])),
+            running=bool(stored.get("running")),
+            rate=float(rate) if isinstance(rate, int | float) else None,
+            anchored=bool(stored.get("anchored")),
+        )
+        seen_at = datetime.fromisoformat(str(stored["seen_at"]))
+    except (KeyError, TypeError, ValueError):
+        return None, None
+    return progress, seen_at
+
+
+def check(
+    stored: Any, session: TrainingSession, *, now: datetime
+) -> tuple[dict[str, Any], ProgressCheck | None]:
+    """The new progress column, and a check when this poll may owe a message."""
+    prev, prev_seen_at = load_progress(stored)
+    status = session.status_enum
+    progress, change = observe_progress(prev, status=status, step=session.step, now=now)
+    new = stored_progress(progress, now)
+    worth = (
+        progress.running
+        or (change is not None and prev_seen_at is not None)
+        or status is Status.CREATING
+    )
+    if not worth:
+        return new, None
+    created = _like(session.created_at, now)
+    return new, ProgressCheck(progress, change, prev_seen_at, status, created)
+
+
+def _like(when: datetime | None, now: datetime) -> datetime | None:
+    """`when` comparable with `now`: the database's times are naive UTC."""
+    if when is None or (when.tzinfo is None) == (now.tzinfo is None):
+        return when
+    if now.tzinfo is None:
+        return when.astimezone(UTC).replace(tzinfo=None)
+    return when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class StallSettings:
+    stall_after: timedelta | None  # None: off unless a subscription turns it on
+    creating_after: timedelta | None
+    oncall_channel: str | None = None
+    page_on_stall: bool = False
+
+
+def threshold(minutes: int | None, default: timedelta | None) -> timedelta | None:
+    """A subscription's threshold: its own (0 is off), else the default."""
+    if minutes is None:
+        return default
+    return timedelta(minutes=minutes) if minutes > 0 else None
+
+
+def rows(
+    check: ProgressCheck,
+    session: TrainingSession,
+    threads: Sequence[tuple[Thread, int | None, bool]],
+    *,
+    now: datetime,
+    settings: StallSettings,
+    inactive_timeout: int | None = None,
+) -> list[OutboxRow]:
+    """The rows one check owes: per (thread, its `stall_after_minutes`, muted)."""
+    out: list[OutboxRow] = []
+    snapshot = trimmed_snapshot(session)
+    progress = check.progress
+    frozen = stalled_for(progress, now)
+    idle_at = idles_out_at(progress, expires_at=None, inactive_timeout=inactive_timeout)
+    for thread, minutes, muted in threads:
+        if muted:
+            continue
+        after = threshold(minutes, settings.stall_after)
+        if after is not None and frozen is not None and frozen >= after:
+            payload = ProgressPayload(
+                event="stalled",
+                step=progress.step,
+                since=progress.since,
+                seconds=frozen.total_seconds(),
+                idles_out_at=idle_at,
+                session=snapshot,
+            )
+            out.append(progress_row(thread, payload))
+        change = check.change
+        if (
+            after is not None
+            and change is not None
+            and progress.running
+            and check.prev_seen_at is not None
+            and check.prev_seen_at - change.old_since >= after
+        ):
+            payload = ProgressPayload(
+                event="resumed",
+                step=change.old_step,
+                new_step=change.new_step,
+                since=change.old_since,
+                seconds=(now - change.old_since).total_seconds(),
+                session=snapshot,
+            )
+            out.append(progress_row(thread, payload))
+        if settings.creating_after is not None and creating_overdue(
+            status=check.status,
+            created_at=check.created_at,
+            first_seen=progress.since,
+            now=now,
+            after=settings.creating_after,
+        ):
+            start = check.created_at or progress.since
+            payload = ProgressPayload(
+                event="creating",
+                since=start,
+                seconds=(now - start).total_seconds(),
+                session=snapshot,
+            )
+            out.append(progress_row(thread, payload))
+    if (
+        settings.page_on_stall
+        and settings.oncall_channel
+        and settings.stall_after is not None
+        and frozen is not None
+        and frozen >= settings.stall_after
+        and any(threshold(m, settings.stall_after) is not None for _, m, _ in threads)
+    ):
+        first = threads[0][0] if threads else None
+        payload = ProgressPayload(
+            event="stalled",
+            step=progress.step,
+            since=progress.since,
+            seconds=frozen.total_seconds(),
+            idles_out_at=idle_at,
+            session=snapshot,
+            page=True,
+            thread_channel=first.channel_id if first else None,
+            thread_ts=first.thread_ts if first else None,
+        )
+        out.append(stall_page_row(settings.oncall_channel, session.id, payload))
+    return out
