@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     stall_after_minutes: float = Field(15.0, ge=0, le=7 * 24 * 60)
     oncall_on_stall: bool = False
     creating_alert_after_minutes: float = Field(30.0, ge=0, le=7 * 24 * 60)
+    # Idle-resource watch: each poll interval, list READY model resources org-wide
+    # and alert ONCALL_CHANNEL (and the threads of their sessions' subscriptions)
+    # once about each one with no CREATING or RUNNING session for this long.
+    watch_idle_resources: bool = False
+    idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
     default_timezone: str = "UTC"

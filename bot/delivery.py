@@ -34,10 +34,11 @@ from bot.config import Settings
 from bot.faults import crash_point
 from bot.http_util import parse_retry_after
 from bot.metrics import Metrics
-from bot.models import Status, TrainingSession, status_of
+from bot.models import CostEstimate, ModelResource, Status, TrainingSession, status_of
 from bot.outbox import (
     CheckpointsPayload,
     DigestPayload,
+    IdlePayload,
     OncallPayload,
     OperatorPayload,
     OutboxMessage,
@@ -49,7 +50,7 @@ from bot.outbox import (
     claim_due,
     fence,
 )
-from bot.storage import db_now
+from bot.storage import db_now, utcnow
 from bot.subscriptions import end_subscriptions
 
 log = logging.getLogger(__name__)
@@ -390,6 +391,17 @@ async def render_row(
             return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
         case ProgressPayload() as p:
             return await _progress_message(row, p, slack=slack, settings=settings)
+        case IdlePayload() as p:
+            return rendering_watch.idle_resource_alert(
+                ModelResource.model_validate(p.resource),
+                idle_since=p.idle_since,
+                now=utcnow(),
+                sessions=[_session(s, row) for s in p.sessions],
+                price=CostEstimate(currency=p.currency or "USD", price_per_hour=p.price_per_hour)
+                if p.price_per_hour is not None
+                else None,
+                mention=settings.oncall_mention if p.page else None,
+            )
         case RootPayload():
             raise ValueError("a root row posts no message")
 

@@ -68,6 +68,7 @@ class Kind(StrEnum):
     OPERATOR = "operator"  # an incident for whoever runs the bot
     DIGEST = "digest"  # a channel's daily digest
     PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
+    IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
 
 
 class State(StrEnum):
@@ -175,6 +176,20 @@ class ProgressPayload(_Payload):
     thread_ts: str | None = None
 
 
+class IdlePayload(_Payload):
+    """A model resource that is ready, and billing, with no CREATING or RUNNING
+    session on it (`bot.idle_watch`); told once per idle episode."""
+
+    kind: Literal[Kind.IDLE] = Kind.IDLE
+    resource: dict[str, Any]  # the ModelResource as Together sent it
+    idle_since: datetime
+    currency: str | None = None
+    price_per_hour: float | None = None
+    # Trimmed snapshots of the sessions that used it (the newest few).
+    sessions: list[dict[str, Any]] = []
+    page: bool = False  # on-call's copy: with ONCALL_MENTION
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
@@ -182,7 +197,8 @@ Payload = Annotated[
     | OncallPayload
     | OperatorPayload
     | DigestPayload
-    | ProgressPayload,
+    | ProgressPayload
+    | IdlePayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
@@ -331,6 +347,29 @@ def stall_page_row(channel: str, session_id: str, payload: ProgressPayload) -> O
         payload=payload,
         session_id=session_id,
     )
+
+
+def idle_rows(
+    payload: IdlePayload, *, oncall_channel: str | None, threads: Sequence[Thread]
+) -> list[OutboxRow]:
+    """One idle episode of a resource: on-call's alert and one per subscribed thread."""
+    resource_id = str(payload.resource.get("id") or "")
+    since = payload.idle_since.isoformat()
+    rows = [
+        _thread_row(
+            thread, bounded_key("idle", str(thread.subscription_id), resource_id, since), payload
+        )
+        for thread in threads
+    ]
+    if oncall_channel:
+        rows.append(
+            OutboxRow(
+                dedupe_key=bounded_key("idle-page", resource_id, since),
+                channel_id=oncall_channel,
+                payload=payload.model_copy(update={"page": True}),
+            )
+        )
+    return rows
 
 
 def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:

@@ -17,6 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, select, update
 
 from bot.delivery import deliver_due
+from bot.idle_watch import watch_idle_resources
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
@@ -56,6 +57,12 @@ class Ticker:
                     "WATCH_ALL_ERRORS is on but ONCALL_CHANNEL is not set: nothing to alert"
                 )
             self._every("watch_errors", self.watch_errors, settings.poll_interval_seconds)
+        if settings.watch_idle_resources:
+            if not settings.oncall_channel:
+                log.warning(
+                    "WATCH_IDLE_RESOURCES is on but ONCALL_CHANNEL is not set: nothing to alert"
+                )
+            self._every("watch_idle", self.watch_idle, settings.poll_interval_seconds)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -137,6 +144,10 @@ class Ticker:
 
     async def watch_errors(self) -> None:
         if await watch_all_errors(self.rt, lister=self.lister):
+            self._deliver_now()
+
+    async def watch_idle(self) -> None:
+        if await watch_idle_resources(self.rt):
             self._deliver_now()
 
     async def digest(self) -> None:

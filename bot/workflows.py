@@ -20,7 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering
+from bot import rendering, rendering_watch
 from bot.config import Settings
 from bot.models import TrainingSession
 from bot.storage import Subscription, WatchedSession, utcnow
@@ -341,6 +341,51 @@ async def stop_session(
         )
         posted = True
     return StopRequest(session=session, said=message, said_in_thread=posted)
+
+
+@dataclass(frozen=True)
+class ResourceStop:
+    """What a Stop resource click did: refused (why), or Together's answer."""
+
+    refusal: str | None = None
+    said: rendering.Message | None = None
+
+
+async def stop_resource(
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    slack: AsyncWebClient,
+    asker: Asker,
+    resource_id: str,
+    message_ts: str | None,
+) -> ResourceStop:
+    """The same allowlist as Stop session, then ask Together to stop the model
+    resource (never `force`: a resource with an active session stays up, and
+    Together says why); say who did under the clicked alert, and log it."""
+    user_id, channel_id = asker.user_id, asker.channel_id
+    who = {"user_id": user_id, "model_resources_id": resource_id, "channel_id": channel_id}
+    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    if refusal is not None:
+        log.warning("resource stop refused", extra=who)
+        return ResourceStop(refusal=refusal)
+    try:
+        resource = await together.stop_model_resource(resource_id)
+    except TogetherError as exc:
+        log.warning("resource stop failed: %s", exc, extra=who | {"together": exc.kind})
+        if exc.kind == "bad_response" and exc.status == 400:  # Together refused, and says why
+            return ResourceStop(
+                refusal="Together did not stop it: a session on it is still active "
+                "(stop that session first)."
+            )
+        raise
+    log.info("model resource stop requested", extra=who | {"together_status": resource.status})
+    message = rendering_watch.resource_stop_requested_message(user_id, resource)
+    with _refusal_logged("say who stopped the resource", channel_id):
+        await slack.chat_postMessage(
+            channel=channel_id, thread_ts=message_ts, text=message["text"], blocks=message["blocks"]
+        )
+    return ResourceStop(said=message)
 
 
 # --- Slack ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from slack_bolt.async_app import AsyncApp
 from bot import rendering, session_list, workflows
 from bot.listeners.request import Request, button
 from bot.models import is_session_id
-from bot.rendering_watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
+from bot.rendering_watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
 from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user
 from bot.together import USER_MESSAGES, TogetherError
@@ -25,6 +25,9 @@ def register(app: AsyncApp) -> None:
     app.action(LS_MORE)(button("ls_more", more_sessions, check=more_problem, names_session=False))
     app.action(ROW_SUBSCRIBE)(button("ls_subscribe", subscribe, check=card_problem))
     app.action(ROW_STOP)(button("ls_stop", stop_from_list, check=card_problem))
+    app.action(STOP_RESOURCE)(
+        button("stop_resource", stop_resource, check=resource_problem, names_session=False)
+    )
 
 
 def card_problem(req: Request) -> str | None:
@@ -146,6 +149,38 @@ async def stop_from_list(req: Request) -> str:
         )
     except TogetherError as exc:
         await req.say(f":warning: The session was not stopped. {exc.user_message}")
+        return exc.kind
+    if done.refusal is not None:
+        await req.say(f":no_entry_sign: {done.refusal}")
+        return "refused"
+    assert done.said is not None
+    await req.say(done.said["text"])
+    return "ok"
+
+
+def resource_problem(req: Request) -> str | None:
+    """A Stop resource button must name a resource and come from a channel and a user."""
+    if not is_session_id(req.value):  # resource ids share the session ids' alphabet
+        return "That is not a model resource id."
+    if not req.channel_id or not req.user_id:
+        return "I could not tell where that click came from."
+    return None
+
+
+async def stop_resource(req: Request) -> str:
+    """Slack has shown the confirm dialog; the workflow checks who clicked."""
+    try:
+        done = await workflows.stop_resource(
+            settings=req.rt.settings,
+            together=req.rt.together,
+            slack=req.client,
+            asker=req.asker,
+            resource_id=req.value,
+            message_ts=req.message_ts,
+        )
+    except TogetherError as exc:
+        why = "Together has no such model resource." if exc.kind == "not_found" else ""
+        await req.say(f":warning: The model resource was not stopped. {why or exc.user_message}")
         return exc.kind
     if done.refusal is not None:
         await req.say(f":no_entry_sign: {done.refusal}")

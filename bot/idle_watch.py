@@ -1,0 +1,142 @@
+"""The org-wide idle-resource watch (WATCH_IDLE_RESOURCES): model resources
+that are READY, and billing, with no CREATING or RUNNING session on them.
+
+Stopping a session leaves its resource running until it is stopped or idles
+out (`inactive_timeout`, about an hour). Each run lists the READY resources
+(Together's list, real pagination, at most WATCH_ALL_MAX_PAGES pages) and, for
+each, the sessions on it; a resource idle for IDLE_RESOURCE_ALERT_MINUTES gets
+one alert in the on-call channel and in the threads of its sessions'
+subscriptions, with a Stop resource button.
+
+Nothing is stored: a resource has been idle since the later of its own
+`updated_at` (it became READY) and its sessions' last `updated_at` (the last one
+stopped), both Together's, so every replica and every restart computes the same
+episode, and the dedupe key built from it makes the alert once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import or_, select
+
+from bot.jobs import claim_job, release_job
+from bot.models import ModelResource, Status, TrainingSession
+from bot.outbox import IdlePayload, Thread, idle_rows, insert_outbox
+from bot.runtime import Runtime
+from bot.snapshots import trimmed_snapshot
+from bot.storage import Subscription, utcnow
+from bot.together import TogetherError
+
+log = logging.getLogger(__name__)
+
+READY = "MODEL_RESOURCES_STATUS_READY"
+#: sessions whose presence keeps a resource busy
+ACTIVE = frozenset({Status.CREATING, Status.RUNNING})
+#: sessions named in an alert
+SHOWN_SESSIONS = 10
+#: `subscriptions.ended_reason` when the poller ended it because the session ended
+SESSION_ENDED = "session ended"
+
+
+def _utc(when: datetime | None) -> datetime | None:
+    """Naive UTC, as the database's times are."""
+    if when is None or when.tzinfo is None:
+        return when
+    return when.astimezone(UTC).replace(tzinfo=None)
+
+
+def idle_since(resource: ModelResource, sessions: Sequence[TrainingSession]) -> datetime | None:
+    """When a READY resource last had something to do: None while a session on it
+    is active (or when Together gives no time at all)."""
+    if any(s.status_enum in ACTIVE for s in sessions):
+        return None
+    times = [_utc(resource.updated_at), *(_utc(s.updated_at) for s in sessions)]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+async def watch_idle_resources(rt: Runtime) -> int:
+    """One run of the watch; returns how many alerts (rows) it wrote."""
+    settings = rt.settings
+    after = timedelta(minutes=settings.idle_resource_alert_minutes)
+    if not settings.oncall_channel or after <= timedelta(0):
+        return 0
+    async with rt.sessionmaker() as db, db.begin():
+        job = await claim_job(
+            db, "watch_idle_resources", owner=rt.owner, lease=settings.lease_seconds
+        )
+        if job is None:
+            return 0
+    try:
+        payloads = await _idle(rt, after=after)
+    except TogetherError as exc:
+        log.warning("idle-resource watch could not list resources: %s", exc)
+        payloads = []
+    written = 0
+    async with rt.sessionmaker() as db, db.begin():
+        if payloads:
+            ids = sorted({sid for _, session_ids in payloads for sid in session_ids})
+            subs = await db.execute(
+                select(
+                    Subscription.id,
+                    Subscription.session_id,
+                    Subscription.channel_id,
+                    Subscription.root_ts,
+                ).where(
+                    Subscription.session_id.in_(ids),
+                    # A thread whose session ended is where its team looks for what
+                    # that left running; one that unsubscribed asked to hear nothing.
+                    or_(
+                        Subscription.active.is_(True),
+                        Subscription.ended_reason == SESSION_ENDED,
+                    ),
+                )
+            )
+            by_session: dict[str, list[Thread]] = {}
+            for sub in subs:
+                by_session.setdefault(sub.session_id, []).append(
+                    Thread(sub.id, sub.session_id, sub.channel_id, sub.root_ts)
+                )
+            rows = []
+            for payload, session_ids in payloads:
+                threads = [t for sid in session_ids for t in by_session.get(sid, [])]
+                rows += idle_rows(payload, oncall_channel=settings.oncall_channel, threads=threads)
+            await insert_outbox(db, rows)
+            written = len(rows)
+        await release_job(db, "watch_idle_resources", owner=rt.owner)
+    return written
+
+
+async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, list[str]]]:
+    """The READY resources idle for `after`, each with the ids of all its sessions."""
+    together = rt.together
+    now = utcnow()
+    found: list[tuple[IdlePayload, list[str]]] = []
+    cursor: str | None = None
+    for _ in range(rt.settings.watch_all_max_pages):
+        resources, cursor = await together.list_model_resources(status=[READY], after=cursor)
+        for resource in resources:
+            sessions, _ = await together.list_sessions(model_resources_id=resource.id)
+            since = idle_since(resource, sessions)
+            if since is None or now - since < after:
+                continue
+            price = None
+            try:
+                price = await together.estimate_cost(resource)
+            except TogetherError as exc:
+                log.info("no price for an idle resource: %s", exc)
+            newest = sorted(sessions, key=lambda s: _utc(s.updated_at) or since, reverse=True)
+            payload = IdlePayload(
+                resource=resource.model_dump(mode="json"),
+                idle_since=since,
+                currency=price.currency if price else None,
+                price_per_hour=price.price_per_hour if price else None,
+                sessions=[trimmed_snapshot(s) for s in newest[:SHOWN_SESSIONS]],
+            )
+            found.append((payload, [s.id for s in sessions]))
+        if cursor is None:
+            break
+    return found

@@ -1,0 +1,110 @@
+"""Issue 12, spend watch: a READY model resource whose last session stopped is
+alerted once (on-call, and the thread of the session's subscription) by the
+org-wide WATCH_IDLE_RESOURCES, through a real `rl-bot serve`; its Stop resource
+button is refused for a user not allowed and sent once for one who is."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, wait_until
+
+SID = "7c3e4567-e89b-12d3-a456-426614174000"
+SID_BUSY = "8d3e4567-e89b-12d3-a456-426614174000"
+OPS = "COPS"
+FAST = {
+    "WATCH_IDLE_RESOURCES": "true",
+    "IDLE_RESOURCE_ALERT_MINUTES": "0.05",  # 3 s instead of 20 min
+    "ONCALL_CHANNEL": OPS,
+    "STOP_ALLOWED_USER_IDS": "U123",
+}
+
+
+def idle_posts(slack: FakeSlack, channel: str) -> list[Any]:
+    return [c for c in slack.successful_posts(channel) if "idle for" in (c.text or "")]
+
+
+def stop_button(post: Any) -> dict[str, Any]:
+    return next(
+        e
+        for b in post.blocks or []
+        if b.get("type") == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "rl_stop_resource"
+    )
+
+
+def test_an_idle_resource_is_alerted_once_and_stopped_only_by_an_allowed_user(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add_resource("res-idle", "READY")
+    together.add_resource("res-busy", "READY")
+    together.add(SID, "RUNNING", model_resources_id="res-idle")
+    together.add(SID_BUSY, "RUNNING", model_resources_id="res-busy")
+    bot = start_bot(**FAST)
+    token = "sub"
+    bot.command(f"subscribe {SID}", response_url=slack.response_url(token))
+    assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None)
+    time.sleep(4)
+    assert idle_posts(slack, OPS) == []  # a RUNNING session keeps it busy
+
+    together.set_status(SID, "STOPPED")  # the session stops; its resource keeps billing
+    wait_until(lambda: idle_posts(slack, OPS), what="idle alert", timeout=20)
+    wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread")
+    time.sleep(3)  # several more runs of the watch
+    [page] = idle_posts(slack, OPS)
+    [told] = idle_posts(slack, "C123")
+    assert told.thread_ts == root
+    text = (page.text or "") + json.dumps(page.blocks)
+    assert "res-idle" in text and "$25.00/h" in text  # H100 trainer + 1 replica in the fake
+    assert "res-busy" not in json.dumps([p.blocks for p in slack.successful_posts(OPS)])
+    button = stop_button(page)
+    assert button["value"] == "res-idle" and "confirm" in button
+
+    bot.click(
+        "rl_stop_resource",
+        "res-idle",
+        response_url=slack.response_url("no"),
+        user_id="U999",
+        channel_id=OPS,
+        message_ts=page.ts,
+        is_ephemeral=False,
+    )
+    assert "not allowed" in json.dumps(slack.wait_for_response("no"))
+    assert together.resource_stop_requests == []
+    for i, bad in enumerate(["../x", ""]):
+        bot.click("rl_stop_resource", bad, response_url=slack.response_url(f"bad{i}"))
+        assert "not a model resource id" in json.dumps(slack.wait_for_response(f"bad{i}"))
+    bot.click(
+        "rl_stop_resource",
+        "res-idle",
+        response_url=slack.response_url("yes"),
+        channel_id=OPS,
+        message_ts=page.ts,
+        is_ephemeral=False,
+    )
+    answer = json.dumps(slack.wait_for_response("yes"))
+    assert "asked Together to stop model resource" in answer and "Stopping" in answer
+    assert together.resource_stop_requests == [("res-idle", False)]
+    said = [c for c in slack.successful_posts(OPS) if c.thread_ts == page.ts]
+    assert len(said) == 1 and "<@U123>" in (said[0].text or "")
+    assert any(
+        "model resource stop requested" in line and "U123" in line
+        for line in bot.log().splitlines()
+    )
+
+
+def test_a_resource_with_an_active_session_is_not_stopped(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add_resource("res-busy", "READY")
+    together.add(SID_BUSY, "RUNNING", model_resources_id="res-busy")
+    bot = start_bot(**FAST)
+    bot.click("rl_stop_resource", "res-busy", response_url=slack.response_url("busy"))
+    answer = json.dumps(slack.wait_for_response("busy"))
+    assert "still active" in answer
+    assert together.resource_stop_requests == []
