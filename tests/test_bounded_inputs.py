@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import select
 import socket
 import statistics
+import sys
 import threading
 import time
 import uuid
@@ -328,6 +330,31 @@ def huge_session(target_bytes: int) -> dict[str, Any]:
     return session
 
 
+def acks_until_answered(
+    bot: BotProcess,
+    slack: FakeSlack,
+    token: str,
+    *,
+    label: str,
+    pause: float,
+    seconds: float = math.inf,
+    most: int = sys.maxsize,
+) -> list[float]:
+    """How long each of a stream of other commands took to be acked while the command
+    answered under `token` was still unanswered (for at most `seconds`, or `most` of them)."""
+    acks: list[float] = []
+    deadline = time.monotonic() + seconds
+    n = 0
+    while token not in slack.responses and time.monotonic() < deadline and n < most:
+        started = time.monotonic()
+        response = bot.command(OTHER, response_url=slack.response_url(f"{label}-{n}"))
+        acks.append(time.monotonic() - started)
+        assert response.status_code == 200
+        n += 1
+        time.sleep(pause)
+    return acks
+
+
 def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -338,15 +365,7 @@ def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
     acks: list[float] = []
     with PeakRss(bot) as rss:
         assert bot.command(SID, response_url=slack.response_url("huge")).status_code == 200
-        deadline = time.monotonic() + 25
-        n = 0
-        while "huge" not in slack.responses and time.monotonic() < deadline:
-            started = time.monotonic()
-            response = bot.command(OTHER, response_url=slack.response_url(f"other-{n}"))
-            acks.append(time.monotonic() - started)
-            assert response.status_code == 200
-            n += 1
-            time.sleep(0.2)
+        acks += acks_until_answered(bot, slack, "huge", label="other", pause=0.2, seconds=25)
         answer = slack.wait_for_response("huge", timeout=5)
     print(
         f"RSS {rss.start:.0f} -> peak {rss.peak:.0f} MB; {len(acks)} acks meanwhile, "
@@ -378,14 +397,7 @@ def test_a_large_answer_under_the_cap_is_read_off_the_event_loop(
     for round_ in range(3):
         token = f"large-{round_}"
         assert bot.command(SID, response_url=slack.response_url(token)).status_code == 200
-        n = 0
-        while token not in slack.responses and n < 100:
-            started = time.monotonic()
-            response = bot.command(OTHER, response_url=slack.response_url(f"o-{round_}-{n}"))
-            acks.append(time.monotonic() - started)
-            assert response.status_code == 200
-            n += 1
-            time.sleep(0.05)
+        acks += acks_until_answered(bot, slack, token, label=f"o-{round_}", pause=0.05, most=100)
         answer = slack.wait_for_response(token, timeout=10)
         assert answer["response_type"] == "in_channel", answer
         assert f"inference {len(json.loads(body)['inference_checkpoints'])}" in json.dumps(answer)

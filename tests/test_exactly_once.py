@@ -34,6 +34,11 @@ def subscribe(bot: BotProcess, slack: FakeSlack, channel: str, sid: str = SID) -
     """Subscribe `channel` to `sid`; return its root message ts."""
     token = f"sub-{channel}-{sid}-{uuid.uuid4().hex[:4]}"
     bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+    return subscribed_root(slack, token, channel, sid)
+
+
+def subscribed_root(slack: FakeSlack, token: str, channel: str, sid: str) -> str:
+    """Once the subscribe command answered under `token`: the ts of `sid`'s root card."""
     assert "Subscribed" in json.dumps(slack.wait_for_response(token))
     [root] = [
         c.ts

@@ -17,6 +17,7 @@ import httpx
 
 from tests.fakes import FakeSlack, FakeTogether, free_port
 from tests.support import BotFactory, BotProcess, query, wait_until
+from tests.test_exactly_once import subscribed_root
 
 OK = "123e4567-e89b-12d3-a456-426614174000"
 UNAVAILABLE = "Together is unavailable"
@@ -45,14 +46,7 @@ def subscribe(bot: BotProcess, slack: FakeSlack, sid: str, channel: str) -> str:
     """Subscribe `channel` to `sid`; return the root message ts."""
     token = f"sub-{channel}-{sid}"
     ask(bot, slack, f"subscribe {sid}", token, channel_id=channel)
-    assert "Subscribed" in json.dumps(slack.wait_for_response(token))
-    [root] = [
-        c.ts
-        for c in slack.successful_posts(channel)
-        if c.thread_ts is None and sid in json.dumps(c.blocks)
-    ]
-    assert root is not None
-    return root
+    return subscribed_root(slack, token, channel, sid)
 
 
 def replies(slack: FakeSlack, channel: str, root: str) -> list[str]:
