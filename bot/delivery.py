@@ -447,12 +447,20 @@ async def _permalink(
 
 async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient) -> None:
     """Keep the subscription's root message showing the current card."""
-    if not isinstance(payload, TransitionPayload | RootPayload | CheckpointsPayload):
+    if not isinstance(
+        payload, TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload
+    ):
         return
     if not row.thread_ts or payload.session is None:
         return
-    ended = not isinstance(payload, CheckpointsPayload) and payload.ended
+    ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
     card = rendering.card(_session(payload.session, row), subscribed=not ended)
+    if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends
+        stalled = payload.event == "stalled"
+        facts = rendering_watch.WatchFacts(
+            rate=payload.rate, stalled_since=payload.since if stalled else None
+        )
+        card = rendering_watch.with_watch(card, facts, step=payload.step)
     try:
         await slack.chat_update(
             channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]

@@ -168,6 +168,7 @@ class ProgressPayload(_Payload):
     new_step: int | None = None  # resumed: the step it moved to
     since: datetime  # stalled/resumed: when the frozen step was first seen; creating: start
     seconds: float = 0.0  # how long it has been stalled / creating
+    rate: float | None = None  # steps per minute the bot measured, for the card
     idles_out_at: datetime | None = None
     session: dict[str, Any] | None = None
     # On-call's page for a stall: mention, and link the first subscription's thread.

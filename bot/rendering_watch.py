@@ -223,6 +223,20 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
     return blocks
 
 
+def with_watch(card: Message, facts: WatchFacts, *, step: int | None = None) -> Message:
+    """A card with its watch section placed before its buttons (or at the end),
+    still within Block Kit's block limit."""
+    extra = watch_blocks(facts, step=step)
+    if not extra:
+        return card
+    blocks = list(card["blocks"])
+    at = next((i for i, b in enumerate(blocks) if b.get("type") == "actions"), len(blocks))
+    blocks[at:at] = extra
+    if len(blocks) > MAX_BLOCKS:  # drop from the watch section, never the card's own
+        del blocks[at + len(extra) - (len(blocks) - MAX_BLOCKS) : at + len(extra)]
+    return {**card, "blocks": blocks}
+
+
 def _spend(facts: WatchFacts) -> str | None:
     price = facts.price
     if price is None or price.price_per_hour is None or facts.ready_seconds is None:

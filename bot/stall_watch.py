@@ -166,6 +166,7 @@ def rows(
                 new_step=change.new_step,
                 since=change.old_since,
                 seconds=(now - change.old_since).total_seconds(),
+                rate=progress.rate,
                 session=snapshot,
             )
             out.append(progress_row(thread, payload))

@@ -3,6 +3,7 @@ Block Kit limits with any values. Pure: no process."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -432,3 +433,20 @@ def test_injections_in_resource_fields_are_inert(injection: str) -> None:
     )
     assert_valid(msg)
     assert_inert(msg)
+
+
+def test_with_watch_puts_the_section_before_the_buttons_and_keeps_the_limit() -> None:
+    from bot.rendering import card
+    from bot.rendering_watch import with_watch
+
+    base = card(session(), subscribed=True)
+    facts = WatchFacts(rate=3.0, stalled_since=NOW)
+    shown = with_watch(base, facts, step=42)
+    assert_valid(shown)
+    kinds = [b["type"] for b in shown["blocks"]]
+    at = kinds.index("actions")
+    assert "No progress* since" in json.dumps(shown["blocks"][at - 2])
+    assert len(shown["blocks"]) == len(base["blocks"]) + 2
+    assert with_watch(base, WatchFacts()) == base
+    full = {"text": "x", "blocks": [{"type": "divider"}] * 49 + base["blocks"][-2:-1]}
+    assert len(with_watch(full, facts, step=1)["blocks"]) == 50

@@ -44,6 +44,12 @@ def thread(slack: FakeSlack, channel: str, root: str, words: str) -> list[str]:
     return [p for p in posts if words in p]
 
 
+def card(slack: FakeSlack, channel: str, root: str) -> str:
+    """The root card as last updated."""
+    updates = slack.updates(channel, root)
+    return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
+
+
 def pages(slack: FakeSlack) -> list[str]:
     return [c.text or "" for c in slack.successful_posts(OPS) if "no progress" in (c.text or "")]
 
@@ -63,6 +69,8 @@ def test_a_dead_client_is_told_once_resumed_once_across_a_restart_and_replicas(
     assert "step 1,234" in stalled and "training client may have stopped" in stalled
     assert "idles out at" in stalled
     wait_until(lambda: pages(slack), what="on-call page")
+    # The root card shows the stall (before its buttons) until it ends.
+    wait_until(lambda: "No progress* since" in card(slack, "C123", root), what="card flag")
     time.sleep(3)  # three more polls of a frozen step
     assert len(thread(slack, "C123", root, "No progress for")) == 1
     assert len(pages(slack)) == 1 and "<!channel>" not in pages(slack)[0]
@@ -79,6 +87,11 @@ def test_a_dead_client_is_told_once_resumed_once_across_a_restart_and_replicas(
     wait_until(lambda: thread(slack, "C123", root, "Progress resumed"), what="resumed")
     time.sleep(3)
     [resumed] = thread(slack, "C123", root, "Progress resumed")
+    # The first redraw at step 1240 is the resumed one: no flag (a new stall may follow).
+    resumed_cards = [
+        json.dumps(u.blocks) for u in slack.updates("C123", root) if "1240" in json.dumps(u.blocks)
+    ]
+    assert resumed_cards and "No progress" not in resumed_cards[0]
     assert "1,234 → 1,240" in resumed
     # The frozen step 1,234 was told once; step 1,240 standing still since is a new episode.
     first = [p for p in thread(slack, "C123", root, "No progress for") if "step 1,234" in p]
