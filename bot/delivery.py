@@ -52,6 +52,7 @@ from bot.outbox import (
 )
 from bot.storage import db_now, utcnow
 from bot.subscriptions import end_subscriptions
+from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,10 @@ async def deliver_due(
     owner: str,
     metrics: Metrics | None = None,
     limit: int = 500,
+    together: TogetherClient | None = None,
 ) -> list[SendResult]:
+    """Claim, fence and send the due rows. `together`, when given, is asked for
+    what a message is better with (a slow start's place in the GPU queue)."""
     async with sessionmaker() as db, db.begin():
         rows = await claim_due(
             db,
@@ -136,7 +140,12 @@ async def deliver_due(
     async def one(row: OutboxMessage) -> SendResult:
         async with semaphore:
             return await _deliver_one(
-                row, sessionmaker=sessionmaker, slack=slack, settings=settings, owner=owner
+                row,
+                sessionmaker=sessionmaker,
+                slack=slack,
+                settings=settings,
+                owner=owner,
+                together=together,
             )
 
     outcomes = await asyncio.gather(*(one(r) for r in rows))
@@ -166,6 +175,7 @@ async def _deliver_one(
     slack: AsyncWebClient,
     settings: Settings,
     owner: str,
+    together: TogetherClient | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
@@ -176,7 +186,7 @@ async def _deliver_one(
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
         return SendResult(row.id, LOST)
     try:
-        outcome = await send_one(row, slack=slack, settings=settings)
+        outcome = await send_one(row, slack=slack, settings=settings, together=together)
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = _retry(row, None, type(exc).__name__)
@@ -189,7 +199,13 @@ async def _deliver_one(
     return outcome
 
 
-async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings) -> SendResult:
+async def send_one(
+    row: OutboxMessage,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None = None,
+) -> SendResult:
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     payload = row.typed_payload
     try:
@@ -200,7 +216,7 @@ async def send_one(row: OutboxMessage, *, slack: AsyncWebClient, settings: Setti
             log.info("outbox row already in Slack; not posting again", extra=extra)
             await _update_root(row, payload, slack=slack)
             return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
-        message = await render_row(row, slack=slack, settings=settings)
+        message = await render_row(row, slack=slack, settings=settings, together=together)
         response = await slack.chat_postMessage(
             channel=row.channel_id,
             thread_ts=row.thread_ts,
@@ -355,7 +371,11 @@ def _session(snapshot: dict[str, Any] | None, row: OutboxMessage) -> TrainingSes
 
 
 async def render_row(
-    row: OutboxMessage, *, slack: AsyncWebClient, settings: Settings
+    row: OutboxMessage,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None = None,
 ) -> rendering.Message:
     """The message a row posts; a root row posts none (it only edits the root card)."""
     match row.typed_payload:
@@ -390,7 +410,9 @@ async def render_row(
         case OperatorPayload() as p:
             return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
         case ProgressPayload() as p:
-            return await _progress_message(row, p, slack=slack, settings=settings)
+            return await _progress_message(
+                row, p, slack=slack, settings=settings, together=together
+            )
         case IdlePayload() as p:
             return rendering_watch.idle_resource_alert(
                 ModelResource.model_validate(p.resource),
@@ -407,7 +429,12 @@ async def render_row(
 
 
 async def _progress_message(
-    row: OutboxMessage, p: ProgressPayload, *, slack: AsyncWebClient, settings: Settings
+    row: OutboxMessage,
+    p: ProgressPayload,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None,
 ) -> rendering.Message:
     """A stall (in the thread, or on-call's page with the thread linked), its end,
     or a slow start."""
@@ -417,8 +444,14 @@ async def _progress_message(
             session, old_step=p.step, new_step=p.new_step, stalled_for=timedelta(seconds=p.seconds)
         )
     if p.event == "creating":
+        resource = None
+        if together is not None and session.model_resources_id:
+            try:  # its place in the GPU queue, when Together gives one
+                resource = await together.get_model_resource(session.model_resources_id)
+            except TogetherError as exc:
+                log.info("no model resource for a slow start: %s", exc, extra={"outbox_id": row.id})
         return rendering_watch.creating_message(
-            session, waited=timedelta(seconds=p.seconds), resource=None
+            session, waited=timedelta(seconds=p.seconds), resource=resource
         )
     permalink = None
     if p.page and p.thread_channel and p.thread_ts:

@@ -133,6 +133,7 @@ class Ticker:
         rt = self.rt
         while not self.stopping:
             outcomes = await deliver_due(
+                together=rt.together,
                 sessionmaker=rt.sessionmaker,
                 slack=rt.delivery_slack,
                 settings=rt.settings,

@@ -108,13 +108,15 @@ def test_a_dead_client_is_told_once_resumed_once_across_a_restart_and_replicas(
 def test_a_session_stuck_creating_is_told_once(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
-    together.add(SID2, "CREATING", step="0")
+    session = together.add(SID2, "CREATING", step="0")
+    together.set_resource(session["model_resources_id"], "PENDING", queue_position=4)
     bot = start_bot(CREATING_ALERT_AFTER_MINUTES="0.05", STALL_AFTER_MINUTES="0.05")
     root = subscribe(bot, slack, SID2, "C123")
     wait_until(lambda: thread(slack, "C123", root, "Still creating"), what="slow start")
     time.sleep(3)
     [told] = thread(slack, "C123", root, "Still creating")
     assert "Still creating after 30 min" in told  # since Together's created_at
+    assert "Queue position:* 4" in told and "queue position 4" in told  # its resource's
     assert thread(slack, "C123", root, "No progress") == []  # CREATING is not a stall
 
 
