@@ -84,8 +84,9 @@ async def refresh(req: Request) -> str:
     return "ok"
 
 
-async def stop(req: Request) -> str:
-    """Slack has already shown the confirm dialog; the workflow checks who clicked."""
+async def _stop_session(req: Request, *, message_ts: str | None) -> workflows.StopRequest | str:
+    """Stop the clicked session through the workflow; a Together error or a refusal is
+    told to the clicker and comes back as the outcome, a stop as the workflow's answer."""
     try:
         done = await workflows.stop_session(
             settings=req.rt.settings,
@@ -94,7 +95,7 @@ async def stop(req: Request) -> str:
             slack=req.client,
             session_id=req.session_id,
             asker=req.asker,
-            message_ts=req.message_ts,
+            message_ts=message_ts,
         )
     except TogetherError as exc:
         await req.say(f":warning: The session was not stopped. {exc.user_message}")
@@ -102,6 +103,14 @@ async def stop(req: Request) -> str:
     if done.refusal is not None:
         await req.say(f":no_entry_sign: {done.refusal}")
         return "refused"
+    return done
+
+
+async def stop(req: Request) -> str:
+    """Slack has already shown the confirm dialog; the workflow checks who clicked."""
+    done = await _stop_session(req, message_ts=req.message_ts)
+    if isinstance(done, str):
+        return done
     assert done.session is not None and done.said is not None
     if not done.said_in_thread:
         await req.say(done.said["text"])
@@ -137,22 +146,9 @@ async def more_sessions(req: Request) -> str:
 async def stop_from_list(req: Request) -> str:
     """A row's Stop: the same confirmation and allowlist as the card's, answered
     under the list instead of redrawing a card over it."""
-    try:
-        done = await workflows.stop_session(
-            settings=req.rt.settings,
-            together=req.rt.together,
-            sessionmaker=req.rt.sessionmaker,
-            slack=req.client,
-            session_id=req.session_id,
-            asker=req.asker,
-            message_ts=None,
-        )
-    except TogetherError as exc:
-        await req.say(f":warning: The session was not stopped. {exc.user_message}")
-        return exc.kind
-    if done.refusal is not None:
-        await req.say(f":no_entry_sign: {done.refusal}")
-        return "refused"
+    done = await _stop_session(req, message_ts=None)
+    if isinstance(done, str):
+        return done
     assert done.said is not None
     await req.say(done.said["text"])
     return "ok"
