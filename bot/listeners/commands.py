@@ -122,8 +122,7 @@ async def unsubscribe(req: Request, command: Command) -> str:
         session_id=session_id,
     )
     if sub is None:
-        await req.say(f"This channel is not subscribed to `{session_id}`.")
-        return "not_subscribed"
+        return await _not_subscribed(req, session_id)
     await req.say(f":white_check_mark: Unsubscribed this channel from `{session_id}`.")
     return "ok"
 
@@ -139,13 +138,17 @@ async def mute(req: Request, command: Command) -> str:
         until=utcnow() + command.duration if command.duration is not None else None,
     )
     if not change.subscribed:
-        await req.say(f"This channel is not subscribed to `{session_id}`.")
-        return "not_subscribed"
+        return await _not_subscribed(req, session_id)
     if change.message is None:
         await req.say(f"This channel's updates of `{session_id}` are not muted.")
         return "not_muted"
     await req.answer(change.message)
     return "ok"
+
+
+async def _not_subscribed(req: Request, session_id: str) -> str:
+    await req.say(f"This channel is not subscribed to `{session_id}`.")
+    return "not_subscribed"
 
 
 async def digest(req: Request, command: Command) -> str:
