@@ -138,20 +138,25 @@ def rows(
     progress = check.progress
     frozen = stalled_for(progress, now)
     idle_at = idles_out_at(progress, expires_at=None, inactive_timeout=inactive_timeout)
+    # One stall, told in each thread whose threshold it passed and perhaps paged.
+    stalled = (
+        ProgressPayload(
+            event="stalled",
+            step=progress.step,
+            since=progress.since,
+            seconds=frozen.total_seconds(),
+            idles_out_at=idle_at,
+            session=snapshot,
+        )
+        if frozen is not None
+        else None
+    )
     for thread, minutes, muted in threads:
         if muted:
             continue
         after = threshold(minutes, settings.stall_after)
-        if after is not None and frozen is not None and frozen >= after:
-            payload = ProgressPayload(
-                event="stalled",
-                step=progress.step,
-                since=progress.since,
-                seconds=frozen.total_seconds(),
-                idles_out_at=idle_at,
-                session=snapshot,
-            )
-            out.append(progress_row(thread, payload))
+        if after is not None and stalled is not None and stalled.seconds >= after.total_seconds():
+            out.append(progress_row(thread, stalled))
         change = check.change
         if (
             after is not None
@@ -189,21 +194,17 @@ def rows(
         settings.page_on_stall
         and settings.oncall_channel
         and settings.stall_after is not None
-        and frozen is not None
-        and frozen >= settings.stall_after
+        and stalled is not None
+        and stalled.seconds >= settings.stall_after.total_seconds()
         and any(threshold(m, settings.stall_after) is not None for _, m, _ in threads)
     ):
         first = threads[0][0] if threads else None
-        payload = ProgressPayload(
-            event="stalled",
-            step=progress.step,
-            since=progress.since,
-            seconds=frozen.total_seconds(),
-            idles_out_at=idle_at,
-            session=snapshot,
-            page=True,
-            thread_channel=first.channel_id if first else None,
-            thread_ts=first.thread_ts if first else None,
+        page = stalled.model_copy(
+            update={
+                "page": True,
+                "thread_channel": first.channel_id if first else None,
+                "thread_ts": first.thread_ts if first else None,
+            }
         )
-        out.append(stall_page_row(settings.oncall_channel, session.id, payload))
+        out.append(stall_page_row(settings.oncall_channel, session.id, page))
     return out
