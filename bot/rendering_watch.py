@@ -436,9 +436,9 @@ def _row_line(number: int, row: SessionRow, now: datetime) -> str:
     rate = rate_words(row.rate)
     if rate is not None:
         parts.append(rate)
-    created = _timestamp(s.created_at)  # a naive time is taken as UTC
-    if created is not None:
-        parts.append(f"age {duration_words(timedelta(seconds=now.timestamp() - created))}")
+    created, at = _timestamp(s.created_at), _timestamp(now)  # naive times are UTC
+    if created is not None and at is not None:
+        parts.append(f"age {duration_words(timedelta(seconds=at - created))}")
     if row.resource is not None:
         parts.append("resource " + resource_status_words(row.resource))
     if row.stalled:

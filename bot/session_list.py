@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal, get_args
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal, get_args
 
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
 from bot.rendering.blocks import Message
 from bot.rendering_watch import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.stall_watch import load_progress
 from bot.together import TogetherClient, TogetherError
+from bot.watch_rules import stalled_for
+
+#: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
+ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, Any]]]
 
 StatusFilter = Literal["running", "creating", "error", "all"]
 STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
@@ -212,13 +217,20 @@ async def page_message(
     now: datetime,
     after: str | None = None,
     first_number: int = 1,
+    progress_of: ProgressLookup | None = None,
+    stall_after: timedelta | None = None,
 ) -> Message | str:
     """The `ls` answer for one page (with More when Together has another), or
-    a refusal in words (a user with no CREATED_BY_USER_MAP entry)."""
+    a refusal in words (a user with no CREATED_BY_USER_MAP entry). Sessions the
+    bot watches show the steps/min it measured and whether they are stalled."""
     created_by = creators(query, caller=caller, user_map=user_map)
     if isinstance(created_by, str):
         return created_by
     page = await fetch_page(together, query, created_by=created_by, after=after)
+    if progress_of is not None and page.rows:
+        stored = await progress_of([row.session.id for row in page.rows])
+        rows = [with_progress(r, stored.get(r.session.id), now, stall_after) for r in page.rows]
+        page = Page(rows, page.after)
     value = (
         more_value(More(query, page.after, first_number + len(page.rows))) if page.after else None
     )
@@ -230,3 +242,16 @@ async def page_message(
         first_number=first_number,
         more_value=value,
     )
+
+
+def with_progress(
+    row: SessionRow, stored: Any, now: datetime, stall_after: timedelta | None
+) -> SessionRow:
+    """A row with what the bot's polls measured: steps/min, and stalled when a
+    RUNNING session's step has not moved for `stall_after` (None: not judged)."""
+    progress, _ = load_progress(stored)
+    if progress is None:
+        return row
+    frozen = stalled_for(progress, now)
+    stalled = stall_after is not None and frozen is not None and frozen >= stall_after
+    return replace(row, rate=progress.rate, stalled=stalled)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -358,6 +359,16 @@ async def set_digest(
         db.add(settings)
     settings.digest_time, settings.digest_tz = at, tz
     settings.updated_by, settings.updated_at = user_id, utcnow()
+
+
+async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, Any]:
+    """The progress column of those of these sessions the bot watches."""
+    rows = await db.execute(
+        select(WatchedSession.session_id, WatchedSession.progress).where(
+            WatchedSession.session_id.in_(session_ids)
+        )
+    )
+    return {r.session_id: r.progress for r in rows if r.progress is not None}
 
 
 async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:

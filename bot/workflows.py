@@ -14,7 +14,8 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -36,6 +37,7 @@ from bot.subscriptions import (
     set_digest,
     set_mute,
     set_stall,
+    stored_progress,
     subscribe,
     unsubscribe,
     user_subscriptions,
@@ -341,6 +343,18 @@ async def stop_session(
         )
         posted = True
     return StopRequest(session=session, said=message, said_in_thread=posted)
+
+
+async def progress_of(sessionmaker: Sessionmaker, session_ids: list[str]) -> dict[str, Any]:
+    """What the bot's polls measured of these sessions (those it watches), for `ls`."""
+    async with sessionmaker() as db:
+        return await stored_progress(db, session_ids)
+
+
+def stall_threshold(settings: Settings) -> timedelta | None:
+    """STALL_AFTER_MINUTES as a duration; None when it is off."""
+    minutes = settings.stall_after_minutes
+    return timedelta(minutes=minutes) if minutes > 0 else None
 
 
 @dataclass(frozen=True)

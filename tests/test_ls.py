@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.block_kit import block_kit_problems
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, BotProcess
+from tests.support import BotFactory, BotProcess, wait_until
 
 _tokens = itertools.count()
 
@@ -128,3 +128,24 @@ def test_ls_row_buttons_subscribe_and_stop_behind_the_allowlist(
     click(bot, slack, "rl_subscribe.1", sid)
     roots = [c for c in slack.successful_posts("C123") if c.thread_ts is None]
     assert any(sid in json.dumps(c.blocks) for c in roots)
+
+
+def test_ls_flags_a_watched_session_that_stalled(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sid = "f0000000-e89b-12d3-a456-426614174000"
+    together.add(sid, "RUNNING", step="77")
+    together.add("f1000000-e89b-12d3-a456-426614174000", "RUNNING", step="5")
+    bot = start_bot(STALL_AFTER_MINUTES="0.05")
+    token = "ls-sub"
+    bot.command(f"subscribe {sid}", response_url=slack.response_url(token))
+    assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None)
+    wait_until(
+        lambda: any(c.thread_ts == root for c in slack.successful_posts("C123")),
+        what="the stall told",
+    )
+    page = json.dumps(ask(bot, slack, "ls"), ensure_ascii=False)
+    first, second = page.split("*2.*")
+    assert "stalled" in first and "step 77" in first
+    assert "stalled" not in second  # not watched: the bot knows nothing of its progress

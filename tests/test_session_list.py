@@ -176,3 +176,28 @@ async def test_a_page_filters_by_creator_and_model_and_shows_resources(
     assert [r.session.id for r in llama.rows] == ["m-2", "m-3"]
     both = await fetch_page(client, ListQuery(), created_by=["user_2", "user_3"])
     assert [r.session.id for r in both.rows] == ["m-2"]
+
+
+def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
+    from datetime import timedelta
+
+    from bot.models import TrainingSession
+    from bot.rendering_watch import SessionRow
+    from bot.session_list import with_progress
+
+    row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
+    since = datetime(2026, 3, 1, 10, 0)
+    stored = {
+        "step": "7",
+        "since": since.isoformat(),
+        "running": True,
+        "rate": 2.5,
+        "anchored": True,
+        "seen_at": since.isoformat(),
+    }
+    at = since + timedelta(minutes=20)
+    stalled = with_progress(row, stored, at, timedelta(minutes=15))
+    assert stalled.rate == 2.5 and stalled.stalled
+    assert not with_progress(row, stored, at, timedelta(minutes=30)).stalled
+    assert not with_progress(row, stored, at, None).stalled
+    assert with_progress(row, None, at, timedelta(minutes=15)) == row  # not watched

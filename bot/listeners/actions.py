@@ -5,6 +5,8 @@ query), and is checked first."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from slack_bolt.async_app import AsyncApp
 
 from bot import rendering, session_list, workflows
@@ -139,6 +141,8 @@ async def more_sessions(req: Request) -> str:
         now=utcnow(),
         after=more.after,
         first_number=more.first_number,
+        progress_of=partial(workflows.progress_of, req.rt.sessionmaker),
+        stall_after=workflows.stall_threshold(req.rt.settings),
     )
     return await req.answer_or_refuse(answer)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -184,6 +185,8 @@ async def list_org(req: Request, command: Command) -> str:
         caller=req.user_id,
         user_map=req.rt.settings.created_by_user_map,
         now=utcnow(),
+        progress_of=partial(workflows.progress_of, req.rt.sessionmaker),
+        stall_after=workflows.stall_threshold(req.rt.settings),
     )
     return await req.answer_or_refuse(answer)
 
