@@ -223,7 +223,22 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class Served:
-    """`with fake:` starts a fake and stops it on the way out, however the test ended."""
+    """`with fake:` starts a fake and stops it on the way out, however the test ended;
+    `_await` waits on the fake's condition, which it notifies on every change."""
+
+    _cond: threading.Condition
+
+    def _await(self, check: Callable[[], T | None], timeout: float) -> T | None:
+        """`check()` under the lock until it is truthy, re-checked at least every 50 ms (so
+        outside state works too); what it last returned once `timeout` has passed."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                value = check()
+                remaining = deadline - time.monotonic()
+                if value or remaining <= 0:
+                    return value
+                self._cond.wait(min(remaining, 0.05))
 
     def start(self) -> Self:
         raise NotImplementedError
@@ -366,16 +381,9 @@ class FakeHTTPServer(Served):
         of the recorded state on timeout. Don't call it from a coroutine that shares its event
         loop with the code under test; use `wait_for_async` there.
         """
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                value = self._check(predicate)
-                if value:
-                    return value
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(min(remaining, 0.05))
+        value = self._await(lambda: self._check(predicate), timeout)
+        if value:
+            return value
         raise AssertionError(self._timeout_message(predicate, timeout, message))
 
     async def wait_for_async(

@@ -356,16 +356,9 @@ class FakeSocketMode(Served):
     def wait_for(
         self, predicate: Callable[[], T | None], timeout: float = 10.0, what: str = "condition"
     ) -> T:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(min(remaining, 0.05))
+        value = self._await(predicate, timeout)
+        if value:
+            return value
         raise AssertionError(
             f"FakeSocketMode: {what} not met within {timeout}s; "
             f"{len(self.connections)} connections, received={[f.raw for f in self.received]}"
