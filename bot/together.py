@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -476,25 +476,26 @@ def _next_cursor(
     return cursor or (sessions[-1].id if sessions else None)
 
 
-def _parse_session(data: Any, session_id: str) -> TrainingSession:
+_Parsed = TypeVar("_Parsed", TrainingSession, ModelResource)
+
+
+def _parse_one(model: type[_Parsed], data: Any, expected_id: str, what: str) -> _Parsed:
+    """One object of `model` from an answer, which must be the one asked for
+    (`what` names it in the error: "training session", "model resource")."""
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        raise TogetherError("bad_response", "not a training session")
+        raise TogetherError("bad_response", f"not a {what}")
     try:
-        session = TrainingSession.model_validate(data)
+        parsed = model.model_validate(data)
     except ValidationError as exc:
         raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
-    if session.id != session_id:
-        raise TogetherError("bad_response", "answer is for another session")
-    return session
+    if parsed.id != expected_id:
+        raise TogetherError("bad_response", f"answer is for another {what}")
+    return parsed
+
+
+def _parse_session(data: Any, session_id: str) -> TrainingSession:
+    return _parse_one(TrainingSession, data, session_id, "training session")
 
 
 def _parse_resource(data: Any, resource_id: str) -> ModelResource:
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        raise TogetherError("bad_response", "not a model resource")
-    try:
-        resource = ModelResource.model_validate(data)
-    except ValidationError as exc:
-        raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
-    if resource.id != resource_id:
-        raise TogetherError("bad_response", "answer is for another model resource")
-    return resource
+    return _parse_one(ModelResource, data, resource_id, "model resource")
