@@ -647,6 +647,10 @@ def observe(
     A failure backs the session off; Together's own 404 is told as "gone" only
     once it has lasted `confirm`; a state is stored whole (`watch_state`) and
     its checkpoint news and status change become events."""
+    if isinstance(fetched, TogetherError) and not fetched.sent:
+        # Held back by a shared pause (another session's 429): ask again when it
+        # ends; nothing went wrong with this session, so nothing is counted.
+        return {"next_poll_at": now + timedelta(seconds=max(fetched.retry_after or 1.0, 1.0))}, []
     if isinstance(fetched, TogetherError):
         failures = row.consecutive_failures + 1
         since = row.not_found_since

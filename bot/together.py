@@ -51,12 +51,16 @@ class TogetherError(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        sent: bool = True,
     ) -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind: ErrorKind = kind
         self.detail = detail
         self.status = status
         self.retry_after = retry_after
+        # False when the request never left: the bot held it back during a
+        # shared pause after another request's 429. Not this session's failure.
+        self.sent = sent
 
     @property
     def user_message(self) -> str:
@@ -116,7 +120,9 @@ class RateLimiter:
 
     def _check(self, max_wait: float | None) -> None:
         if max_wait is not None and (paused := self.paused_for) > max_wait:
-            raise TogetherError("rate_limited", "pausing after a 429", retry_after=paused)
+            raise TogetherError(
+                "rate_limited", "pausing after a 429", retry_after=paused, sent=False
+            )
 
 
 Observer = Callable[[str, float], None]

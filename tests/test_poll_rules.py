@@ -85,3 +85,11 @@ def test_other_failures_back_off_exponentially_up_to_the_cap_or_as_told() -> Non
     limited = TogetherError("rate_limited", retry_after=7.0)
     values, _ = _observe(Row(), limited)
     assert values["next_poll_at"] == NOW + timedelta(seconds=7)
+
+
+def test_a_request_held_back_by_a_shared_pause_is_asked_again_and_not_counted() -> None:
+    """Another session's 429 paused every request; this one never left the bot."""
+    held = TogetherError("rate_limited", "pausing after a 429", retry_after=4.0, sent=False)
+    values, events = _observe(Row(consecutive_failures=0, not_found_since=NOW), held)
+    assert events == []
+    assert values == {"next_poll_at": NOW + timedelta(seconds=4)}  # nothing else changes
