@@ -266,64 +266,22 @@ async def _store(
     polled_at: datetime | None,
     interval: float,
 ) -> tuple[dict[str, int], int]:
-    """Write `part` in one transaction; if the database refuses it, session by session."""
-    try:
-        async with sessionmaker() as db, db.begin():
-            return await record_outcomes(
-                db,
-                part,
-                owner=owner,
-                settings=settings,
-                polled_at=polled_at,
-                interval=interval,
-                incidents=False,
-            )
-    except DBAPIError as exc:
-        if not _refused_data(exc):
-            raise
-        log.warning(
-            "could not store this batch's poll results (%s); storing each session apart",
-            type(exc).__name__,
-        )
-        return await _record_apart(
-            sessionmaker,
-            part,
-            owner=owner,
-            settings=settings,
-            polled_at=polled_at,
-            interval=interval,
-        )
-
-
-def _refused_data(exc: DBAPIError) -> bool:
-    """The database refused what was written (not: the database went away)."""
-    return not exc.connection_invalidated and not isinstance(exc, OperationalError | InterfaceError)
-
-
-async def _record_apart(
-    sessionmaker: async_sessionmaker[AsyncSession],
-    outcomes: dict[str, Fetched],
-    *,
-    owner: str,
-    settings: Settings,
-    polled_at: datetime | None,
-    interval: float,
-) -> tuple[dict[str, int], int]:
-    """Store a batch that failed as a whole: each half in its own transaction,
-    halved again where it fails, until the sessions that cannot be stored stand
-    alone (one bad session among n costs about 2·log2(n) transactions). Those
-    are counted toward being set aside, unless none at all could be stored: then
-    the fault is not in any one session, and nothing is counted."""
+    """Write `part` in one transaction. If the database refuses it, each half in
+    its own transaction, halved again where it fails, until the sessions that
+    cannot be stored stand alone (one bad session among n costs about 2·log2(n)
+    transactions). Those are counted toward being set aside, unless none at all
+    could be stored: then the fault is not in any one session, and nothing is
+    counted."""
     refused: dict[str, DBAPIError] = {}
     to_status: dict[str, int] = defaultdict(int)
     totals = [0, 0]  # outbox rows, sessions stored
 
-    async def store(part: dict[str, Fetched]) -> None:
+    async def store(chunk: dict[str, Fetched]) -> None:
         try:
             async with sessionmaker() as db, db.begin():
                 statuses, written = await record_outcomes(
                     db,
-                    part,
+                    chunk,
                     owner=owner,
                     settings=settings,
                     polled_at=polled_at,
@@ -333,27 +291,34 @@ async def _record_apart(
         except DBAPIError as exc:
             if not _refused_data(exc):
                 raise
-            if len(part) == 1:
-                refused.update(dict.fromkeys(part, exc))
+            if len(chunk) == 1:
+                refused.update(dict.fromkeys(chunk, exc))
                 return
-            items = list(part.items())
+            if chunk is part:
+                log.warning(
+                    "could not store this batch's poll results (%s); storing each session apart",
+                    type(exc).__name__,
+                )
+            items = list(chunk.items())
             await store(dict(items[: len(items) // 2]))
             await store(dict(items[len(items) // 2 :]))
             return
         for status, n in statuses.items():
             to_status[status] += n
         totals[0] += written
-        totals[1] += len(part)
+        totals[1] += len(chunk)
 
-    items = list(outcomes.items())
-    for half in (dict(items[: len(items) // 2]), dict(items[len(items) // 2 :])):
-        if half:
-            await store(half)
-    if refused and not totals[1] and len(outcomes) > 1:
+    await store(part)
+    if refused and not totals[1] and len(part) > 1:
         raise next(iter(refused.values()))
     for session_id, exc in refused.items():
         await _note_write_failure(sessionmaker, session_id, exc, owner=owner, settings=settings)
     return dict(to_status), totals[0]
+
+
+def _refused_data(exc: DBAPIError) -> bool:
+    """The database refused what was written (not: the database went away)."""
+    return not exc.connection_invalidated and not isinstance(exc, OperationalError | InterfaceError)
 
 
 async def _note_write_failure(
