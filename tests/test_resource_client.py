@@ -5,35 +5,21 @@ Fast: no bot process."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 
 from bot.models import ModelResource, ResourceStatus
 from bot.together import TogetherClient, TogetherError
+from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import DEFAULT_PRICES
 
+# the shared Together server and client fixtures (pytest finds them by these names)
+fake = together_fixtures.fake
+client = together_fixtures.client
+
 READY = "MODEL_RESOURCES_STATUS_READY"
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeTogether]:
-    with FakeTogether() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(fake: FakeTogether) -> AsyncIterator[TogetherClient]:
-    with fake._lock:
-        fake.sessions.clear()
-        fake.resources.clear()
-    fake.clear_faults()
-    fake.reset_counts()
-    async with httpx.AsyncClient() as http:
-        yield TogetherClient(http, base_url=fake.base_url, api_key=fake.api_key)
 
 
 async def test_get_model_resource_parses_every_field(

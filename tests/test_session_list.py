@@ -5,11 +5,9 @@ bot process."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 
 from bot.rendering_watch import session_list_page
@@ -24,8 +22,13 @@ from bot.session_list import (
     read_more,
 )
 from bot.together import TogetherClient
+from tests import together_fixtures
 from tests.block_kit import block_kit_problems
 from tests.fakes import FakeTogether
+
+# the shared Together server and client fixtures (pytest finds them by these names)
+fake = together_fixtures.fake
+client = together_fixtures.client
 
 NOW = datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
 
@@ -110,22 +113,6 @@ def test_keep_applies_the_model_and_several_creators() -> None:
     assert keep(s, ListQuery(), ["user_1", "user_2"])
     assert not keep(s, ListQuery(), ["user_2", "user_3"])
     assert keep(s, ListQuery(), ["user_9"])  # one creator: Together filtered already
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeTogether]:
-    with FakeTogether() as server:
-        yield server
-
-
-@pytest.fixture
-async def client(fake: FakeTogether) -> AsyncIterator[TogetherClient]:
-    with fake._lock:
-        fake.sessions.clear()
-        fake.resources.clear()
-    fake.reset_counts()
-    async with httpx.AsyncClient() as http:
-        yield TogetherClient(http, base_url=fake.base_url, api_key=fake.api_key)
 
 
 async def test_250_sessions_in_three_pages(fake: FakeTogether, client: TogetherClient) -> None:
