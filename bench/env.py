@@ -316,14 +316,7 @@ class Bot:
 
     def metric(self, name: str) -> float | None:
         """One sample of the bot's /metrics, by its exact name (labels included, if any)."""
-        import httpx
-
-        body = httpx.get(f"{self.url}/metrics", timeout=5).text
-        for line in body.splitlines():
-            head, _, value = line.rpartition(" ")
-            if head == name:
-                return float(value)
-        return None
+        return self.proc.metric(name)
 
 
 def machine() -> dict[str, Any]:

@@ -172,6 +172,15 @@ class BotProcess:
             time.sleep(0.1)
         raise AssertionError(f"rl-bot not healthy after {timeout}s:\n{self.log()}")
 
+    def metric(self, name: str) -> float | None:
+        """One sample of the bot's /metrics, by its exact name (labels included, if any)."""
+        body = httpx.get(f"{self.url}/metrics", timeout=5).text
+        for line in body.splitlines():
+            head, _, value = line.rpartition(" ")
+            if head == name:
+                return float(value)
+        return None
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 

@@ -44,6 +44,19 @@ def _list_passes(together: FakeTogether, n: int) -> None:
     wait_until(lambda: _first_pages(together) >= start + n, timeout=20, what=f"{n} list passes")
 
 
+def _two_watched(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, passes: int
+) -> tuple[BotProcess, str, str]:
+    """The list plan on the project, FIRST subscribed in C1 and SECOND in C2, after `passes`
+    list passes: the bot and the two root messages."""
+    _project(together)
+    bot = start_bot(POLL_PLAN="list")
+    first = _subscribe(bot, slack, FIRST, "C1")
+    second = _subscribe(bot, slack, SECOND, "C2")
+    _list_passes(together, passes)
+    return bot, first, second
+
+
 class _BetweenPages:
     """Runs `act` once, right after the first page of the next list pass is served."""
 
@@ -61,11 +74,7 @@ class _BetweenPages:
 def test_the_list_plan_learns_states_from_pages_without_a_get_each(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    _project(together)
-    bot = start_bot(POLL_PLAN="list")
-    first = _subscribe(bot, slack, FIRST, "C1")
-    _subscribe(bot, slack, SECOND, "C2")
-    _list_passes(together, 2)
+    _bot, first, _second = _two_watched(start_bot, slack, together, 2)
     before = together.requests_for(FIRST) + together.requests_for(SECOND)
     together.set_status(FIRST, "STOPPING")  # still live: seen on page 1
     wait_until(lambda: _thread(slack, "C1", first), what="the change told")
@@ -81,11 +90,7 @@ def test_the_list_plan_learns_states_from_pages_without_a_get_each(
 def test_a_session_ending_between_two_list_pages_is_told_from_its_own_get(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    _project(together)
-    bot = start_bot(POLL_PLAN="list")
-    _subscribe(bot, slack, FIRST, "C1")
-    second = _subscribe(bot, slack, SECOND, "C2")
-    _list_passes(together, 1)
+    _bot, _first, second = _two_watched(start_bot, slack, together, 1)
     gets = together.requests_for(SECOND)
     # Page 1 has gone out without SECOND (it is on page 2); then it stops.
     ended = _BetweenPages(together, lambda: together.set_status(SECOND, "STOPPED"))
@@ -103,11 +108,7 @@ def test_a_session_ending_between_two_list_pages_is_told_from_its_own_get(
 def test_a_failed_list_page_ends_no_session_it_did_not_list(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    _project(together)
-    bot = start_bot(POLL_PLAN="list")
-    first = _subscribe(bot, slack, FIRST, "C1")
-    second = _subscribe(bot, slack, SECOND, "C2")
-    _list_passes(together, 1)
+    bot, first, second = _two_watched(start_bot, slack, together, 1)
     together.set_status(FIRST, "STOPPING")
     # Page 2 (where SECOND is) fails once: SECOND is missing from that pass.
     failed = _BetweenPages(together, lambda: together.fail(None, status=503, times=1))
@@ -141,7 +142,7 @@ def test_the_request_budget_stretches_the_interval(
     for i, sid in enumerate(sids):
         _subscribe(bot, slack, sid, f"C{i}")
     wait_until(
-        lambda: bot_metric(bot, "rlbot_poll_interval_seconds") == 3.0,
+        lambda: bot.metric("rlbot_poll_interval_seconds") == 3.0,
         timeout=20,
         what="the interval in use",
     )
@@ -149,15 +150,4 @@ def test_the_request_budget_stretches_the_interval(
     time.sleep(7)
     polled = together.requests_for(sids[0]) - start
     assert 2 <= polled <= 3, polled  # every 3 s, not every 0.5 s
-    assert (bot_metric(bot, 'rlbot_poll_requests_total{kind="get"}') or 0) >= 6
-
-
-def bot_metric(bot: BotProcess, name: str) -> float | None:
-    import httpx
-
-    body = httpx.get(f"{bot.url}/metrics", timeout=5).text
-    for line in body.splitlines():
-        head, _, value = line.rpartition(" ")
-        if head == name:
-            return float(value)
-    return None
+    assert (bot.metric('rlbot_poll_requests_total{kind="get"}') or 0) >= 6
