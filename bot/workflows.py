@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -45,6 +45,7 @@ from bot.subscriptions import (
 from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 Sessionmaker = async_sessionmaker[AsyncSession]
 
@@ -320,15 +321,10 @@ async def stop_session(
     the confirm dialog. A TogetherError (not stopped) is logged and raised."""
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
-    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    refusal = await _may_stop_logged(settings, slack, user_id, "stop", who)
     if refusal is not None:
-        log.warning("stop refused", extra=who)
         return StopRequest(refusal=refusal)
-    try:
-        session = await together.stop_session(session_id)
-    except TogetherError as exc:
-        log.warning("stop failed: %s", exc, extra=who | {"together": exc.kind})
-        raise
+    session = await _stop_logged(together.stop_session(session_id), "stop", who)
     log.info("session stop requested", extra=who | {"together_status": session.status})
     async with sessionmaker() as db:
         sub = await active_subscription(
@@ -336,12 +332,9 @@ async def stop_session(
         )
     thread = sub.root_ts if sub is not None else message_ts
     message = rendering.stop_requested_message(user_id, session)
-    posted = False
-    with _refusal_logged("say who stopped the session", channel_id):
-        await slack.chat_postMessage(
-            channel=channel_id, thread_ts=thread, text=message["text"], blocks=message["blocks"]
-        )
-        posted = True
+    posted = await post_in_thread(
+        slack, channel_id, thread, message, what="say who stopped the session"
+    )
     return StopRequest(session=session, said=message, said_in_thread=posted)
 
 
@@ -379,14 +372,14 @@ async def stop_resource(
     Together says why); say who did under the clicked alert, and log it."""
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "model_resources_id": resource_id, "channel_id": channel_id}
-    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    refusal = await _may_stop_logged(settings, slack, user_id, "resource stop", who)
     if refusal is not None:
-        log.warning("resource stop refused", extra=who)
         return ResourceStop(refusal=refusal)
     try:
-        resource = await together.stop_model_resource(resource_id)
+        resource = await _stop_logged(
+            together.stop_model_resource(resource_id), "resource stop", who
+        )
     except TogetherError as exc:
-        log.warning("resource stop failed: %s", exc, extra=who | {"together": exc.kind})
         if exc.kind == "bad_response" and exc.status == 400:  # Together refused, and says why
             return ResourceStop(
                 refusal="Together did not stop it: a session on it is still active "
@@ -395,24 +388,50 @@ async def stop_resource(
         raise
     log.info("model resource stop requested", extra=who | {"together_status": resource.status})
     message = rendering_watch.resource_stop_requested_message(user_id, resource)
-    with _refusal_logged("say who stopped the resource", channel_id):
-        await slack.chat_postMessage(
-            channel=channel_id, thread_ts=message_ts, text=message["text"], blocks=message["blocks"]
-        )
+    await post_in_thread(
+        slack, channel_id, message_ts, message, what="say who stopped the resource"
+    )
     return ResourceStop(said=message)
+
+
+async def _may_stop_logged(
+    settings: Settings, slack: AsyncWebClient, user_id: str, what: str, who: dict[str, Any]
+) -> str | None:
+    """`may_stop`, with a refusal logged as `<what> refused`."""
+    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    if refusal is not None:
+        log.warning("%s refused", what, extra=who)
+    return refusal
+
+
+async def _stop_logged(stop: Awaitable[_T], what: str, who: dict[str, Any]) -> _T:
+    """Together's answer to a stop call; a TogetherError is logged as `<what> failed` and raised."""
+    try:
+        return await stop
+    except TogetherError as exc:
+        log.warning("%s failed: %s", what, exc, extra=who | {"together": exc.kind})
+        raise
 
 
 # --- Slack ------------------------------------------------------------------------------------
 
 
 async def post_in_thread(
-    slack: AsyncWebClient, channel_id: str, root_ts: str, message: rendering.Message
-) -> None:
-    """Post in a subscription's thread; a refusal is logged, not raised."""
-    with _refusal_logged("post in the thread", channel_id):
+    slack: AsyncWebClient,
+    channel_id: str,
+    root_ts: str | None,
+    message: rendering.Message,
+    *,
+    what: str = "post in the thread",
+) -> bool:
+    """Post in a thread (None: in the channel); a refusal is logged as `could not <what>`,
+    not raised. True when Slack took it."""
+    with _refusal_logged(what, channel_id):
         await slack.chat_postMessage(
             channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
         )
+        return True
+    return False
 
 
 @contextlib.contextmanager
