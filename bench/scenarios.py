@@ -14,11 +14,13 @@ import math
 import random
 import statistics
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from bench.env import (
     Bot,
+    Database,
     add_unwatched,
     database,
     make_due,
@@ -489,19 +491,7 @@ def change_to_post(backend: str, sizes: Sizes, *, today: bool) -> dict[str, Any]
     random moments spread over `latency_window` seconds after the first full poll."""
     n = sizes.latency_sessions
     interval = sizes.latency_interval
-    with (
-        database(backend) as db,
-        FakeSlack(latency=sizes.slack_latency) as slack,
-        FakeTogether(latency=sizes.poll_latency) as together,
-    ):
-        ids = seed(
-            db.url,
-            together,
-            sessions=n,
-            channels_per_session=1,
-            channel_of=lambda i, j: f"CL{i:05d}",
-        )
-        make_due(db.url)
+    with _due_sessions(backend, sizes, n, lambda i, j: f"CL{i:05d}") as (db, slack, together, ids):
         env = {  # otherwise the defaults (the test harness's POLL_PLAN=get undone)
             "POLL_PLAN": "auto",
             "POLL_INTERVAL_SECONDS": str(interval),
@@ -589,6 +579,22 @@ def naive_baseline(backend: str, sizes: Sizes, concurrent: dict[str, Any]) -> di
 # -- 3. fan-out and pacing ----------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _due_sessions(
+    backend: str, sizes: Sizes, n: int, channel_of: Callable[[int, int], str]
+) -> Iterator[tuple[Database, FakeSlack, FakeTogether, list[str]]]:
+    """n sessions due now, one subscription each (in `channel_of(i, 0)`), in a fresh
+    database and in the fakes at the bench's Slack and poll latencies; yields their ids."""
+    with (
+        database(backend) as db,
+        FakeSlack(latency=sizes.slack_latency) as slack,
+        FakeTogether(latency=sizes.poll_latency) as together,
+    ):
+        ids = seed(db.url, together, sessions=n, channels_per_session=1, channel_of=channel_of)
+        make_due(db.url)
+        yield db, slack, together, ids
+
+
 def _change_all(together: FakeTogether, ids: list[str]) -> float:
     started = time.monotonic()
     for sid in ids:
@@ -599,19 +605,7 @@ def _change_all(together: FakeTogether, ids: list[str]) -> float:
 def fanout(backend: str, sizes: Sizes) -> dict[str, Any]:
     n = sizes.fanout_sessions
     interval = sizes.fanout_interval
-    with (
-        database(backend) as db,
-        FakeSlack(latency=sizes.slack_latency) as slack,
-        FakeTogether(latency=sizes.poll_latency) as together,
-    ):
-        ids = seed(
-            db.url,
-            together,
-            sessions=n,
-            channels_per_session=1,
-            channel_of=lambda i, j: f"CF{i:05d}",
-        )
-        make_due(db.url)
+    with _due_sessions(backend, sizes, n, lambda i, j: f"CF{i:05d}") as (db, slack, together, ids):
         env = {
             "POLL_INTERVAL_SECONDS": str(interval),
             "POLL_CONCURRENCY": str(sizes.poll_concurrency),
@@ -661,15 +655,7 @@ def fanout(backend: str, sizes: Sizes) -> dict[str, Any]:
 def pacing(backend: str, sizes: Sizes) -> dict[str, Any]:
     n = sizes.pacing_sessions
     gap = sizes.channel_gap
-    with (
-        database(backend) as db,
-        FakeSlack(latency=sizes.slack_latency) as slack,
-        FakeTogether(latency=sizes.poll_latency) as together,
-    ):
-        ids = seed(
-            db.url, together, sessions=n, channels_per_session=1, channel_of=lambda i, j: "CPACE"
-        )
-        make_due(db.url)
+    with _due_sessions(backend, sizes, n, lambda i, j: "CPACE") as (db, slack, together, ids):
         env = {
             "POLL_INTERVAL_SECONDS": str(sizes.pacing_interval),
             "CHANNEL_MIN_INTERVAL_SECONDS": str(gap),
