@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     # once about each one with no CREATING or RUNNING session for this long.
     watch_idle_resources: bool = False
     idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
+    # Spend watch: each poll cycle reads the model resource of the sessions it
+    # fetched (once per resource) and its price (cached an hour per shape), for
+    # the card. Costs one Together GET per distinct resource per cycle, so it is
+    # off unless turned on, like WATCH_IDLE_RESOURCES.
+    spend_watch: bool = False
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
     default_timezone: str = "UTC"

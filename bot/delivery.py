@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Float, Table, and_, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering, rendering_watch
+from bot import rendering, rendering_watch, spend_watch
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.http_util import parse_retry_after
@@ -488,6 +488,9 @@ async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebC
         return
     ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
     card = rendering.card(_session(payload.session, row), subscribed=not ended)
+    if isinstance(payload, RootPayload) and payload.watch is not None and not ended:
+        # the spend watch's redraw: resource, price, estimated spend, steps/min
+        card = rendering_watch.with_watch(card, spend_watch.facts(payload.watch))
     if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends
         stalled = payload.event == "stalled"
         facts = rendering_watch.WatchFacts(

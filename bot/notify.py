@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from bot.models import TrainingSession
-from bot.outbox import OutboxRow, Thread, checkpoints_row, oncall_row, status_row
+from bot.outbox import OutboxRow, Thread, checkpoints_row, oncall_row, status_row, watch_row
 from bot.snapshots import trimmed_snapshot
 from bot.stall_watch import ProgressCheck, StallSettings
 from bot.stall_watch import rows as stall_rows
@@ -35,6 +35,10 @@ class SessionEvent:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     # The step as this poll saw it, when a stall, its end or a slow start may be owed.
     progress: ProgressCheck | None = None
+    # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
+    # and the key of what it shows.
+    watch: dict[str, Any] | None = None
+    watch_key: str | None = None
 
 
 class Watcher(NamedTuple):
@@ -90,6 +94,17 @@ def notifications(
         subs = by_session.get(session_id, [])
         for event in found:
             session = event.session
+            if event.watch is not None and event.watch_key and session is not None:
+                out.rows += [
+                    watch_row(
+                        Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
+                        key=event.watch_key,
+                        session=session,
+                        watch=event.watch,
+                    )
+                    for sub in subs
+                ]
+                continue
             if event.progress is not None:
                 if stall is not None and session is not None:
                     threads = [

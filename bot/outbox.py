@@ -112,6 +112,8 @@ class TransitionPayload(_StatusChange):
 
 class RootPayload(_StatusChange):
     kind: Literal[Kind.ROOT] = Kind.ROOT
+    #: the watch's view of the session (`watched_sessions.progress`) for the card
+    watch: dict[str, Any] | None = None
 
 
 class CheckpointsPayload(_Payload):
@@ -324,6 +326,20 @@ def status_row(
     }
     payload = TransitionPayload(**fields) if told else RootPayload(**fields)
     return _thread_row(thread, f"transition:{thread.subscription_id}:{seq}", payload)
+
+
+def watch_row(
+    thread: Thread, *, key: str, session: TrainingSession, watch: dict[str, Any]
+) -> OutboxRow:
+    """A redraw of one subscription's root card with what the spend watch saw
+    (resource, price, estimated spend), once per `key` of what it shows."""
+    payload = RootPayload(
+        old_status=session.status,
+        new_status=session.status,
+        session=trimmed_snapshot(session),
+        watch=watch,
+    )
+    return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
 
 
 def checkpoints_row(

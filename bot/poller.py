@@ -34,7 +34,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -61,6 +61,8 @@ from bot.poll_plan import (
     seen_after,
 )
 from bot.snapshots import watch_state
+from bot.spend_watch import Read, ResourceReader, card_key
+from bot.spend_watch import stored as stored_spend
 from bot.stall_watch import StallSettings
 from bot.stall_watch import check as check_progress
 from bot.storage import Subscription, WatchedSession, db_now
@@ -130,11 +132,15 @@ async def poll_cycle(
     owner: str,
     planner: Planner | None = None,
     lister: Lister | None = None,
+    resources: ResourceReader | None = None,
 ) -> CycleResult:
     """Poll every due session once; loops while a claim comes back full (the
-    batches of one cycle share one list pass)."""
+    batches of one cycle share one list pass, and `resources`, the spend watch,
+    reads each model resource once)."""
     planner = planner or Planner()
     lister = lister or Lister(together, clock=planner.clock)
+    if resources is not None:
+        resources.begin_cycle()
     total = CycleResult()
     t0, started = time.monotonic(), lister.clock()
     pages_before = lister.pages_fetched(LIVE_STATUSES)
@@ -146,6 +152,7 @@ async def poll_cycle(
             owner=owner,
             planner=planner,
             lister=lister,
+            resources=resources,
             cycle_started=started,
         )
         if result.claimed:
@@ -172,6 +179,7 @@ async def _poll_batch(
     owner: str,
     planner: Planner,
     lister: Lister,
+    resources: ResourceReader | None,
     cycle_started: float,
 ) -> CycleResult:
     result = CycleResult()
@@ -201,6 +209,10 @@ async def _poll_batch(
                 result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
             else:
                 result.fetched += 1
+        # the spend watch: each model resource once per cycle; a failed read is left out
+        reads = None
+        if resources is not None:
+            reads = await resources.read(s for s in part.values() if isinstance(s, TrainingSession))
         to_status, rows = await _store(
             sessionmaker,
             part,
@@ -208,6 +220,7 @@ async def _poll_batch(
             settings=settings,
             polled_at=polled_at,
             interval=result.interval,
+            reads=reads,
         )
         for status, n in to_status.items():
             result.to_status[status] = result.to_status.get(status, 0) + n
@@ -265,6 +278,7 @@ async def _store(
     settings: Settings,
     polled_at: datetime | None,
     interval: float,
+    reads: Mapping[str, Read] | None = None,
 ) -> tuple[dict[str, int], int]:
     """Write `part` in one transaction. If the database refuses it, each half in
     its own transaction, halved again where it fails, until the sessions that
@@ -287,6 +301,7 @@ async def _store(
                     polled_at=polled_at,
                     interval=interval,
                     incidents=False,
+                    reads=reads,
                 )
         except DBAPIError as exc:
             if not _refused_data(exc):
@@ -675,8 +690,12 @@ async def record_outcomes(
     polled_at: datetime | None = None,
     interval: float | None = None,
     incidents: bool = True,
+    reads: Mapping[str, Read] | None = None,
 ) -> tuple[dict[str, int], int]:
     """Write new state and outbox rows for sessions this replica still leases.
+
+    `reads` are the model resources the spend watch read this cycle, by session:
+    kept in the progress column and, when what the card shows changed, redrawn.
 
     The fence: only sessions still leased to `owner` whose lease has not run out
     by the database's clock are written (and locked until the commit, so no
@@ -739,6 +758,20 @@ async def record_outcomes(
             values["progress"], progress = check_progress(row.progress, fetched, now=now)
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
+            old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
+            spend = stored_spend(old_spend, (reads or {}).get(session_id), now=now)
+            if spend is not None:
+                values["progress"]["spend"] = spend
+                key = card_key(spend)
+                if key != card_key(old_spend) and not fetched.terminal:
+                    found.append(
+                        SessionEvent(
+                            values["transition_seq"],
+                            fetched,
+                            watch=values["progress"],
+                            watch_key=key,
+                        )
+                    )
         state_updates.append(
             {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
         )

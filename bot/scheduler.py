@@ -23,6 +23,7 @@ from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
 from bot.poller import Planner, poll_cycle
 from bot.runtime import Runtime
+from bot.spend_watch import ResourceReader
 from bot.storage import Subscription, WatchedSession
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ class Ticker:
         # passes every consumer in this process shares within a cycle.
         self.planner = Planner()
         self.lister = Lister(rt.together, clock=self.planner.clock)
+        # the spend watch's prices outlive a cycle (cached per resource shape)
+        self.resources = ResourceReader(rt.together) if rt.settings.spend_watch else None
 
     def start(self) -> None:
         settings = self.rt.settings
@@ -104,6 +107,7 @@ class Ticker:
             owner=rt.owner,
             planner=self.planner,
             lister=self.lister,
+            resources=self.resources,
         )
         if result.claimed:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)

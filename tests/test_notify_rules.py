@@ -176,3 +176,18 @@ def test_stored_rows_read_back_as_their_payload_class() -> None:
 def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError):
         read_payload("carrier-pigeon", {})
+
+
+def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
+    session = _session("RUNNING")
+    watch = {"rate": 2.0, "spend": {"status": "READY"}}
+    events = {SID: [SessionEvent(3, session, watch=watch, watch_key="abc")]}
+    rows = notifications(
+        events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
+    )
+    assert [r.dedupe_key for r in rows.rows] == ["watch:1:abc", "watch:2:abc"]
+    assert rows.alerts == []
+    for row in rows.rows:
+        payload = row.payload
+        assert isinstance(payload, RootPayload) and payload.watch == watch
+        assert payload.old_status == payload.new_status == session.status

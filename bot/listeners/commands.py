@@ -11,7 +11,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, session_list, workflows
+from bot import rendering, rendering_watch, session_list, spend_watch, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
 from bot.runtime import Runtime
@@ -79,7 +79,12 @@ def _session_id(command: Command) -> str:
 
 async def show(req: Request, command: Command) -> str:
     session = await fetch_for_user(req.rt.together, _session_id(command))
-    await req.answer(rendering.card(session), in_channel=True)
+    card = rendering.card(session)
+    # a watched session's card also shows what the watch saw: resource, price, spend
+    watched = await workflows.progress_of(req.rt.sessionmaker, [session.id])
+    if session.id in watched and not session.terminal:
+        card = rendering_watch.with_watch(card, spend_watch.facts(watched[session.id]))
+    await req.answer(card, in_channel=True)
     return "ok"
 
 

@@ -1,0 +1,184 @@
+"""The spend watch (issue 12): what a watched session's model resource costs.
+
+`ResourceReader` reads, in the poll cycle after the sessions are fetched, the
+model resource of each session (one GET per resource per cycle however many
+sessions share it) and its price (`estimate-cost`, cached per resource shape
+for an hour: Together's price rarely changes). A failed read is transient: the
+session's own news goes on, and the card keeps what the last read saw.
+
+`stored` keeps what the card needs in `watched_sessions.progress["spend"]`:
+the resource as read, its price, and how long the bot has seen it READY (the
+spend estimate is price × that time). `card_key` says when the card is worth
+redrawing: when what it shows of the resource changes, and every
+`SPEND_REDRAW_SECONDS` of READY time so the estimate moves without a chat.update
+per poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession
+from bot.rendering_watch import WatchFacts
+from bot.together import TogetherClient, TogetherError
+
+log = logging.getLogger(__name__)
+
+#: how long a price is reused for the same resource shape
+PRICE_TTL_SECONDS = 3600.0
+#: the card's spend estimate is redrawn once per this much READY time
+SPEND_REDRAW_SECONDS = 900.0
+#: resource GETs in flight at once
+_CONCURRENCY = 8
+
+Read = tuple[ModelResource, CostEstimate | None]
+_M = TypeVar("_M", ModelResource, CostEstimate)
+
+
+class ResourceReader:
+    """Model resources and their prices for the sessions of one poll cycle.
+
+    `begin_cycle` forgets the resources (each cycle reads them afresh, once);
+    prices outlive cycles, keyed by the resource's shape."""
+
+    def __init__(
+        self, together: TogetherClient, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._together = together
+        self._clock = clock
+        self._cycle: dict[str, ModelResource | None] = {}
+        self._prices: dict[str, tuple[CostEstimate, float]] = {}
+        self.gets = 0
+
+    def begin_cycle(self) -> None:
+        self._cycle.clear()
+
+    async def read(self, sessions: Iterable[TrainingSession]) -> dict[str, Read]:
+        """Each session's resource and price (None when unknown); sessions whose
+        resource could not be read are left out."""
+        wanted = {s.id: s.model_resources_id for s in sessions if s.model_resources_id}
+        todo = sorted({r for r in wanted.values() if r not in self._cycle})
+        gate = asyncio.Semaphore(_CONCURRENCY)
+
+        async def one(resource_id: str) -> None:
+            async with gate:
+                self.gets += 1
+                try:
+                    self._cycle[resource_id] = await self._together.get_model_resource(
+                        resource_id, max_wait=5
+                    )
+                except TogetherError as exc:
+                    log.info("could not read model resource: %s", exc.kind)
+                    self._cycle[resource_id] = None
+
+        await asyncio.gather(*(one(r) for r in todo))
+        out: dict[str, Read] = {}
+        for session_id, resource_id in wanted.items():
+            resource = self._cycle.get(resource_id)
+            if resource is not None:
+                out[session_id] = (resource, await self._price(resource))
+        return out
+
+    async def _price(self, resource: ModelResource) -> CostEstimate | None:
+        shape = json.dumps(resource.estimate_body(), sort_keys=True)
+        cached = self._prices.get(shape)
+        now = self._clock()
+        if cached is not None and now - cached[1] < PRICE_TTL_SECONDS:
+            return cached[0]
+        try:
+            price = await self._together.estimate_cost(resource)
+        except TogetherError as exc:
+            log.info("no price for a model resource: %s", exc.kind)
+            return cached[0] if cached is not None else None
+        self._prices[shape] = (price, now)
+        return price
+
+
+def stored(prev: Any, read: Read | None, *, now: datetime) -> dict[str, Any] | None:
+    """The new `progress["spend"]`: this read, and the READY time seen so far
+    (two READY reads in a row count the time between them). Without a read the
+    previous one stands."""
+    old = prev if isinstance(prev, dict) else None
+    if read is None:
+        return old
+    resource, price = read
+    ready_seconds = 0.0
+    if old is not None and old.get("resource_id") == resource.id:
+        ready_seconds = _float(old.get("ready_seconds")) or 0.0
+        seen = _time(old.get("seen_at"))
+        was_ready = old.get("status") == ResourceStatus.READY.value
+        if was_ready and resource.status_enum is ResourceStatus.READY and seen is not None:
+            ready_seconds += max((now - seen).total_seconds(), 0.0)
+        if price is None and isinstance(old.get("price"), dict):
+            price = _model(CostEstimate, old["price"])
+    return {
+        "resource_id": resource.id,
+        "status": resource.status_enum.value,
+        "resource": resource.model_dump(mode="json", exclude_none=True),
+        "price": price.model_dump(mode="json") if price is not None else None,
+        "ready_seconds": ready_seconds,
+        "seen_at": now.isoformat(),
+    }
+
+
+def facts(progress: Any, *, target: int | None = None, eta: datetime | None = None) -> WatchFacts:
+    """The card's watch facts from a `watched_sessions.progress` value."""
+    progress = progress if isinstance(progress, dict) else {}
+    spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
+    resource = _model(ModelResource, spend.get("resource"))
+    price = _model(CostEstimate, spend.get("price"))
+    return WatchFacts(
+        resource=resource,
+        price=price,
+        ready_seconds=_float(spend.get("ready_seconds")) if price is not None else None,
+        rate=_float(progress.get("rate")),
+        target=target,
+        eta=eta,
+    )
+
+
+def card_key(spend: Any) -> str | None:
+    """A short key of what the card shows of the resource (None: nothing)."""
+    if not isinstance(spend, dict):
+        return None
+    resource: dict[str, Any] = spend["resource"] if isinstance(spend.get("resource"), dict) else {}
+    status_details = resource.get("status_details")
+    shown = [
+        spend.get("status"),
+        resource.get("compute_config"),
+        status_details.get("queue_position") if isinstance(status_details, dict) else None,
+        resource.get("expires_at") if spend.get("status") != ResourceStatus.READY.value else None,
+        spend.get("price"),
+        int((_float(spend.get("ready_seconds")) or 0.0) // SPEND_REDRAW_SECONDS),
+    ]
+    digest = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+    return digest[:16]
+
+
+def _model(model: type[_M], data: Any) -> _M | None:
+    if not isinstance(data, dict):
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None

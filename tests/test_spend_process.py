@@ -1,0 +1,71 @@
+"""Issue 12, the spend watch, through real `rl-bot serve` and the Slack- and
+Together-shaped servers: a subscribed session on a READY model resource gets a
+root card with the resource's GPUs, its price and an estimated spend, and two
+sessions sharing one resource cost one resource GET per poll cycle."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess, wait_until
+
+SID = "5a3e4567-e89b-12d3-a456-426614174000"
+SID2 = "6b3e4567-e89b-12d3-a456-426614174000"
+RID = "7c3e4567-e89b-12d3-a456-426614174000"
+
+
+def subscribe(bot: BotProcess, slack: FakeSlack, session_id: str, channel: str) -> str:
+    token = f"sub-{channel}"
+    r = bot.command(
+        f"subscribe {session_id}", response_url=slack.response_url(token), channel_id=channel
+    )
+    assert r.status_code == 200, r.text
+    answer = r.text if r.content.strip() else json.dumps(slack.wait_for_response(token))
+    assert "Subscribed" in answer, answer
+    return next(c.ts for c in slack.successful_posts(channel) if c.thread_ts is None and c.ts)
+
+
+def card(slack: FakeSlack, channel: str, root: str) -> str:
+    updates = slack.updates(channel, root)
+    return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
+
+
+def test_the_card_shows_gpus_price_and_estimated_spend_with_one_get_per_resource(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add_resource(RID, "READY")
+    together.add(SID, "RUNNING", step="10", model_resources_id=RID)
+    together.add(SID2, "RUNNING", step="20", model_resources_id=RID)
+    bot = start_bot(SPEND_WATCH="true")
+    roots = {
+        "C123": subscribe(bot, slack, SID, "C123"),
+        "C456": subscribe(bot, slack, SID2, "C456"),
+    }
+
+    for channel, root in roots.items():
+        wait_until(lambda c=channel, r=root: "Spend so far" in card(slack, c, r), what="spend")
+        shown = card(slack, channel, root)
+        assert "H100-80GB" in shown and "1 generator replica" in shown
+        assert "Ready (billing)" in shown
+        assert "$25.00/h" in shown, shown  # the fake: $12.50 per H100 x (trainer + 1 replica)
+        assert "estimate" in shown and "not Together's bill" in shown
+
+    # `/rl-session <id>` of a watched session shows the same section.
+    r = bot.command(SID, response_url=slack.response_url("show"), channel_id="C789")
+    assert r.status_code == 200, r.text
+    answer = r.text if r.content.strip() else json.dumps(slack.wait_for_response("show"))
+    assert "H100-80GB" in answer and "$25.00/h" in answer and "Spend so far (estimate)" in answer
+
+    # Both sessions are polled each cycle; their one resource is read once.
+    before = [together.requests_for(i) for i in (SID, SID2, RID)]
+    time.sleep(5)
+    got, got2, resource = (
+        together.requests_for(i) - b for i, b in zip((SID, SID2, RID), before, strict=True)
+    )
+    assert got >= 3 and got2 >= 3, (got, got2)
+    assert resource <= max(got, got2) + 1, (got, got2, resource)
+    assert resource < got + got2 - 1, (got, got2, resource)
+    # The price is asked once per resource shape, not every cycle.
+    assert len(together.estimate_requests) == 1

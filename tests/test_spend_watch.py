@@ -1,0 +1,82 @@
+"""The spend watch's pure rules: what is stored of a resource read, the READY
+time it adds up, the card's facts back from the column, and when the card is
+worth a redraw."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from bot.models import CostEstimate, ModelResource
+from bot.rendering_watch import watch_blocks
+from bot.spend_watch import SPEND_REDRAW_SECONDS, card_key, facts, stored
+from tests.fakes.together import make_model_resource
+
+NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+RID = "7c3e4567-e89b-12d3-a456-426614174000"
+PRICE = CostEstimate(currency="USD", price_per_hour=12.0)
+
+
+def resource(status: str = "READY", **over: object) -> ModelResource:
+    return ModelResource.model_validate(make_model_resource(RID, status, now=NOW, **over))
+
+
+def test_ready_time_adds_up_only_between_two_ready_reads() -> None:
+    first = stored(None, (resource("CREATING"), PRICE), now=NOW)
+    assert first is not None and first["ready_seconds"] == 0.0
+    second = stored(first, (resource(), PRICE), now=NOW + timedelta(minutes=5))
+    assert second is not None and second["ready_seconds"] == 0.0  # was not READY before
+    third = stored(second, (resource(), PRICE), now=NOW + timedelta(minutes=35))
+    assert third is not None and third["ready_seconds"] == 1800.0
+    stopped = stored(third, (resource("STOPPED"), PRICE), now=NOW + timedelta(minutes=40))
+    assert stopped is not None and stopped["ready_seconds"] == 1800.0
+
+
+def test_a_failed_read_keeps_the_last_and_a_failed_price_keeps_the_old_price() -> None:
+    first = stored(None, (resource(), PRICE), now=NOW)
+    assert stored(first, None, now=NOW + timedelta(minutes=1)) == first
+    later = stored(first, (resource(), None), now=NOW + timedelta(minutes=1))
+    assert later is not None and later["price"] == PRICE.model_dump(mode="json")
+
+
+def test_another_resource_starts_the_count_again() -> None:
+    first = stored(None, (resource(), PRICE), now=NOW)
+    other = ModelResource.model_validate(
+        make_model_resource("8d3e4567-e89b-12d3-a456-426614174000", "READY", now=NOW)
+    )
+    later = stored(first, (other, PRICE), now=NOW + timedelta(hours=1))
+    assert later is not None and later["ready_seconds"] == 0.0
+
+
+def test_the_card_says_gpu_price_and_an_estimated_spend() -> None:
+    first = stored(None, (resource(), PRICE), now=NOW)
+    spend = stored(first, (resource(), PRICE), now=NOW + timedelta(hours=2))
+    got = facts({"rate": 3.0, "spend": spend})
+    assert got.resource is not None and got.resource.id == RID
+    assert got.ready_seconds == 7200.0
+    shown = str(watch_blocks(got))
+    assert got.resource.gpu_type and got.resource.gpu_type in shown
+    assert "$12.00/h" in shown and "$24.00" in shown and "estimate" in shown
+    assert "3 steps/min" in shown
+
+
+def test_unreadable_columns_give_no_facts() -> None:
+    for bad in (None, "x", {"spend": "x"}, {"spend": {"resource": 3, "price": []}}):
+        got = facts(bad)
+        assert got.resource is None and got.price is None and got.ready_seconds is None
+    assert card_key(None) is None and card_key("x") is None
+
+
+def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready() -> None:
+    first = stored(None, (resource("PENDING"), PRICE), now=NOW)
+    ready = stored(first, (resource(), PRICE), now=NOW + timedelta(minutes=1))
+    assert card_key(first) != card_key(ready)
+    # expires_at moves every minute while READY: not a redraw by itself
+    moved = stored(
+        ready,
+        (resource(expires_at=(NOW + timedelta(hours=3)).isoformat()), PRICE),
+        now=NOW + timedelta(minutes=2),
+    )
+    assert card_key(moved) == card_key(ready)
+    step = timedelta(seconds=SPEND_REDRAW_SECONDS)
+    later = stored(moved, (resource(), PRICE), now=NOW + timedelta(minutes=2) + step)
+    assert card_key(later) != card_key(moved)
