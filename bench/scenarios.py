@@ -327,10 +327,10 @@ def poll_cycle_process(
     }
 
 
-def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The per-session GET poller at today's defaults (`POLL_PLAN=get`, a fixed
-    interval): issue 5's scenario 2, and issue 13's baseline. Also returns the run."""
-    run = poll_cycle_process(
+def _poll_sized_run(backend: str, sizes: Sizes, *, plan: str) -> dict[str, Any]:
+    """`poll_cycle_process` at the poll scenario's sizes, with this poll plan: scenario 2
+    and issue 13's plan run differ only in the plan."""
+    return poll_cycle_process(
         backend,
         sizes,
         sessions=sizes.poll_sessions,
@@ -338,8 +338,14 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
         channels=sizes.poll_channels,
         terminal=sizes.poll_terminal,
         repeats=sizes.poll_repeats,
-        plan="get",
+        plan=plan,
     )
+
+
+def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The per-session GET poller at today's defaults (`POLL_PLAN=get`, a fixed
+    interval): issue 5's scenario 2, and issue 13's baseline. Also returns the run."""
+    run = _poll_sized_run(backend, sizes, plan="get")
     ratio = run["cycle_ratio_to_ideal"]
     poll = {
         k: run[k]
@@ -381,16 +387,7 @@ def poll_plan(
     """Issue 13: the same 2,000 live watched sessions (10,000 subscriptions) with
     the poll plan at its defaults (`POLL_PLAN=auto`), against `today` (scenario 2,
     same run). Returns the plan's numbers and its memory and CPU (scenario 4)."""
-    run = poll_cycle_process(
-        backend,
-        sizes,
-        sessions=sizes.poll_sessions,
-        concurrency=sizes.poll_concurrency,
-        channels=sizes.poll_channels,
-        terminal=sizes.poll_terminal,
-        repeats=sizes.poll_repeats,
-        plan="auto",
-    )
+    run = _poll_sized_run(backend, sizes, plan="auto")
     n = run["sessions"]
     requests = run["together_requests"]
     max_requests = max(math.ceil(n / 100) + 5, math.ceil(25 * n / 2000))
