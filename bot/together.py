@@ -211,8 +211,7 @@ class TogetherClient:
         params.append(("limit", str(max(1, min(100, limit)))))
         if after:
             params.append(("after", after))
-        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
-        data = await self._request("GET", f"{self._base}/rl/training-sessions?{query}")
+        data = await self._request("GET", f"{self._base}/rl/training-sessions?{_query(params)}")
         if isinstance(data, list):
             items, body = data, {}
         elif isinstance(data, dict):
@@ -227,13 +226,7 @@ class TogetherClient:
             )
         else:
             raise TogetherError("bad_response", "not a list of sessions")
-        sessions = []
-        for item in items:
-            if isinstance(item, dict) and isinstance(item.get("id"), str):
-                try:
-                    sessions.append(TrainingSession.model_validate(item))
-                except ValidationError:
-                    log.warning("skipping a session that does not parse")
+        sessions = _parse_each(TrainingSession, items, "session")
         return sessions, _next_cursor(body, sessions)
 
     async def stop_session(self, session_id: str) -> TrainingSession:
@@ -391,18 +384,11 @@ class TogetherClient:
         params.append(("limit", str(max(1, min(100, limit)))))
         if after:
             params.append(("after", after))
-        query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
-        data = await self._request("GET", f"{self._base}/rl/model-resources?{query}")
+        data = await self._request("GET", f"{self._base}/rl/model-resources?{_query(params)}")
         if not isinstance(data, dict):
             raise TogetherError("bad_response", "not a list of model resources")
         items = data.get("data") if isinstance(data.get("data"), list) else []
-        resources = []
-        for item in items or []:
-            if isinstance(item, dict) and isinstance(item.get("id"), str):
-                try:
-                    resources.append(ModelResource.model_validate(item))
-                except ValidationError:
-                    log.warning("skipping a model resource that does not parse")
+        resources = _parse_each(ModelResource, items or [], "model resource")
         return resources, _next_cursor(data, resources)
 
     async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
@@ -483,6 +469,23 @@ def _next_cursor(
 
 
 _Parsed = TypeVar("_Parsed", TrainingSession, ModelResource)
+
+
+def _query(params: list[tuple[str, str]]) -> str:
+    return "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
+
+
+def _parse_each(model: type[_Parsed], items: list[Any], what: str) -> list[_Parsed]:
+    """A list page's rows; one that does not parse is skipped, not fatal: one odd
+    row must not hide the others."""
+    parsed = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            try:
+                parsed.append(model.model_validate(item))
+            except ValidationError:
+                log.warning("skipping a %s that does not parse", what)
+    return parsed
 
 
 def _parse_one(model: type[_Parsed], data: Any, expected_id: str, what: str) -> _Parsed:
