@@ -32,6 +32,11 @@ STALL_USAGE = (
     "`stall=off`: how long a running session's step may stand still before this "
     "thread is told."
 )
+TARGET_USAGE = (
+    "Give one `target=` with a whole step number such as `target=2000` (1 to 10^12): "
+    "the card then shows when the session should reach it at the measured rate."
+)
+MAX_TARGET = 10**12
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
@@ -58,6 +63,9 @@ class Command:
     # `subscribe <id> stall=30m|off`: this thread's stall threshold in minutes (0 off);
     # None keeps the thread's (and so, at first, STALL_AFTER_MINUTES)
     stall_minutes: int | None = None
+    # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA);
+    # None keeps the thread's
+    target_step: int | None = None
 
 
 def parse(text: str | None) -> Command:
@@ -104,12 +112,18 @@ def _parse_subscribe(args: list[str]) -> Command:
     if not args:
         return _usage("subscribe", "`subscribe` needs a session id.")
     stall = [a for a in args[1:] if a.lower().startswith("stall=")]
-    wanted = [a.lower() for a in args[1:] if not a.lower().startswith("stall=")]
+    target = [a for a in args[1:] if a.lower().startswith("target=")]
+    wanted = [a.lower() for a in args[1:] if not a.lower().startswith(("stall=", "target="))]
     stall_minutes = None
     if stall:
         stall_minutes = _stall_minutes(stall[-1][len("stall=") :])
         if len(stall) > 1 or stall_minutes is None:
             return _usage("subscribe", STALL_USAGE)
+    target_step = None
+    if target:
+        target_step = _target_step(target[-1][len("target=") :])
+        if len(target) > 1 or target_step is None:
+            return _usage("subscribe", TARGET_USAGE)
     unknown = [w for w in wanted if w not in FILTERS]
     if unknown:
         return _usage(
@@ -119,7 +133,18 @@ def _parse_subscribe(args: list[str]) -> Command:
     filters = frozenset(wanted) or DEFAULT_FILTERS
     if {"status", "errors-only"} <= filters:
         return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
-    return _with_id("subscribe", args[0], filters=filters, stall_minutes=stall_minutes)
+    return _with_id(
+        "subscribe", args[0], filters=filters, stall_minutes=stall_minutes, target_step=target_step
+    )
+
+
+def _target_step(text: str) -> int | None:
+    """`2000` or `2,000` or `2_000` -> 2000, between 1 and 10^12; else None."""
+    digits = text.replace(",", "").replace("_", "")
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 13:
+        return None
+    step = int(digits)
+    return step if 1 <= step <= MAX_TARGET else None
 
 
 def _stall_minutes(text: str) -> int | None:

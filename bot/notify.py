@@ -17,9 +17,10 @@ from typing import Any, NamedTuple
 from bot.models import TrainingSession
 from bot.outbox import OutboxRow, Thread, checkpoints_row, oncall_row, status_row, watch_row
 from bot.snapshots import trimmed_snapshot
-from bot.stall_watch import ProgressCheck, StallSettings
+from bot.stall_watch import ProgressCheck, StallSettings, load_progress
 from bot.stall_watch import rows as stall_rows
 from bot.transitions import Transition
+from bot.watch_rules import eta
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Watcher(NamedTuple):
     filters: frozenset[str]
     muted_until: datetime | None = None
     stall_after_minutes: int | None = None  # `stall=`: 0 off, None the default
+    target_step: int | None = None  # `target=`: the step the card gives an ETA for
 
     def muted(self, now: datetime) -> bool:
         return self.muted_until is not None and self.muted_until > now
@@ -68,6 +70,19 @@ class Notifications:
 def tells(filters: frozenset[str], transition: Transition) -> bool:
     """Whether a subscription with these filters wants this status change told."""
     return "status" in filters or ("errors-only" in filters and transition.is_error)
+
+
+def _card_watch(
+    watch: dict[str, Any], key: str, sub: Watcher, now: datetime
+) -> list[tuple[str, dict[str, Any]]]:
+    """What one subscription's card shows of the watch: the resource (spend
+    watch) and, with its own `target=`, the target and ETA; nothing when neither."""
+    if sub.target_step is None:
+        return [(key, watch)] if watch.get("spend") else []
+    progress, _ = load_progress(watch)
+    when = eta(progress, sub.target_step, now) if progress is not None else None
+    shown = watch | {"target": sub.target_step, "eta": when.isoformat() if when else None}
+    return [(f"{key}:t{sub.target_step}", shown)]
 
 
 def notifications(
@@ -98,11 +113,12 @@ def notifications(
                 out.rows += [
                     watch_row(
                         Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
-                        key=event.watch_key,
+                        key=key,
                         session=session,
-                        watch=event.watch,
+                        watch=watch,
                     )
                     for sub in subs
+                    for key, watch in _card_watch(event.watch, event.watch_key, sub, now)
                 ]
                 continue
             if event.progress is not None:

@@ -61,7 +61,7 @@ from bot.poll_plan import (
     seen_after,
 )
 from bot.snapshots import watch_state
-from bot.spend_watch import Read, ResourceReader, card_key
+from bot.spend_watch import Read, ResourceReader, watch_key
 from bot.spend_watch import stored as stored_spend
 from bot.stall_watch import StallSettings
 from bot.stall_watch import check as check_progress
@@ -762,16 +762,14 @@ async def record_outcomes(
             spend = stored_spend(old_spend, (reads or {}).get(session_id), now=now)
             if spend is not None:
                 values["progress"]["spend"] = spend
-                key = card_key(spend)
-                if key != card_key(old_spend) and not fetched.terminal:
-                    found.append(
-                        SessionEvent(
-                            values["transition_seq"],
-                            fetched,
-                            watch=values["progress"],
-                            watch_key=key,
-                        )
+            # the card is redrawn when what it shows changes: the resource, steps/min
+            key = watch_key(values["progress"])
+            if key is not None and key != watch_key(row.progress) and not fetched.terminal:
+                found.append(
+                    SessionEvent(
+                        values["transition_seq"], fetched, watch=values["progress"], watch_key=key
                     )
+                )
         state_updates.append(
             {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
         )
@@ -842,6 +840,7 @@ async def _write_events(
             Subscription.filters,
             Subscription.muted_until,
             Subscription.stall_after_minutes,
+            Subscription.target_step,
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
@@ -855,6 +854,7 @@ async def _write_events(
             filters=frozenset(f for f in sub.filters.split(",") if f),
             muted_until=sub.muted_until,
             stall_after_minutes=sub.stall_after_minutes,
+            target_step=sub.target_step,
         )
         for sub in subs
     ]

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession
-from bot.rendering_watch import WatchFacts
+from bot.rendering_watch import WatchFacts, rate_words
 from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)
@@ -130,9 +130,11 @@ def stored(prev: Any, read: Read | None, *, now: datetime) -> dict[str, Any] | N
     }
 
 
-def facts(progress: Any, *, target: int | None = None, eta: datetime | None = None) -> WatchFacts:
-    """The card's watch facts from a `watched_sessions.progress` value."""
+def facts(progress: Any) -> WatchFacts:
+    """The card's watch facts from a `watched_sessions.progress` value (with a
+    subscription's `target` and its `eta`, when the poller added them)."""
     progress = progress if isinstance(progress, dict) else {}
+    target = progress.get("target")
     spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
     resource = _model(ModelResource, spend.get("resource"))
     price = _model(CostEstimate, spend.get("price"))
@@ -141,8 +143,8 @@ def facts(progress: Any, *, target: int | None = None, eta: datetime | None = No
         price=price,
         ready_seconds=_float(spend.get("ready_seconds")) if price is not None else None,
         rate=_float(progress.get("rate")),
-        target=target,
-        eta=eta,
+        target=target if isinstance(target, int) and not isinstance(target, bool) else None,
+        eta=_time(progress.get("eta")),
     )
 
 
@@ -162,6 +164,17 @@ def card_key(spend: Any) -> str | None:
     ]
     digest = hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
     return digest[:16]
+
+
+def watch_key(progress: Any) -> str | None:
+    """A short key of what the card shows of a `watched_sessions.progress`
+    value: the resource (`card_key`) and the steps/min as worded (None: neither)."""
+    if not isinstance(progress, dict):
+        return None
+    spend, rate = card_key(progress.get("spend")), rate_words(_float(progress.get("rate")))
+    if spend is None and rate is None:
+        return None
+    return f"{spend or '-'}:{hashlib.sha256((rate or '').encode()).hexdigest()[:8]}"
 
 
 def _model(model: type[_M], data: Any) -> _M | None:

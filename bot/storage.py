@@ -124,6 +124,8 @@ class Subscription(Base):
     # `subscribe <id> stall=30m`: this thread's stall threshold in minutes; 0 is
     # off, NULL is the bot's STALL_AFTER_MINUTES.
     stall_after_minutes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA).
+    target_step: Mapped[int | None] = mapped_column(BigInteger(), nullable=True)
 
     @property
     def filter_set(self) -> frozenset[str]:

@@ -371,6 +371,13 @@ async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str,
     return {r.session_id: r.progress for r in rows if r.progress is not None}
 
 
+async def set_target(db: AsyncSession, subscription_id: int, step: int) -> None:
+    """A thread's target step (`subscribe <id> target=2000`), for the card's ETA."""
+    await db.execute(
+        update(Subscription).where(Subscription.id == subscription_id).values(target_step=step)
+    )
+
+
 async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:
     """A thread's own stall threshold (`subscribe <id> stall=30m`; 0 is off)."""
     await db.execute(

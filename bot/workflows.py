@@ -37,6 +37,7 @@ from bot.subscriptions import (
     set_digest,
     set_mute,
     set_stall,
+    set_target,
     stored_progress,
     subscribe,
     unsubscribe,
@@ -80,6 +81,7 @@ async def subscribe_here(
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
+    target_step: int | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
     `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
@@ -96,9 +98,12 @@ async def subscribe_here(
         root_ts=root_ts,
         filters=filters,
     )
-    if stall_minutes is not None:
+    if stall_minutes is not None or target_step is not None:
         async with sessionmaker() as db, db.begin():
-            await set_stall(db, result.subscription_id, stall_minutes)
+            if stall_minutes is not None:
+                await set_stall(db, result.subscription_id, stall_minutes)
+            if target_step is not None:
+                await set_target(db, result.subscription_id, target_step)
     return session, result
 
 

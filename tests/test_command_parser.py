@@ -274,3 +274,35 @@ def test_ls_takes_its_query_from_session_list() -> None:
     refused = parse("ls stopped")
     assert refused.verb == "ls" and refused.problem is Problem.USAGE
     assert "ls [running|creating|error|all]" in refused.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "step"),
+    [("target=2000", 2000), ("TARGET=2,000", 2000), ("target=1_000_000", 10**6), ("target=1", 1)],
+)
+def test_subscribe_target_is_a_whole_step(text: str, step: int) -> None:
+    command = parse(f"subscribe {SID} checkpoints {text}")
+    assert command.problem is None
+    assert command.target_step == step and command.filters == frozenset({"checkpoints"})
+
+
+def test_subscribe_without_target_keeps_the_threads() -> None:
+    assert parse(f"subscribe {SID} stall=30m").target_step is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "target=",
+        "target=0",
+        "target=-5",
+        "target=2k",
+        "target=1.5",
+        "target=１２",
+        "target=1000000000001",
+        "target=10 target=20",
+    ],
+)
+def test_bad_targets_are_refused_with_the_usage(text: str) -> None:
+    command = parse(f"subscribe {SID} {text}")
+    assert command.problem is Problem.USAGE and "target=" in command.reason

@@ -191,3 +191,18 @@ def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_sh
         payload = row.payload
         assert isinstance(payload, RootPayload) and payload.watch == watch
         assert payload.old_status == payload.new_status == session.status
+
+
+def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() -> None:
+    session = _session("RUNNING")
+    since = NOW - timedelta(minutes=1)
+    watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
+    watch |= {"anchored": True, "seen_at": NOW.isoformat()}
+    events = {SID: [SessionEvent(3, session, watch=watch, watch_key="k")]}
+    target = _watcher(2)._replace(target_step=2000)
+    rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows
+    [row] = rows  # no spend and no target: no redraw for subscription 1
+    assert row.dedupe_key == "watch:2:k:t2000"
+    assert isinstance(row.payload, RootPayload) and row.payload.watch is not None
+    assert row.payload.watch["target"] == 2000
+    assert row.payload.watch["eta"] == (NOW + timedelta(minutes=10)).isoformat()

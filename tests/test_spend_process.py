@@ -9,7 +9,7 @@ import json
 import time
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, BotProcess, wait_until
+from tests.support import BotFactory, BotProcess, query, wait_until
 
 SID = "5a3e4567-e89b-12d3-a456-426614174000"
 SID2 = "6b3e4567-e89b-12d3-a456-426614174000"
@@ -69,3 +69,26 @@ def test_the_card_shows_gpus_price_and_estimated_spend_with_one_get_per_resource
     assert resource < got + got2 - 1, (got, got2, resource)
     # The price is asked once per resource shape, not every cycle.
     assert len(together.estimate_requests) == 1
+
+
+def test_a_target_puts_steps_per_minute_and_an_eta_on_the_card(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    together.add(SID, "RUNNING", step="100")
+    bot = start_bot()  # no spend watch: the target alone redraws the card
+    token = "sub-target"
+    r = bot.command(
+        f"subscribe {SID} target=2,000", response_url=slack.response_url(token), channel_id="C123"
+    )
+    assert r.status_code == 200, r.text
+    answer = r.text if r.content.strip() else json.dumps(slack.wait_for_response(token))
+    assert "target step 2,000" in answer, answer
+    assert query(db_url, "SELECT target_step FROM subscriptions") == [(2000,)]
+    root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None and c.ts)
+    for step in ("110", "120", "130"):  # the rate is measured from the step's moves
+        time.sleep(1.5)
+        together.set_status(SID, "RUNNING", step=step)
+    wait_until(lambda: "ETA" in card(slack, "C123", root), what="ETA on the card", timeout=15)
+    shown = card(slack, "C123", root)
+    assert "steps/min" in shown and "step 2,000, ETA" in shown
+    assert "Spend so far" not in shown  # SPEND_WATCH is off

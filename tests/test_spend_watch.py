@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.models import CostEstimate, ModelResource
 from bot.rendering_watch import watch_blocks
-from bot.spend_watch import SPEND_REDRAW_SECONDS, card_key, facts, stored
+from bot.spend_watch import SPEND_REDRAW_SECONDS, card_key, facts, stored, watch_key
 from tests.fakes.together import make_model_resource
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -80,3 +80,18 @@ def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready()
     step = timedelta(seconds=SPEND_REDRAW_SECONDS)
     later = stored(moved, (resource(), PRICE), now=NOW + timedelta(minutes=2) + step)
     assert card_key(later) != card_key(moved)
+
+
+def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the_eta() -> None:
+    assert watch_key({"rate": None}) is None and watch_key(None) is None
+    slow, fast = watch_key({"rate": 10.0}), watch_key({"rate": 10.2})
+    assert slow is not None and slow == fast  # the same "10 steps/min"
+    assert watch_key({"rate": 12.0}) != slow
+    spend = stored(None, (resource(), PRICE), now=NOW)
+    assert watch_key({"rate": 10.0, "spend": spend}) != slow
+    eta = NOW + timedelta(minutes=10)
+    got = facts({"rate": 100.0, "target": 2000, "eta": eta.isoformat()})
+    assert got.target == 2000 and got.eta == eta
+    shown = str(watch_blocks(got, step=1000))
+    assert "step 2,000, ETA" in shown and "100 steps/min" in shown
+    assert facts({"target": True, "eta": "soon"}).target is None

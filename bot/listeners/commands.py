@@ -98,6 +98,7 @@ async def subscribe(req: Request, command: Command) -> str:
         poll_interval=req.rt.settings.poll_interval_seconds,
         filters=command.filters,
         stall_minutes=command.stall_minutes,
+        target_step=command.target_step,
     )
     what = ", ".join(sorted(result.filters))
     if command.stall_minutes is not None:
@@ -106,7 +107,10 @@ async def subscribe(req: Request, command: Command) -> str:
             if command.stall_minutes == 0
             else f", stalled after {command.stall_minutes} min without progress"
         )
-    if result.filters_changed or (result.already and command.stall_minutes is not None):
+    if command.target_step is not None:
+        what += f", target step {command.target_step:,} (the card shows an ETA)"
+    options = command.stall_minutes is not None or command.target_step is not None
+    if result.filters_changed or (result.already and options):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
     elif result.already:
         text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."

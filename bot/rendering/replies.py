@@ -62,7 +62,7 @@ class HomeSubscription(NamedTuple):
 _USAGE = [
     ("/rl-session <id>", "show a training session's card"),
     (
-        "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off]",
+        "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off] [target=2000]",
         "post the card here and follow it (default: status changes; a stalled step "
         "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise)",
     ),
