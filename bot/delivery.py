@@ -29,7 +29,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import Float, Table, and_, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering, rendering_watch, spend_watch
+from bot import rendering, spend_watch
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.http_util import parse_retry_after
@@ -50,6 +50,7 @@ from bot.outbox import (
     claim_due,
     fence,
 )
+from bot.rendering import watch as rendering_watch
 from bot.storage import db_now, utcnow
 from bot.subscriptions import end_subscriptions
 from bot.together import TogetherClient, TogetherError

@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
 from bot.rendering.blocks import Message
-from bot.rendering_watch import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
 from bot.stall_watch import load_progress
 from bot.together import TogetherClient, TogetherError
 from bot.watch_rules import stalled_for

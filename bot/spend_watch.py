@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession
-from bot.rendering_watch import WatchFacts, rate_words
+from bot.rendering.watch import WatchFacts, rate_words
 from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering, rendering_watch
+from bot import rendering
 from bot.config import Settings
 from bot.models import TrainingSession
+from bot.rendering import watch as rendering_watch
 from bot.storage import Subscription, WatchedSession, utcnow
 from bot.subscriptions import (
     DM_PROBLEM,

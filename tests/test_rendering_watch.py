@@ -1,4 +1,4 @@
-"""Stall and spend watch messages (bot/rendering_watch.py): wording, escaping and
+"""Stall and spend watch messages (bot/rendering/watch.py): wording, escaping and
 Block Kit limits with any values. Pure: no process."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bot.models import CostEstimate, ModelResource, TrainingSession
 from bot.rendering.terminal import as_text
-from bot.rendering_watch import (
+from bot.rendering.watch import (
     LS_MORE,
     LS_PAGE,
     STOP_RESOURCE,
@@ -441,7 +441,7 @@ def test_injections_in_resource_fields_are_inert(injection: str) -> None:
 
 def test_with_watch_puts_the_section_before_the_buttons_and_keeps_the_limit() -> None:
     from bot.rendering import card
-    from bot.rendering_watch import with_watch
+    from bot.rendering.watch import with_watch
 
     base = card(session(), subscribed=True)
     facts = WatchFacts(rate=3.0, stalled_since=NOW)

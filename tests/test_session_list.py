@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.rendering_watch import session_list_page
+from bot.rendering.watch import session_list_page
 from bot.session_list import (
     ListQuery,
     More,
@@ -169,7 +169,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
     from datetime import timedelta
 
     from bot.models import TrainingSession
-    from bot.rendering_watch import SessionRow
+    from bot.rendering.watch import SessionRow
     from bot.session_list import with_progress
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))

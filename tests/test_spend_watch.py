@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from bot.models import CostEstimate, ModelResource
-from bot.rendering_watch import watch_blocks
+from bot.rendering.watch import watch_blocks
 from bot.spend_watch import SPEND_REDRAW_SECONDS, card_key, facts, stored, watch_key
 from tests.fakes.together import make_model_resource
 

@@ -12,7 +12,7 @@ from slack_bolt.async_app import AsyncApp
 from bot import rendering, session_list, workflows
 from bot.listeners.request import Request, button
 from bot.models import is_session_id
-from bot.rendering_watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
+from bot.rendering.watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
 from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user
 from bot.together import USER_MESSAGES, TogetherError

@@ -11,9 +11,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, rendering_watch, session_list, spend_watch, workflows
+from bot import rendering, session_list, spend_watch, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
+from bot.rendering import watch as rendering_watch
 from bot.runtime import Runtime
 from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user

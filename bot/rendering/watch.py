@@ -3,7 +3,7 @@
 The stalled / resumed / slow-start thread replies, the idle-resource alert
 with its Stop resource button, the card's resource-and-progress section and
 the `ls` page. Same rules as `bot.rendering`: every value from Together or a
-user goes through its escaping (`_text`, `_code`), text is `verbatim`, and
+user goes through its escaping (`inert`, `code_span`), text is `verbatim`, and
 every message stays inside Block Kit's limits whatever the values.
 Spend is always labelled an estimate: it is Together's hourly price times the
 READY time the bot itself observed, not Together's bill.
@@ -26,29 +26,35 @@ from bot.rendering.blocks import (
     STOP,
     SUBSCRIBE,
     Message,
+    button,
+    context_block,
+    fields_block,
+    header_block,
+    message_of,
+    mrkdwn,
+    plain_text,
+    section_block,
 )
-from bot.rendering.blocks import button as _button
-from bot.rendering.blocks import context_block as _context
-from bot.rendering.blocks import fields_block as _fields
-from bot.rendering.blocks import header_block as _header
-from bot.rendering.blocks import message_of as _message
-from bot.rendering.blocks import mrkdwn as _mrkdwn
-from bot.rendering.blocks import plain_text as _plain
-from bot.rendering.blocks import section_block as _section
-from bot.rendering.card import STOPPABLE
-from bot.rendering.card import stop_button as _stop_button
-from bot.rendering.text import ID_LIMIT as _ID_LIMIT
-from bot.rendering.text import NONE, truncate
-from bot.rendering.text import VALUE_LIMIT as _VALUE_LIMIT
-from bot.rendering.text import code_span as _code
-from bot.rendering.text import inert as _text
-from bot.rendering.text import safe_link as _link
-from bot.rendering.text import safe_mention as _mention
-from bot.rendering.text import user_ref as _who
-from bot.rendering.words import session_label as _label
-from bot.rendering.words import session_name as _name
-from bot.rendering.words import slack_date, status_emoji, status_words
-from bot.rendering.words import timestamp as _timestamp
+from bot.rendering.card import STOPPABLE, stop_button
+from bot.rendering.text import (
+    ID_LIMIT,
+    NONE,
+    VALUE_LIMIT,
+    code_span,
+    inert,
+    safe_link,
+    safe_mention,
+    truncate,
+    user_ref,
+)
+from bot.rendering.words import (
+    session_label,
+    session_name,
+    slack_date,
+    status_emoji,
+    status_words,
+    timestamp,
+)
 
 STOP_RESOURCE = "rl_stop_resource"
 LS_MORE = "rl_ls_more"
@@ -119,7 +125,7 @@ def money_words(amount: float | None, currency: str | None) -> str | None:
     code = (currency or "").strip().upper()
     if code in ("", "USD"):
         return f"${number}"
-    return f"{number} {_text(code, 10)}"
+    return f"{number} {inert(code, 10)}"
 
 
 def resource_status_words(resource: ModelResource) -> str:
@@ -129,14 +135,14 @@ def resource_status_words(resource: ModelResource) -> str:
         return known
     raw = resource.status.strip().removeprefix("MODEL_RESOURCES_STATUS_")
     human = raw.replace("_", " ").strip().lower().capitalize()
-    return ":grey_question: " + _text(human, 80, default="Unknown")
+    return ":grey_question: " + inert(human, 80, default="Unknown")
 
 
 def gpu_words(resource: ModelResource) -> str:
     """`H100-80GB · 2 generator replicas`; 0 replicas means trainer only."""
     parts = []
     if resource.gpu_type:
-        parts.append(_text(resource.gpu_type, 40))
+        parts.append(inert(resource.gpu_type, 40))
     replicas = resource.replicas
     if replicas is not None and 0 <= replicas < 10**6:
         parts.append(
@@ -184,7 +190,7 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
             "ready and billing with no session running on it."
         )
     if flags:
-        blocks.append(_section("\n".join(flags)))
+        blocks.append(section_block("\n".join(flags)))
 
     pairs: list[tuple[str, str]] = []
     resource = facts.resource
@@ -193,7 +199,7 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
         pairs.append(("GPUs", gpu_words(resource)))
         queue = resource.queue_position
         if queue is not None and resource.status_enum is ResourceStatus.PENDING:
-            pairs.append(("Queue position", _text(queue, 20)))
+            pairs.append(("Queue position", inert(queue, 20)))
         if resource.expires_at is not None and resource.status_enum is ResourceStatus.READY:
             pairs.append(("Stops if inactive at", slack_date(resource.expires_at)))
     price = facts.price
@@ -212,10 +218,10 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
             target += f", ETA {slack_date(facts.eta)}"
         pairs.append(("Target", target))
     if pairs:
-        blocks.append(_fields(pairs))
+        blocks.append(fields_block(pairs))
     if per_hour is not None and _spend(facts) is not None:
         blocks.append(
-            _context(
+            context_block(
                 "Spend is an estimate: Together's hourly price times the time the bot "
                 "saw the resource ready, not Together's bill."
             )
@@ -261,9 +267,9 @@ def stalled_message(
     """ "No progress for 15 min: step 1,234 since 10:02 — the training client may
     have stopped; the resource idles out at 11:02". With `mention` and
     `permalink` it is the on-call page for the same stall."""
-    prefix = _mention(mention)
+    prefix = safe_mention(mention)
     lead = f"{prefix} " if prefix else ""
-    name = _name(session)
+    name = session_name(session)
     head = (
         f"{lead}:warning: *No progress for {duration_words(stalled_for)}:* "
         f"step {step_words(step)} since {slack_date(since)} — the training client may have stopped"
@@ -272,20 +278,20 @@ def stalled_message(
         head += f"; the resource idles out at {slack_date(idles_out_at)}"
     head += "."
     blocks: list[dict[str, Any]] = [
-        _section(f"{head}\n*Session:* {name} {_code(session.id, _ID_LIMIT)}"),
-        _context(
+        section_block(f"{head}\n*Session:* {name} {code_span(session.id, ID_LIMIT)}"),
+        context_block(
             "Together keeps a session RUNNING when its client dies; its model resource "
             "bills until it idles out, then the session expires."
         ),
     ]
-    link = _link(permalink, "View thread")
+    link = safe_link(permalink, "View thread")
     if link is not None:
-        blocks.append(_section(link))
+        blocks.append(section_block(link))
     fallback = (
-        f"{lead}{_label(session)}: no progress for {duration_words(stalled_for)} "
+        f"{lead}{session_label(session)}: no progress for {duration_words(stalled_for)} "
         f"(step {step_words(step)}); the training client may have stopped."
     )
-    return _message(fallback, blocks)
+    return message_of(fallback, blocks)
 
 
 def resumed_message(
@@ -299,8 +305,8 @@ def resumed_message(
         f":arrow_forward: *Progress resumed:* step {step_words(old_step)} → "
         f"{step_words(new_step)} after {duration_words(stalled_for)} without progress."
     )
-    fallback = f"{_label(session)}: progress resumed at step {step_words(new_step)}."
-    return _message(fallback, [_section(text)])
+    fallback = f"{session_label(session)}: progress resumed at step {step_words(new_step)}."
+    return message_of(fallback, [section_block(text)])
 
 
 def creating_message(
@@ -314,18 +320,18 @@ def creating_message(
     lines = [
         f":hourglass: *Still creating after {duration_words(waited)}.*",
     ]
-    fallback = f"{_label(session)}: still creating after {duration_words(waited)}"
+    fallback = f"{session_label(session)}: still creating after {duration_words(waited)}"
     if resource is not None:
         lines.append(f"*Model resource:* {resource_status_words(resource)}")
         queue = resource.queue_position
         if queue is not None:
             lines.append(
-                f"*Queue position:* {_text(queue, 20)} (older resources of the same GPU type "
+                f"*Queue position:* {inert(queue, 20)} (older resources of the same GPU type "
                 "waiting for GPUs, plus one)"
             )
-            fallback += f", queue position {_text(queue, 20)}"
+            fallback += f", queue position {inert(queue, 20)}"
     lines.append("It is probably waiting for GPU capacity; nothing is billed until it is ready.")
-    return _message(fallback + ".", [_section("\n".join(lines))])
+    return message_of(fallback + ".", [section_block("\n".join(lines))])
 
 
 # --- idle resources ----------------------------------------------------------------------------
@@ -334,19 +340,19 @@ def creating_message(
 def stop_resource_button(resource_id: str, *, label: str = "Stop resource") -> dict[str, Any]:
     """Behind a confirmation, like Stop session; the click is checked against
     the same allowlist before anything is sent."""
-    button = _button(label, STOP_RESOURCE, value=resource_id, style="danger")
-    button["confirm"] = {
-        "title": _plain("Stop this model resource?"),
-        "text": _mrkdwn(
-            f"This asks Together to stop model resource {_code(resource_id, 150)} and "
+    stop = button(label, STOP_RESOURCE, value=resource_id, style="danger")
+    stop["confirm"] = {
+        "title": plain_text("Stop this model resource?"),
+        "text": mrkdwn(
+            f"This asks Together to stop model resource {code_span(resource_id, 150)} and "
             "release its GPUs; billing stops. Sessions still active on it must be "
             "stopped first."
         ),
-        "confirm": _plain("Stop it"),
-        "deny": _plain("Keep it"),
+        "confirm": plain_text("Stop it"),
+        "deny": plain_text("Keep it"),
         "style": "danger",
     }
-    return button
+    return stop
 
 
 def idle_resource_alert(
@@ -360,17 +366,17 @@ def idle_resource_alert(
 ) -> Message:
     """A READY resource with no CREATING or RUNNING session: it bills for
     nothing until it is stopped or idles out."""
-    prefix = _mention(mention)
+    prefix = safe_mention(mention)
     lead = f"{prefix} " if prefix else ""
     idle_for = duration_words(now - idle_since)
     head = (
         f"{lead}:money_with_wings: *Model resource idle for {idle_for}:* "
-        f"{_code(resource.id, _ID_LIMIT)} is ready, and billing, with no session running on it."
+        f"{code_span(resource.id, ID_LIMIT)} is ready, and billing, with no session running on it."
     )
     pairs = [
-        ("Base model", _text(resource.base_model, _VALUE_LIMIT)),
+        ("Base model", inert(resource.base_model, VALUE_LIMIT)),
         ("GPUs", gpu_words(resource)),
-        ("Created by", _text(resource.created_by, _VALUE_LIMIT)),
+        ("Created by", inert(resource.created_by, VALUE_LIMIT)),
         ("Idle since", slack_date(idle_since)),
     ]
     if resource.expires_at is not None:
@@ -378,17 +384,17 @@ def idle_resource_alert(
     per_hour = money_words(price.price_per_hour, price.currency) if price is not None else None
     if per_hour is not None:
         pairs.append(("Price", f"{per_hour}/h"))
-    blocks: list[dict[str, Any]] = [_section(head), _fields(pairs)]
+    blocks: list[dict[str, Any]] = [section_block(head), fields_block(pairs)]
     if sessions:
         shown = [
-            f"• {_name(s)} {_code(s.id, _ID_LIMIT)} · {status_words(s.status)}"
+            f"• {session_name(s)} {code_span(s.id, ID_LIMIT)} · {status_words(s.status)}"
             for s in sessions[:10]
         ]
         if len(sessions) > 10:
             shown.append(f"…and {len(sessions) - 10} more")
-        blocks.append(_section("*Sessions that used it*\n" + "\n".join(shown)))
+        blocks.append(section_block("*Sessions that used it*\n" + "\n".join(shown)))
     blocks.append(
-        _context(
+        context_block(
             "A stopped session leaves its resource running. Stop the resource if nobody "
             "will start a session on it; otherwise it stops after its inactive timeout."
         )
@@ -396,19 +402,19 @@ def idle_resource_alert(
     # A button's value must round-trip to an id the handler accepts.
     if resource.status_enum is ResourceStatus.READY and is_session_id(resource.id):
         blocks.append({"type": "actions", "elements": [stop_resource_button(resource.id)]})
-    fallback = f"{lead}Model resource {_text(resource.id, _ID_LIMIT)} idle for {idle_for}"
+    fallback = f"{lead}Model resource {inert(resource.id, ID_LIMIT)} idle for {idle_for}"
     fallback += f" at {per_hour}/h." if per_hour else "."
-    return _message(fallback, blocks)
+    return message_of(fallback, blocks)
 
 
 def resource_stop_requested_message(user_id: str, resource: ModelResource) -> Message:
     """Said in the thread: who stopped it, and what Together says now."""
     text = (
-        f":octagonal_sign: {_who(user_id)} asked Together to stop model resource "
-        f"{_code(resource.id, _ID_LIMIT)}. Together says it is now "
+        f":octagonal_sign: {user_ref(user_id)} asked Together to stop model resource "
+        f"{code_span(resource.id, ID_LIMIT)}. Together says it is now "
         f"{resource_status_words(resource)}."
     )
-    return _message(text, [_section(text)])
+    return message_of(text, [section_block(text)])
 
 
 # --- `/rl-session ls` ------------------------------------------------------------------------
@@ -429,14 +435,14 @@ def _row_line(number: int, row: SessionRow, now: datetime) -> str:
     """Status first, so a cut (a very long name) never hides it or the flags."""
     s = row.session
     parts = [f"*{number}.* {status_emoji(s.status)} {status_words(s.status)}"]
-    name = _text(s.display_name, _ROW_NAME, default="")
-    parts.append(f"*{name}* {_code(s.id, _ROW_NAME)}" if name else _code(s.id, _ROW_NAME))
+    name = inert(s.display_name, _ROW_NAME, default="")
+    parts.append(f"*{name}* {code_span(s.id, _ROW_NAME)}" if name else code_span(s.id, _ROW_NAME))
     if s.step is not None:
         parts.append(f"step {step_words(s.step)}")
     rate = rate_words(row.rate)
     if rate is not None:
         parts.append(rate)
-    created, at = _timestamp(s.created_at), _timestamp(now)  # naive times are UTC
+    created, at = timestamp(s.created_at), timestamp(now)  # naive times are UTC
     if created is not None and at is not None:
         parts.append(f"age {duration_words(timedelta(seconds=at - created))}")
     if row.resource is not None:
@@ -454,10 +460,10 @@ def _row_buttons(number: int, row: SessionRow) -> list[dict[str, Any]]:
     s = row.session
     if not is_session_id(s.id):
         return []
-    buttons = [_button(f"Subscribe {number}", f"{SUBSCRIBE}.{number}", value=s.id)]
+    buttons = [button(f"Subscribe {number}", f"{SUBSCRIBE}.{number}", value=s.id)]
     if s.status_enum in STOPPABLE:
-        stop = _stop_button(s)
-        stop["text"] = _plain(f"Stop {number}")
+        stop = stop_button(s)
+        stop["text"] = plain_text(f"Stop {number}")
         stop["action_id"] = f"{stop['action_id']}.{number}"
         buttons.append(stop)
     return buttons
@@ -477,9 +483,9 @@ def session_list_page(
     a More button when Together has another page. Up to LS_PAGE rows fit in
     Block Kit's 50 blocks; more are counted, never dropped silently."""
     shown = list(rows[:LS_PAGE])
-    blocks: list[dict[str, Any]] = [_header(title or "Training sessions")]
+    blocks: list[dict[str, Any]] = [header_block(title or "Training sessions")]
     if not shown:
-        blocks.append(_section("No training sessions match."))
+        blocks.append(section_block("No training sessions match."))
     for start in range(0, len(shown), _LS_CHUNK):
         chunk = shown[start : start + _LS_CHUNK]
         numbers = range(first_number + start, first_number + start + len(chunk))
@@ -487,21 +493,21 @@ def session_list_page(
         lines = [
             truncate(_row_line(n, row, now), room) for n, row in zip(numbers, chunk, strict=True)
         ]
-        blocks.append(_section("\n".join(lines)))
+        blocks.append(section_block("\n".join(lines)))
         elements = [b for n, row in zip(numbers, chunk, strict=True) for b in _row_buttons(n, row)]
         if elements:
             blocks.append({"type": "actions", "elements": elements[:25]})
     hidden = len(rows) - len(shown)
     if hidden > 0:
-        blocks.append(_context(f"…and {hidden} more not shown"))
+        blocks.append(context_block(f"…and {hidden} more not shown"))
     if more_value is not None and len(more_value) <= MAX_BUTTON_VALUE:
-        blocks.append({"type": "actions", "elements": [_button("More", LS_MORE, value=more_value)]})
+        blocks.append({"type": "actions", "elements": [button("More", LS_MORE, value=more_value)]})
     count = len(shown)
     last = first_number + count - 1
     span = f"{first_number}–{last}" if count else "none"
     fallback = f"{title or 'Training sessions'}: sessions {span}"
     fallback += ", more on the next page." if more_value is not None else "."
-    return _message(fallback, blocks[:MAX_BLOCKS])
+    return message_of(fallback, blocks[:MAX_BLOCKS])
 
 
 def list_title(status_filter: str, who: str | None, model: str | None) -> str:
@@ -514,7 +520,7 @@ def list_title(status_filter: str, who: str | None, model: str | None) -> str:
     }
     parts = [words.get(status_filter, "Sessions")]
     if who:
-        parts.append(_text(who, 60))
+        parts.append(inert(who, 60))
     if model:
-        parts.append("model " + _text(model, 60))
+        parts.append("model " + inert(model, 60))
     return truncate(" · ".join(parts), MAX_BUTTON_TEXT * 2)
