@@ -379,10 +379,10 @@ def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
 # Measured in one run, robust to a loaded machine: with the answers parsed on the
 # event loop, the loop is blocked while each is read, so only one or two other
 # commands get acked per answer (4 in all for three 12 MiB answers, median 2 s);
-# parsed off the loop, dozens are (25, median under 0.1 s). A typical ack, not the
-# slowest, is compared: another test worker's load can delay any one of them.
+# parsed off the loop, dozens are (25, median under 0.1 s; 0.54 s with six test
+# workers loading both cores). A typical ack, not the slowest, is compared.
 LARGE_ANSWER_MIN_ACKS_PER_ANSWER = 4
-LARGE_ANSWER_MEDIAN_ACK_LIMIT = 0.5
+LARGE_ANSWER_MEDIAN_ACK_LIMIT = 1.0
 
 
 def test_a_large_answer_under_the_cap_is_read_off_the_event_loop(
