@@ -15,16 +15,19 @@ import logging
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering
+from bot import rendering, session_list
 from bot.config import Settings
 from bot.models import TrainingSession
 from bot.rendering import watch as rendering_watch
+from bot.rendering.blocks import Message
+from bot.session_list import ListQuery
 from bot.storage import Subscription, WatchedSession, utcnow
 from bot.subscriptions import (
     DM_PROBLEM,
@@ -354,6 +357,31 @@ def stall_threshold(settings: Settings) -> timedelta | None:
     """STALL_AFTER_MINUTES as a duration; None when it is off."""
     minutes = settings.stall_after_minutes
     return timedelta(minutes=minutes) if minutes > 0 else None
+
+
+async def org_sessions_page(
+    *,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    settings: Settings,
+    query: ListQuery,
+    caller: str,
+    after: str | None = None,
+    first_number: int = 1,
+) -> Message | str:
+    """One `ls` page (the first, or the one More asks for), with what the bot's
+    polls measured of the sessions it watches."""
+    return await session_list.page_message(
+        together,
+        query,
+        caller=caller,
+        user_map=settings.created_by_user_map,
+        now=utcnow(),
+        after=after,
+        first_number=first_number,
+        progress_of=partial(progress_of, sessionmaker),
+        stall_after=stall_threshold(settings),
+    )
 
 
 @dataclass(frozen=True)

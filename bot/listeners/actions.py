@@ -5,15 +5,12 @@ query), and is checked first."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from slack_bolt.async_app import AsyncApp
 
 from bot import rendering, session_list, workflows
 from bot.listeners.request import Request, button
 from bot.models import is_session_id
 from bot.rendering.watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
-from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user
 from bot.together import USER_MESSAGES, TogetherError
 
@@ -133,16 +130,14 @@ async def more_sessions(req: Request) -> str:
     """The next `ls` page, as a new message under the previous one."""
     more = session_list.read_more(req.value)
     assert more is not None  # more_problem refused anything else
-    answer = await session_list.page_message(
-        req.rt.together,
-        more.query,
+    answer = await workflows.org_sessions_page(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        query=more.query,
         caller=req.user_id,
-        user_map=req.rt.settings.created_by_user_map,
-        now=utcnow(),
         after=more.after,
         first_number=more.first_number,
-        progress_of=partial(workflows.progress_of, req.rt.sessionmaker),
-        stall_after=workflows.stall_threshold(req.rt.settings),
     )
     return await req.answer_or_refuse(answer)
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, session_list, spend_watch, workflows
+from bot import rendering, spend_watch, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
 from bot.rendering import watch as rendering_watch
@@ -189,14 +188,12 @@ async def list_here(req: Request, command: Command) -> str:
 async def list_org(req: Request, command: Command) -> str:
     """`ls`: the first page of the org's sessions, only to the caller."""
     assert command.listing is not None  # the parser gives `ls` its query
-    answer = await session_list.page_message(
-        req.rt.together,
-        command.listing,
+    answer = await workflows.org_sessions_page(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        query=command.listing,
         caller=req.user_id,
-        user_map=req.rt.settings.created_by_user_map,
-        now=utcnow(),
-        progress_of=partial(workflows.progress_of, req.rt.sessionmaker),
-        stall_after=workflows.stall_threshold(req.rt.settings),
     )
     return await req.answer_or_refuse(answer)
 
