@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 DIGEST_WINDOW = timedelta(hours=1)
 # A watch idle longer than this was switched off, not briefly down: start afresh.
 WATCH_RESTART_AFTER = timedelta(hours=1)  # a digest missed by more than this waits for tomorrow
+# Together's timestamps come from Together's clock, whole seconds at times; the baseline
+# from ours. An error stamped this little before the baseline is still news: whatever
+# the baseline run itself listed is remembered as history, so this re-pages nothing.
+BASELINE_CLOCK_SLACK = timedelta(seconds=60)
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -126,7 +130,7 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
         for s in errors
         if not starting
         and (when := _naive_utc((s.error.occurred_at if s.error else None) or s.updated_at))
-        and when >= baseline
+        and when >= baseline - BASELINE_CLOCK_SLACK
     ]
     async with rt.sessionmaker() as db, db.begin():
         now = utcnow()

@@ -73,7 +73,7 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     return list(_run_async(go()))
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -135,31 +135,41 @@ class BotProcess:
         for name in unset:
             full_env.pop(name, None)
         full_env.update(env or {})
-        port = free_tcp_port()
-        args = [sys.executable, "-m", "bot", command, "--host", "127.0.0.1", "--port", str(port)]
-        log_path = workdir / f"bot-{port}.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                args,
-                cwd=workdir,
+        # The port is free when picked but may be taken before the bot binds it
+        # (another test's server): a bind failure is retried on a fresh port.
+        for attempt in range(5):
+            port = free_tcp_port()
+            args = [sys.executable, "-m", "bot", command, "--host", "127.0.0.1", "--port", str(port)]
+            log_path = workdir / f"bot-{port}.log"
+            with log_path.open("wb") as log:
+                proc = subprocess.Popen(
+                    args,
+                    cwd=workdir,
+                    env=full_env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            bot = cls(
+                proc=proc,
+                url=f"http://127.0.0.1:{port}",
+                log_path=log_path,
                 env=full_env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                workdir=workdir,
+                args=args,
             )
-        bot = cls(
-            proc=proc,
-            url=f"http://127.0.0.1:{port}",
-            log_path=log_path,
-            env=full_env,
-            workdir=workdir,
-            args=args,
-        )
-        if wait:
-            bot.wait_healthy()
-        return bot
+            if not wait:
+                return bot
+            try:
+                bot.wait_healthy()
+            except AssertionError:
+                if attempt < 4 and bot.proc.poll() is not None and "address already in use" in bot.log():
+                    continue
+                raise
+            return bot
+        raise AssertionError("unreachable")
 
-    def wait_healthy(self, timeout: float = 20.0) -> None:
+    def wait_healthy(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

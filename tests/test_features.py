@@ -79,7 +79,7 @@ def subscribe(
     return [c.ts for c in slack.successful_posts(channel) if c.thread_ts is None and c.ts][-1]
 
 
-def polls(together: FakeTogether, sid: str, n: int = 2, timeout: float = 15.0) -> None:
+def polls(together: FakeTogether, sid: str, n: int = 2, timeout: float = 30.0) -> None:
     """Wait until the poller fetched `sid` n more times (so it saw what changed)."""
     start = together.requests_for(sid)
     wait_until(lambda: together.requests_for(sid) >= start + n, timeout=timeout, what=f"{n} polls")
@@ -90,7 +90,7 @@ def list_requests(together: FakeTogether) -> list[str]:
         return [p for p in together.paths if p.startswith(LIST_PATH)]
 
 
-def watch_runs(together: FakeTogether, n: int, timeout: float = 20.0) -> None:
+def watch_runs(together: FakeTogether, n: int, timeout: float = 30.0) -> None:
     """Wait for n more first-page list requests, i.e. n more org-wide watch cycles."""
 
     def first_pages() -> int:

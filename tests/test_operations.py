@@ -48,7 +48,7 @@ def scrape(bot: BotProcess) -> Samples:
 
 
 def scrape_until(
-    bot: BotProcess, ok: Callable[[Samples], bool], *, timeout: float = 15.0, what: str
+    bot: BotProcess, ok: Callable[[Samples], bool], *, timeout: float = 30.0, what: str
 ) -> Samples:
     """Scrape until `ok(samples)`; returns that scrape."""
     found: list[Samples] = []

@@ -372,7 +372,7 @@ class FakeHTTPServer(Served):
             return predicate(self) if takes_arg else predicate()
 
     def wait_for(
-        self, predicate: Callable[..., T | None], timeout: float = 10.0, *, message: str = ""
+        self, predicate: Callable[..., T | None], timeout: float = 20.0, *, message: str = ""
     ) -> T:
         """Block until `predicate(fake)` (or `predicate()`) is truthy and return its value.
 
@@ -389,7 +389,7 @@ class FakeHTTPServer(Served):
     async def wait_for_async(
         self,
         predicate: Callable[..., T | None],
-        timeout: float = 10.0,  # noqa: ASYNC109 - same signature as wait_for
+        timeout: float = 20.0,  # noqa: ASYNC109 - same signature as wait_for
         *,
         message: str = "",
     ) -> T:

@@ -330,7 +330,7 @@ class FakeSlack(FakeHTTPServer):
         with self._lock:
             return [dict(m) for m in self._thread_messages(channel, ts)]
 
-    def wait_for_response(self, token: str, timeout: float = 10.0) -> dict[str, Any]:
+    def wait_for_response(self, token: str, timeout: float = 20.0) -> dict[str, Any]:
         """Block until something was POSTed to `response_url(token)`; return the first body."""
         return self.wait_for(
             lambda s: s.responses.get(token, [None])[0],
@@ -341,7 +341,7 @@ class FakeSlack(FakeHTTPServer):
     async def wait_for_response_async(
         self,
         token: str,
-        timeout: float = 10.0,  # noqa: ASYNC109
+        timeout: float = 20.0,  # noqa: ASYNC109
     ) -> dict[str, Any]:
         return await self.wait_for_async(
             lambda s: s.responses.get(token, [None])[0],
@@ -350,7 +350,7 @@ class FakeSlack(FakeHTTPServer):
         )
 
     def wait_for_calls(
-        self, method: str, count: int = 1, timeout: float = 10.0, *, ok: bool | None = True
+        self, method: str, count: int = 1, timeout: float = 20.0, *, ok: bool | None = True
     ) -> list[SlackCall]:
         """Block until at least `count` calls to `method` (only successful ones by default)."""
         return self.wait_for(
@@ -361,7 +361,7 @@ class FakeSlack(FakeHTTPServer):
         self,
         method: str,
         count: int = 1,
-        timeout: float = 10.0,  # noqa: ASYNC109
+        timeout: float = 20.0,  # noqa: ASYNC109
         *,
         ok: bool | None = True,
     ) -> list[SlackCall]:

@@ -256,7 +256,7 @@ class FakeSocketMode(Served):
 
     # -- scripting -------------------------------------------------------------------------------
 
-    def _call(self, coro: Any, timeout: float = 10.0) -> Any:
+    def _call(self, coro: Any, timeout: float = 20.0) -> Any:
         loop = self._loop
         if loop is None:
             coro.close()
@@ -354,7 +354,7 @@ class FakeSocketMode(Served):
         return ack.at - pushed[1]
 
     def wait_for(
-        self, predicate: Callable[[], T | None], timeout: float = 10.0, what: str = "condition"
+        self, predicate: Callable[[], T | None], timeout: float = 20.0, what: str = "condition"
     ) -> T:
         value = self._await(predicate, timeout)
         if value:
@@ -369,7 +369,7 @@ class FakeSocketMode(Served):
             )
         )
 
-    def wait_for_ack(self, envelope_id: str, timeout: float = 10.0) -> SocketFrame:
+    def wait_for_ack(self, envelope_id: str, timeout: float = 20.0) -> SocketFrame:
         return self.wait_for(
             lambda: self.ack_for(envelope_id), timeout, what=f"ack of envelope {envelope_id}"
         )

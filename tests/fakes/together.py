@@ -543,7 +543,7 @@ class FakeTogether(FakeHTTPServer):
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
 
-    def wait_for_requests(self, id: str | None, count: int, timeout: float = 10.0) -> int:
+    def wait_for_requests(self, id: str | None, count: int, timeout: float = 20.0) -> int:
         """Block until `requests_for(id)` (or total, for None) reaches `count`."""
         return self.wait_for(self._reached(id, count), timeout, message=f"{count} requests")
 
@@ -551,7 +551,7 @@ class FakeTogether(FakeHTTPServer):
         self,
         id: str | None,
         count: int,
-        timeout: float = 10.0,  # noqa: ASYNC109
+        timeout: float = 20.0,  # noqa: ASYNC109
     ) -> int:
         return await self.wait_for_async(
             self._reached(id, count), timeout, message=f"{count} requests"
