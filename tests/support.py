@@ -139,7 +139,16 @@ class BotProcess:
         # (another test's server): a bind failure is retried on a fresh port.
         for attempt in range(5):
             port = free_tcp_port()
-            args = [sys.executable, "-m", "bot", command, "--host", "127.0.0.1", "--port", str(port)]
+            args = [
+                sys.executable,
+                "-m",
+                "bot",
+                command,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ]
             log_path = workdir / f"bot-{port}.log"
             with log_path.open("wb") as log:
                 proc = subprocess.Popen(
@@ -163,7 +172,11 @@ class BotProcess:
             try:
                 bot.wait_healthy()
             except AssertionError:
-                if attempt < 4 and bot.proc.poll() is not None and "address already in use" in bot.log():
+                if (
+                    attempt < 4
+                    and bot.proc.poll() is not None
+                    and "address already in use" in bot.log()
+                ):
                     continue
                 raise
             return bot
