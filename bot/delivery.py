@@ -26,7 +26,7 @@ from typing import Any, Literal
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import Float, Table, and_, bindparam, update
+from sqlalchemy import Float, Table, and_, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering, spend_watch
@@ -39,6 +39,7 @@ from bot.outbox import (
     CheckpointsPayload,
     DigestPayload,
     IdlePayload,
+    Kind,
     OncallPayload,
     OperatorPayload,
     OutboxMessage,
@@ -51,7 +52,9 @@ from bot.outbox import (
     fence,
 )
 from bot.rendering import watch as rendering_watch
-from bot.storage import db_now, utcnow
+from bot.spend_watch import CardWatch
+from bot.stall_watch import threshold
+from bot.storage import Subscription, WatchedSession, db_now, utcnow
 from bot.subscriptions import end_subscriptions
 from bot.together import TogetherClient, TogetherError
 
@@ -133,6 +136,7 @@ async def deliver_due(
             lease_seconds=settings.lease_seconds,
             channel_gap=settings.channel_min_interval_seconds,
         )
+        watches = await card_watches(db, rows, settings=settings) if rows else {}
     if not rows:
         return []
     crash_point("deliver_after_claim", settings.fault_crash_at)
@@ -147,6 +151,7 @@ async def deliver_due(
                 settings=settings,
                 owner=owner,
                 together=together,
+                watch=watches.get(row.subscription_id or 0),
             )
 
     outcomes = await asyncio.gather(*(one(r) for r in rows))
@@ -169,6 +174,43 @@ async def deliver_due(
     return outcomes
 
 
+#: kinds whose delivery redraws the subscription's root card
+_ROOT_KINDS = frozenset({Kind.TRANSITION, Kind.ROOT, Kind.CHECKPOINTS, Kind.PROGRESS})
+
+
+async def card_watches(
+    db: AsyncSession, rows: list[OutboxMessage], *, settings: Settings
+) -> dict[int, CardWatch]:
+    """What the root cards of these rows show beyond the session, by subscription:
+    the watch's current state, the thread's `target=` and stall threshold. One
+    read for the whole batch, so every redraw renders from the same state."""
+    ids = sorted(
+        {r.subscription_id for r in rows if r.subscription_id is not None and r.kind in _ROOT_KINDS}
+    )
+    if not ids:
+        return {}
+    found = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.target_step,
+            Subscription.stall_after_minutes,
+            WatchedSession.progress,
+        )
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.id.in_(ids))
+    )
+    minutes = settings.stall_after_minutes
+    default = timedelta(minutes=minutes) if minutes > 0 else None
+    return {
+        r.id: CardWatch(
+            progress=r.progress,
+            target=r.target_step,
+            stall_after=threshold(r.stall_after_minutes, default),
+        )
+        for r in found
+    }
+
+
 async def _deliver_one(
     row: OutboxMessage,
     *,
@@ -177,6 +219,7 @@ async def _deliver_one(
     settings: Settings,
     owner: str,
     together: TogetherClient | None = None,
+    watch: CardWatch | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
@@ -187,7 +230,9 @@ async def _deliver_one(
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
         return SendResult(row.id, LOST)
     try:
-        outcome = await send_one(row, slack=slack, settings=settings, together=together)
+        outcome = await send_one(
+            row, slack=slack, settings=settings, together=together, watch=watch
+        )
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = _retry(row, None, type(exc).__name__)
@@ -206,16 +251,18 @@ async def send_one(
     slack: AsyncWebClient,
     settings: Settings,
     together: TogetherClient | None = None,
+    watch: CardWatch | None = None,
 ) -> SendResult:
+    """Post one row (and redraw its root card with `watch`, the watch's state)."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     payload = row.typed_payload
     try:
         if isinstance(payload, RootPayload):  # a change this subscription does not want told
-            await _update_root(row, payload, slack=slack)
+            await _update_root(row, payload, slack=slack, watch=watch)
             return SendResult(row.id, State.SENT, sent_ts=row.thread_ts)
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
             log.info("outbox row already in Slack; not posting again", extra=extra)
-            await _update_root(row, payload, slack=slack)
+            await _update_root(row, payload, slack=slack, watch=watch)
             return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
         message = await render_row(row, slack=slack, settings=settings, together=together)
         response = await slack.chat_postMessage(
@@ -232,7 +279,7 @@ async def send_one(
             unfurl_media=False,
         )
         crash_point("deliver_after_post", settings.fault_crash_at)
-        await _update_root(row, payload, slack=slack)
+        await _update_root(row, payload, slack=slack, watch=watch)
         crash_point("deliver_after_update", settings.fault_crash_at)
         return SendResult(row.id, State.SENT, sent_ts=str(response.get("ts") or ""))
     except SlackApiError as exc:
@@ -479,8 +526,13 @@ async def _permalink(
     return str(link.get("permalink") or "") or None
 
 
-async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient) -> None:
-    """Keep the subscription's root message showing the current card."""
+async def _update_root(
+    row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient, watch: CardWatch | None = None
+) -> None:
+    """Keep the subscription's root message showing the current card: the
+    session as the row saw it, and what the watch knows (`watch`, read when the
+    row was claimed): resource and spend, steps/min, target and ETA, a stall.
+    Every kind of redraw renders it the same way, so none drops a line."""
     if not isinstance(
         payload, TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload
     ):
@@ -489,15 +541,8 @@ async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebC
         return
     ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
     card = rendering.card(_session(payload.session, row), subscribed=not ended)
-    if isinstance(payload, RootPayload) and payload.watch is not None and not ended:
-        # the spend watch's redraw: resource, price, estimated spend, steps/min
-        card = rendering_watch.with_watch(card, spend_watch.facts(payload.watch))
-    if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends
-        stalled = payload.event == "stalled"
-        facts = rendering_watch.WatchFacts(
-            rate=payload.rate, stalled_since=payload.since if stalled else None
-        )
-        card = rendering_watch.with_watch(card, facts, step=payload.step)
+    if not ended:
+        card = _with_watch(card, payload, watch)
     try:
         await slack.chat_update(
             channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]
@@ -517,6 +562,26 @@ async def _update_root(row: OutboxMessage, payload: Payload, *, slack: AsyncWebC
             exc.response.get("error"),
             extra={"outbox_id": row.id, "channel_id": row.channel_id},
         )
+
+
+def _with_watch(
+    card: rendering.Message,
+    payload: TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload,
+    watch: CardWatch | None,
+) -> rendering.Message:
+    """The card with its watch section; without a stored watch state (a row
+    whose subscription or session row is gone), what the row itself carries."""
+    if watch is None and isinstance(payload, RootPayload) and payload.watch is not None:
+        watch = CardWatch(progress=payload.watch)
+    if watch is not None:
+        return spend_watch.card_with_watch(card, watch, now=utcnow())
+    if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends
+        stalled = payload.event == "stalled"
+        facts = rendering_watch.WatchFacts(
+            rate=payload.rate, stalled_since=payload.since if stalled else None
+        )
+        return rendering_watch.with_watch(card, facts, step=payload.step)
+    return card
 
 
 async def record(

@@ -22,14 +22,18 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession
-from bot.rendering.watch import WatchFacts, rate_words
+from bot.rendering.blocks import Message
+from bot.rendering.watch import WatchFacts, rate_words, with_watch
+from bot.stall_watch import load_progress
 from bot.together import TogetherClient, TogetherError
+from bot.watch_rules import eta, stalled_for
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +150,46 @@ def facts(progress: Any) -> WatchFacts:
         target=target if isinstance(target, int) and not isinstance(target, bool) else None,
         eta=_time(progress.get("eta")),
     )
+
+
+@dataclass(frozen=True)
+class CardWatch:
+    """What a subscription's root card shows beyond the session: the watch's
+    view of it (`watched_sessions.progress`) and the subscription's own
+    `target=` and stall threshold (None: no stall flag)."""
+
+    progress: Any
+    target: int | None = None
+    stall_after: timedelta | None = None
+
+
+def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | None]:
+    """The card's watch facts, and the step its stall flag names, from one
+    watch state: every redraw of a root card (status change, checkpoints,
+    stall, spend) renders from this, so none drops what another shows.
+
+    The ETA is worked out at `now` from the measured rate and the target; the
+    stall flag is up while a RUNNING session's step has not moved for
+    `stall_after`."""
+    base = facts(watch.progress)
+    progress, _ = load_progress(watch.progress)
+    target = watch.target if watch.target is not None else base.target
+    if progress is None:
+        return replace(base, target=target), None
+    frozen = stalled_for(progress, now)
+    stalled = (
+        progress.since
+        if watch.stall_after is not None and frozen is not None and frozen >= watch.stall_after
+        else None
+    )
+    when = eta(progress, target, now)
+    return replace(base, target=target, eta=when, stalled_since=stalled), progress.step
+
+
+def card_with_watch(card: Message, watch: CardWatch, *, now: datetime) -> Message:
+    """A watched session's card with its watch section (see `card_facts`)."""
+    shown, step = card_facts(watch, now=now)
+    return with_watch(card, shown, step=step)
 
 
 def card_key(spend: Any) -> str | None:

@@ -92,3 +92,64 @@ def test_a_target_puts_steps_per_minute_and_an_eta_on_the_card(
     shown = card(slack, "C123", root)
     assert "steps/min" in shown and "step 2,000, ETA" in shown
     assert "Spend so far" not in shown  # SPEND_WATCH is off
+
+
+def test_every_root_redraw_keeps_the_watch_lines(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """A checkpoint or a status change redraws the root card from the same watch
+    state as the spend and ETA redraws: resource, price, spend, steps/min and the
+    target stay on it (the ETA too while the session runs)."""
+    from tests.fakes.together import make_session
+
+    together.add_resource(RID, "READY")
+    together.add(SID, "RUNNING", step="100", model_resources_id=RID)
+    bot = start_bot(SPEND_WATCH="true")
+    token = "sub-all"
+    r = bot.command(
+        f"subscribe {SID} status checkpoints target=2000",
+        response_url=slack.response_url(token),
+        channel_id="C123",
+    )
+    assert r.status_code == 200, r.text
+    answer = r.text if r.content.strip() else json.dumps(slack.wait_for_response(token))
+    assert "Subscribed" in answer, answer
+    root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None and c.ts)
+    for step in ("110", "120", "130"):
+        time.sleep(1.5)
+        together.set_status(SID, "RUNNING", step=step)
+    wait_until(
+        lambda: "ETA" in card(slack, "C123", root) and "Spend so far" in card(slack, "C123", root),
+        what="ETA and spend on the card",
+        timeout=20,
+    )
+
+    # New checkpoints: told in the thread, and the root redrawn with them.
+    more = make_session(SID, step="130", checkpoints=2)
+    together.set_status(
+        SID,
+        "RUNNING",
+        training_checkpoints=more["training_checkpoints"],
+        inference_checkpoints=more["inference_checkpoints"],
+    )
+
+    def redraws(words: str) -> list[str]:
+        return [
+            json.dumps(u.blocks, ensure_ascii=False)
+            for u in slack.updates("C123", root)
+            if words in json.dumps(u.blocks, ensure_ascii=False)
+        ]
+
+    wait_until(lambda: redraws("training 2 · inference 2"), what="checkpoint redraw")
+    for shown in redraws("training 2 · inference 2"):
+        assert "ETA" in shown and "step 2,000" in shown, shown
+        assert "Ready (billing)" in shown and "$25.00/h" in shown and "Spend so far" in shown
+        assert "steps/min" in shown
+
+    # A status change: the card says Stopping and keeps the resource and target lines.
+    together.set_status(SID, "STOPPING")
+    wait_until(lambda: redraws("Stopping"), what="status change redraw")
+    for shown in redraws("Stopping"):
+        assert "Ready (billing)" in shown and "$25.00/h" in shown and "Spend so far" in shown
+        assert "steps/min" in shown and "step 2,000" in shown, shown
+        assert "ETA" not in shown  # no ETA for a session that no longer runs

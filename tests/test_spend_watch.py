@@ -5,10 +5,22 @@ worth a redraw."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bot.models import CostEstimate, ModelResource
 from bot.rendering.watch import watch_blocks
-from bot.spend_watch import SPEND_REDRAW_SECONDS, card_key, facts, stored, watch_key
+from bot.spend_watch import (
+    SPEND_REDRAW_SECONDS,
+    CardWatch,
+    card_facts,
+    card_key,
+    card_with_watch,
+    facts,
+    stored,
+    watch_key,
+)
+from bot.stall_watch import stored_progress
+from bot.watch_rules import Progress
 from tests.fakes.together import make_model_resource
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -95,3 +107,42 @@ def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the
     shown = str(watch_blocks(got, step=1000))
     assert "step 2,000, ETA" in shown and "100 steps/min" in shown
     assert facts({"target": True, "eta": "soon"}).target is None
+
+
+def _watched(step: int, since: datetime, *, running: bool = True) -> dict[str, Any]:
+    """A `watched_sessions.progress` value: the step since `since`, 10 steps/min,
+    on a READY resource."""
+    progress = Progress(step=step, since=since, running=running, rate=10.0, anchored=True)
+    return stored_progress(progress, since) | {"spend": stored(None, (resource(), PRICE), now=NOW)}
+
+
+def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() -> None:
+    progress = _watched(1000, NOW)
+    watch = CardWatch(progress, target=2000, stall_after=timedelta(minutes=15))
+    got, step = card_facts(watch, now=NOW + timedelta(minutes=5))
+    assert got.resource is not None and got.price == PRICE and got.rate == 10.0
+    assert got.target == 2000 and got.eta == NOW + timedelta(minutes=5 + 100)
+    assert got.stalled_since is None and step == 1000
+    # Past the thread's threshold without a step: the stall flag, with its step.
+    stalled, _ = card_facts(watch, now=NOW + timedelta(minutes=15))
+    assert stalled.stalled_since == NOW
+    # stall=off never flags; a session that stopped running has no ETA and no flag.
+    off, _ = card_facts(CardWatch(progress, target=2000), now=NOW + timedelta(hours=1))
+    assert off.stalled_since is None
+    stopped, _ = card_facts(
+        CardWatch(_watched(1000, NOW, running=False), target=2000, stall_after=timedelta(0)),
+        now=NOW + timedelta(hours=1),
+    )
+    assert stopped.eta is None and stopped.stalled_since is None and stopped.target == 2000
+    base = {"text": "x", "blocks": [{"type": "actions", "elements": []}]}
+    shown = str(card_with_watch(base, watch, now=NOW + timedelta(minutes=20))["blocks"])
+    assert "No progress" in shown and "step 1,000" in shown and "Ready (billing)" in shown
+    assert "step 2,000, ETA" in shown and "$12.00/h" in shown
+
+
+def test_a_watch_state_without_progress_still_shows_the_resource() -> None:
+    spend = stored(None, (resource(), PRICE), now=NOW)
+    got, step = card_facts(CardWatch({"spend": spend}, target=50), now=NOW)
+    assert got.resource is not None and got.target == 50 and got.eta is None and step is None
+    nothing, _ = card_facts(CardWatch(None), now=NOW)
+    assert nothing == facts(None)

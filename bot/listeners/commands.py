@@ -13,7 +13,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering, spend_watch, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
-from bot.rendering import watch as rendering_watch
 from bot.runtime import Runtime
 from bot.storage import utcnow
 from bot.subscriptions import fetch_for_user
@@ -83,7 +82,10 @@ async def show(req: Request, command: Command) -> str:
     # a watched session's card also shows what the watch saw: resource, price, spend
     watched = await workflows.progress_of(req.rt.sessionmaker, [session.id])
     if session.id in watched and not session.terminal:
-        card = rendering_watch.with_watch(card, spend_watch.facts(watched[session.id]))
+        watch = spend_watch.CardWatch(
+            watched[session.id], stall_after=workflows.stall_threshold(req.rt.settings)
+        )
+        card = spend_watch.card_with_watch(card, watch, now=utcnow())
     await req.answer(card, in_channel=True)
     return "ok"
 
