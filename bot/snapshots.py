@@ -10,7 +10,10 @@ from Together's full answer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import cache
+from itertools import islice
 from typing import Any, Literal
 
 from bot.models import Checkpoint, TrainingSession
@@ -23,23 +26,31 @@ MAX_STRING = 2100
 MAX_LIST = 20
 MAX_KEYS = 40
 MAX_DEPTH = 5
+# Values `_bounded` returns as they are.
+_PLAIN = frozenset({int, float, bool, type(None)})
+# Fields not dumped whole: trimmed apart.
+_KEPT_APART = frozenset({"metadata", "training_checkpoints", "inference_checkpoints"})
 
 CheckpointKind = Literal["training", "inference"]
 
 
 def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
     """A bounded JSON-able dict that `TrainingSession.model_validate` reads back."""
-    full = session.model_dump(mode="json", include=set(type(session).model_fields))
-    snapshot: dict[str, Any] = {k: _bounded(v, 1) for k, v in full.items() if k != "metadata"}
+    # The checkpoint lists (thousands, at times) and metadata are not dumped whole:
+    # only the newest few checkpoints and metadata's W&B entry are kept below.
+    full = session.model_dump(mode="json", include=_dumped_fields(type(session)))
+    snapshot: dict[str, Any] = {
+        k: v if type(v) in _PLAIN else _bounded(v, 1) for k, v in full.items()
+    }
     wandb = (session.metadata or {}).get("wandb")
     snapshot["metadata"] = {"wandb": _bounded(wandb, 2)} if isinstance(wandb, dict) else None
     for kind in ("training", "inference"):
         checkpoints: list[Checkpoint] = list(getattr(session, f"{kind}_checkpoints"))
-        # The newest (ties as the card breaks them), kept in the API's order.
-        ranked = sorted(
-            range(len(checkpoints)), key=lambda i: _newest_first(checkpoints[i]), reverse=True
-        )
-        kept = sorted(ranked[:KEPT_CHECKPOINTS])
+        kept: Iterable[int] = range(len(checkpoints))
+        if len(checkpoints) > KEPT_CHECKPOINTS:
+            # The newest (ties as the card breaks them), kept in the API's order.
+            ranked = sorted(kept, key=lambda i: _newest_first(checkpoints[i]), reverse=True)
+            kept = sorted(ranked[:KEPT_CHECKPOINTS])
         snapshot[f"{kind}_checkpoints"] = [
             _bounded(checkpoints[i].model_dump(mode="json"), 2) for i in kept
         ]
@@ -48,6 +59,11 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
         "inference": checkpoint_count(session, "inference"),
     }
     return snapshot
+
+
+@cache
+def _dumped_fields(model: type[TrainingSession]) -> set[str]:
+    return set(model.model_fields) - _KEPT_APART
 
 
 def watch_state(session: TrainingSession) -> dict[str, Any]:
@@ -86,15 +102,27 @@ def _newest_first(cp: Checkpoint) -> tuple[bool, float]:
 
 
 def _bounded(value: Any, depth: int) -> Any:
+    """`value` cut to the bounds. A poll cycle runs this over thousands of sessions:
+    plain scalars and strings are handled in the loops, without a call each."""
     if isinstance(value, str):
         return value[:MAX_STRING]
     if isinstance(value, dict):
         if depth > MAX_DEPTH:
             return None
-        items = list(value.items())[:MAX_KEYS]
-        return {str(k)[:MAX_STRING]: _bounded(v, depth + 1) for k, v in items}
+        out: dict[str, Any] = {}
+        for k, v in islice(value.items(), MAX_KEYS):
+            kind = type(v)
+            if kind is str:
+                v = v[:MAX_STRING]
+            elif kind not in _PLAIN:
+                v = _bounded(v, depth + 1)
+            out[str(k)[:MAX_STRING]] = v
+        return out
     if isinstance(value, list):
         if depth > MAX_DEPTH:
             return None
-        return [_bounded(v, depth + 1) for v in value[:MAX_LIST]]
+        return [
+            v[:MAX_STRING] if type(v) is str else v if type(v) in _PLAIN else _bounded(v, depth + 1)
+            for v in value[:MAX_LIST]
+        ]
     return value

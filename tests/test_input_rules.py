@@ -18,7 +18,14 @@ from bot import rendering
 from bot.http_util import parse_retry_after
 from bot.models import TrainingSession
 from bot.rendering.terminal import as_text
-from bot.snapshots import KEPT_CHECKPOINTS, checkpoint_count, trimmed_snapshot
+from bot.snapshots import (
+    KEPT_CHECKPOINTS,
+    MAX_DEPTH,
+    MAX_KEYS,
+    MAX_STRING,
+    checkpoint_count,
+    trimmed_snapshot,
+)
 from bot.together import MAX_RETRY_AFTER, retry_after_seconds
 from bot.web import CachedCheck
 from tests.fakes import make_session
@@ -139,6 +146,39 @@ def test_a_small_session_is_kept_whole() -> None:
     assert again.training_checkpoints == session.training_checkpoints
     assert again.inference_checkpoints == session.inference_checkpoints
     assert rendering.card(again) == rendering.card(session)
+
+
+def test_a_snapshot_bounds_nested_extras_and_metadata() -> None:
+    """Whatever Together adds inside a field is cut to the same bounds at every depth."""
+    deep: dict[str, object] = {"v": 1}
+    for level in range(8):
+        deep = {f"d{level}": deep}
+    extra = {
+        **{f"k{i}": "y" * 3000 for i in range(60)},
+        "list": [[i, "z" * 3000] for i in range(50)],
+        "deep": deep,
+    }
+    session = TrainingSession.model_validate(
+        make_session("s1", lora_config={"rank": 8, "extra": extra}, display_name="n" * 5000)
+        | {"metadata": {"wandb": {"url": "u" * 4000, "nested": deep}, "other": "x" * 99}}
+    )
+    snapshot = trimmed_snapshot(session)
+    assert len(snapshot["display_name"]) == MAX_STRING
+    kept = snapshot["lora_config"]["extra"]
+    assert len(kept) == MAX_KEYS  # the first MAX_KEYS keys, in order
+    assert list(kept)[:2] == ["k0", "k1"] and len(kept["k0"]) == MAX_STRING
+    assert snapshot["metadata"] == {"wandb": snapshot["metadata"]["wandb"]}
+    assert len(snapshot["metadata"]["wandb"]["url"]) == MAX_STRING
+    assert "deep" not in kept  # past the first MAX_KEYS keys
+
+    # depth: levels past MAX_DEPTH are cut to None
+    def depth(value: object) -> int:
+        if isinstance(value, dict):
+            return 1 + max((depth(v) for v in value.values()), default=0)
+        return 0
+
+    assert depth(snapshot["metadata"]) <= MAX_DEPTH + 1
+    assert trimmed_snapshot(TrainingSession.model_validate(snapshot)) == snapshot
 
 
 # --- text Slack could auto-link ----------------------------------------------------------------
