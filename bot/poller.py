@@ -741,6 +741,7 @@ async def record_outcomes(
         return {}, 0
     next_poll = (polled_at or now) + timedelta(seconds=interval)
     confirm = timedelta(seconds=settings.not_found_confirm_seconds)
+    stall_after = stall_settings(settings).stall_after
 
     events: dict[str, list[SessionEvent]] = {}
     state_updates: list[dict[str, Any]] = []
@@ -755,7 +756,9 @@ async def record_outcomes(
         )
         fetched = outcomes[session_id]
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            values["progress"], progress = check_progress(row.progress, fetched, now=now)
+            values["progress"], progress = check_progress(
+                row.progress, fetched, now=now, stall_after=stall_after
+            )
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None

@@ -27,6 +27,7 @@ from bot.models import Status, TrainingSession
 from bot.outbox import OutboxRow, ProgressPayload, Thread, progress_row, stall_page_row
 from bot.snapshots import trimmed_snapshot
 from bot.watch_rules import (
+    STALL_AFTER,
     Progress,
     StepChange,
     creating_overdue,
@@ -80,17 +81,37 @@ def load_progress(stored: Any) -> tuple[Progress | None, datetime | None]:
     return progress, seen_at
 
 
+#: A subscription's own threshold (`stall=`) is whole minutes, at least one.
+SHORTEST_OWN_THRESHOLD = timedelta(minutes=1)
+
+
 def check(
-    stored: Any, session: TrainingSession, *, now: datetime
+    stored: Any,
+    session: TrainingSession,
+    *,
+    now: datetime,
+    stall_after: timedelta | None = STALL_AFTER,
 ) -> tuple[dict[str, Any], ProgressCheck | None]:
-    """The new progress column, and a check when this poll may owe a message."""
+    """The new progress column, and a check when this poll may owe a message.
+
+    `stall_after` is the default threshold (STALL_AFTER_MINUTES; None: off). No
+    threshold is shorter than it or than a minute, so a step frozen for less
+    than that (or a stall that ended sooner) owes no row in any thread: no
+    check, and the poller reads no subscriptions for it."""
     prev, prev_seen_at = load_progress(stored)
     status = session.status_enum
     progress, change = observe_progress(prev, status=status, step=session.step, now=now)
     new = stored_progress(progress, now)
+    least = min(stall_after, SHORTEST_OWN_THRESHOLD) if stall_after else SHORTEST_OWN_THRESHOLD
+    frozen = stalled_for(progress, now)
     worth = (
-        progress.running
-        or (change is not None and prev_seen_at is not None)
+        (frozen is not None and frozen >= least)
+        or (
+            change is not None
+            and progress.running
+            and prev_seen_at is not None
+            and prev_seen_at - change.old_since >= least
+        )
         or status is Status.CREATING
     )
     if not worth:

@@ -3,6 +3,7 @@ rows a check owes each subscription. Pure: no process, no database."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 from bot.models import TrainingSession
@@ -101,6 +102,44 @@ def test_the_progress_column_round_trips_and_odd_values_are_a_first_look() -> No
     assert progress is not None and progress.step == 12345678901234567 and seen_at == T0
     for odd in (None, "x", {}, {"since": "yesterday", "seen_at": "now"}, {"step": "a"}):
         assert load_progress(odd) == (None, None)
+
+
+def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
+    """A step that stood still for less than any threshold (none is shorter than
+    the default or a minute) owes no row in any thread: no check, so the poller
+    reads no subscriptions for it. Over random histories, what is owed is the
+    same as with a check on every poll."""
+    rng = random.Random(13)
+    subs = threads(None, 1, 30, 0) + threads(2, muted=True)
+    for default in (15 * MIN, timedelta(seconds=3), None):
+        settings = StallSettings(
+            stall_after=default, creating_after=30 * MIN, oncall_channel="COPS", page_on_stall=True
+        )
+        for _ in range(40):
+            narrowed: object = None
+            every: object = None
+            at, step, status = timedelta(0), 7, "RUNNING"
+            skipped = 0
+            for _ in range(30):
+                at += timedelta(seconds=rng.choice([1, 5, 10, 30, 59, 60, 61, 300, 900]))
+                if rng.random() < 0.3:
+                    step += 1
+                if rng.random() < 0.1:
+                    status = rng.choice(["RUNNING", "CREATING", "STOPPING"])
+                s = session(status, step=step)
+                narrowed, mine = check(narrowed, s, now=T0 + at, stall_after=default)
+                every, all_ = check(every, s, now=T0 + at, stall_after=timedelta.resolution)
+                assert narrowed == every
+                assert all_ is not None or mine is None
+                if mine is None:
+                    skipped += 1
+                    theirs = rows(all_, s, subs, now=T0 + at, settings=settings) if all_ else []
+                    assert theirs == []
+                else:
+                    assert rows(mine, s, subs, now=T0 + at, settings=settings) == rows(
+                        all_, s, subs, now=T0 + at, settings=settings
+                    )
+            assert skipped  # the narrowing did narrow
 
 
 def test_threshold() -> None:
