@@ -18,19 +18,34 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
-from sqlalchemy import or_, select
+from pydantic import ValidationError
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.jobs import claim_job, release_job
-from bot.models import ModelResource, Status, TrainingSession
+from bot.models import (
+    STATUS_PREFIX,
+    CostEstimate,
+    ModelResource,
+    ResourceStatus,
+    Status,
+    TrainingSession,
+    is_session_id,
+    status_of,
+)
 from bot.outbox import IdlePayload, Thread, idle_rows, insert_outbox
 from bot.runtime import Runtime
 from bot.snapshots import trimmed_snapshot
-from bot.storage import Subscription, utcnow
-from bot.together import TogetherError
+from bot.spend_watch import ResourceReader
+from bot.storage import Subscription, WatchedSession, utcnow
+from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)
+_M = TypeVar("_M", ModelResource, CostEstimate)
 
 READY = "MODEL_RESOURCES_STATUS_READY"
 #: sessions whose presence keeps a resource busy
@@ -79,27 +94,7 @@ async def watch_idle_resources(rt: Runtime) -> int:
     async with rt.sessionmaker() as db, db.begin():
         if payloads:
             ids = sorted({sid for _, session_ids in payloads for sid in session_ids})
-            subs = await db.execute(
-                select(
-                    Subscription.id,
-                    Subscription.session_id,
-                    Subscription.channel_id,
-                    Subscription.root_ts,
-                ).where(
-                    Subscription.session_id.in_(ids),
-                    # A thread whose session ended is where its team looks for what
-                    # that left running; one that unsubscribed asked to hear nothing.
-                    or_(
-                        Subscription.active.is_(True),
-                        Subscription.ended_reason == SESSION_ENDED,
-                    ),
-                )
-            )
-            by_session: dict[str, list[Thread]] = {}
-            for sub in subs:
-                by_session.setdefault(sub.session_id, []).append(
-                    Thread(sub.id, sub.session_id, sub.channel_id, sub.root_ts)
-                )
+            by_session = await threads_of(db, ids)
             rows = []
             for payload, session_ids in payloads:
                 threads = [t for sid in session_ids for t in by_session.get(sid, [])]
@@ -108,6 +103,70 @@ async def watch_idle_resources(rt: Runtime) -> int:
             written = len(rows)
         await release_job(db, "watch_idle_resources", owner=rt.owner)
     return written
+
+
+async def threads_of(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, list[Thread]]:
+    """The threads an idle alert about these sessions' resource goes to, by session."""
+    if not session_ids:
+        return {}
+    subs = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.session_id,
+            Subscription.channel_id,
+            Subscription.root_ts,
+        )
+        .where(
+            Subscription.session_id.in_(list(session_ids)),
+            # A thread whose session ended is where its team looks for what
+            # that left running; one that unsubscribed asked to hear nothing.
+            or_(
+                Subscription.active.is_(True),
+                Subscription.ended_reason == SESSION_ENDED,
+            ),
+        )
+        .order_by(Subscription.id)
+    )
+    by_session: dict[str, list[Thread]] = {}
+    for sub in subs:
+        by_session.setdefault(sub.session_id, []).append(
+            Thread(sub.id, sub.session_id, sub.channel_id, sub.root_ts)
+        )
+    return by_session
+
+
+async def attached_sessions(
+    together: TogetherClient, resource_id: str, *, max_pages: int
+) -> list[TrainingSession]:
+    """Every session on a resource (Together's list, `model_resources_id`, page by
+    page up to `max_pages`). A failed page raises: a resource must never look idle
+    because a page with its running session was not read."""
+    sessions: list[TrainingSession] = []
+    cursor: str | None = None
+    for _ in range(max_pages):
+        page, cursor = await together.list_sessions(model_resources_id=resource_id, after=cursor)
+        sessions += page
+        if cursor is None:
+            return sessions
+    raise TogetherError("bad_response", f"more than {max_pages} pages of sessions on a resource")
+
+
+def idle_payload(
+    resource: ModelResource,
+    sessions: Sequence[TrainingSession],
+    *,
+    since: datetime,
+    price: CostEstimate | None,
+) -> IdlePayload:
+    """The alert of one idle episode: the resource, its price, its newest sessions."""
+    newest = sorted(sessions, key=lambda s: _utc(s.updated_at) or since, reverse=True)
+    return IdlePayload(
+        resource=resource.model_dump(mode="json"),
+        idle_since=since,
+        currency=price.currency if price else None,
+        price_per_hour=price.price_per_hour if price else None,
+        sessions=[trimmed_snapshot(s) for s in newest[:SHOWN_SESSIONS]],
+    )
 
 
 async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, list[str]]]:
@@ -119,7 +178,9 @@ async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, lis
     for _ in range(rt.settings.watch_all_max_pages):
         resources, cursor = await together.list_model_resources(status=[READY], after=cursor)
         for resource in resources:
-            sessions, _ = await together.list_sessions(model_resources_id=resource.id)
+            sessions = await attached_sessions(
+                together, resource.id, max_pages=rt.settings.watch_all_max_pages
+            )
             since = idle_since(resource, sessions)
             if since is None or now - since < after:
                 continue
@@ -128,15 +189,241 @@ async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, lis
                 price = await together.estimate_cost(resource)
             except TogetherError as exc:
                 log.info("no price for an idle resource: %s", exc)
-            newest = sorted(sessions, key=lambda s: _utc(s.updated_at) or since, reverse=True)
-            payload = IdlePayload(
-                resource=resource.model_dump(mode="json"),
-                idle_since=since,
-                currency=price.currency if price else None,
-                price_per_hour=price.price_per_hour if price else None,
-                sessions=[trimmed_snapshot(s) for s in newest[:SHOWN_SESSIONS]],
-            )
+            payload = idle_payload(resource, sessions, since=since, price=price)
             found.append((payload, [s.id for s in sessions]))
         if cursor is None:
             break
     return found
+
+
+# --- subscribed sessions' resources ------------------------------------------------------------
+
+#: the job's name (its lease in `jobs`, and what its Together requests are charged to)
+SUBSCRIBED_JOB = "watch_subscribed_idle"
+#: `watched_sessions.progress` key of where the follow-up of a session's resource stands
+IDLE_CHECK = "idle_check"
+#: an ended session's resource is followed for at most this long after its last poll
+FOLLOW_FOR = timedelta(days=1)
+_NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value for s in ACTIVE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A watched session no longer CREATING or RUNNING, whose resource may be idle."""
+
+    session_id: str
+    resource_id: str
+    #: the poller still polls it (its progress column is the poller's to write)
+    polled: bool
+    #: the spend watch's read of the resource, when it is fresh enough to use
+    fresh: ModelResource | None = None
+    price: CostEstimate | None = None
+
+
+def candidate(
+    session_id: str,
+    *,
+    active: bool,
+    last_status: str,
+    progress: Any,
+    snapshot: Any,
+    now: datetime,
+    fresh_for: timedelta,
+) -> Candidate | None:
+    """Whether a watched session's resource is worth a look now: the session is not
+    CREATING or RUNNING, the resource was not last read as anything but READY, and
+    its follow-up is not over (alerted, taken by another session, no longer READY)
+    nor waiting for a later time. Pure."""
+    if status_of(last_status) in ACTIVE:
+        return None
+    progress = progress if isinstance(progress, dict) else {}
+    spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
+    resource_id = spend.get("resource_id")
+    if not isinstance(resource_id, str) or not resource_id:
+        resource_id = snapshot.get("model_resources_id") if isinstance(snapshot, dict) else None
+    if not isinstance(resource_id, str) or not is_session_id(resource_id):
+        return None
+    check = progress.get(IDLE_CHECK)
+    if isinstance(check, dict) and check.get("resource_id") == resource_id:
+        if check.get("done"):
+            return None
+        at = _when(check.get("check_at"))
+        if at is not None and now < at:
+            return None
+    fresh = price = None
+    seen = _when(spend.get("seen_at"))
+    if spend.get("resource_id") == resource_id and seen is not None and now - seen <= fresh_for:
+        if spend.get("status") != ResourceStatus.READY.value:
+            return None  # the spend watch read it just now: not READY, so not idle
+        fresh = _read(ModelResource, spend.get("resource"))
+    if isinstance(spend.get("price"), dict):
+        price = _read(CostEstimate, spend["price"])
+    return Candidate(session_id, resource_id, active, fresh, price)
+
+
+async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
+    """One run of the subscribed sessions' idle-resource follow-up; returns the
+    rows it wrote. See README "Idle model resources": a watched session that is
+    no longer CREATING or RUNNING leaves its resource to be looked at (the spend
+    watch's own read when fresh, else one GET); a READY one has its sessions
+    listed, and once no CREATING or RUNNING session has been on it for
+    IDLE_RESOURCE_ALERT_MINUTES (`idle_since`, the org-wide watch's rule) its
+    sessions' threads, and on-call when set, get the idle alert (the org-wide
+    watch's dedupe keys: told once, whichever watch finds it first)."""
+    settings = rt.settings
+    after = timedelta(minutes=settings.idle_resource_alert_minutes)
+    if after <= timedelta(0):
+        return 0
+    async with rt.sessionmaker() as db, db.begin():
+        if (
+            await claim_job(db, SUBSCRIBED_JOB, owner=rt.owner, lease=settings.lease_seconds)
+            is None
+        ):
+            return 0
+    written = 0
+    try:
+        written = await _follow_up(rt, after=after, reader=reader)
+    finally:
+        async with rt.sessionmaker() as db, db.begin():
+            await release_job(db, SUBSCRIBED_JOB, owner=rt.owner)
+    return written
+
+
+async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | None) -> int:
+    settings = rt.settings
+    now = utcnow()
+    async with rt.sessionmaker() as db:
+        rows = await db.execute(
+            select(
+                WatchedSession.session_id,
+                WatchedSession.active,
+                WatchedSession.last_status,
+                WatchedSession.progress,
+                WatchedSession.snapshot,
+            ).where(
+                WatchedSession.last_status.not_in(_NOT_IDLE),
+                or_(WatchedSession.active.is_(True), WatchedSession.updated_at > now - FOLLOW_FOR),
+            )
+        )
+        found = [
+            c
+            for r in rows
+            if (
+                c := candidate(
+                    r.session_id,
+                    active=r.active,
+                    last_status=r.last_status,
+                    progress=r.progress,
+                    snapshot=r.snapshot,
+                    now=now,
+                    fresh_for=timedelta(seconds=2 * settings.poll_interval_seconds),
+                )
+            )
+            is not None
+        ]
+        threads = await threads_of(db, sorted({c.session_id for c in found}))
+    by_resource: dict[str, list[Candidate]] = {}
+    for c in found:
+        if threads.get(c.session_id):  # nobody to tell: not worth a request
+            by_resource.setdefault(c.resource_id, []).append(c)
+    marks: dict[str, dict[str, Any]] = {}
+    alerts: list[tuple[IdlePayload, list[str]]] = []
+    for resource_id, on_it in sorted(by_resource.items()):
+        try:
+            outcome = await _look(rt, resource_id, on_it, after=after, now=now, reader=reader)
+        except TogetherError as exc:
+            log.info("could not follow up an idle resource: %s", exc.kind)
+            continue
+        mark, alert = outcome
+        for c in on_it:
+            if not c.polled:
+                marks[c.session_id] = {"resource_id": resource_id} | mark
+        if alert is not None:
+            alerts.append(alert)
+    written = 0
+    async with rt.sessionmaker() as db, db.begin():
+        if alerts:
+            ids = sorted({sid for _, session_ids in alerts for sid in session_ids})
+            by_session = await threads_of(db, ids)
+            out = []
+            for payload, session_ids in alerts:
+                told = [t for sid in session_ids for t in by_session.get(sid, [])]
+                out += idle_rows(payload, oncall_channel=settings.oncall_channel, threads=told)
+            await insert_outbox(db, out)
+            written = len(out)
+        await _mark(db, marks)
+    return written
+
+
+async def _look(
+    rt: Runtime,
+    resource_id: str,
+    on_it: Sequence[Candidate],
+    *,
+    after: timedelta,
+    now: datetime,
+    reader: ResourceReader | None,
+) -> tuple[dict[str, Any], tuple[IdlePayload, list[str]] | None]:
+    """One resource's follow-up: where it stands now, and its alert when it is due."""
+    together = rt.together
+    resource = next((c.fresh for c in on_it if c.fresh is not None), None)
+    if resource is None:
+        resource = await together.get_model_resource(resource_id, max_wait=5)
+    if resource.status_enum is not ResourceStatus.READY:
+        return {"done": "not ready"}, None
+    sessions = await attached_sessions(
+        together, resource_id, max_pages=rt.settings.watch_all_max_pages
+    )
+    since = idle_since(resource, sessions)
+    if since is None:
+        # Another session took it: its own watch (if any) follows it when it ends.
+        return {"done": "busy"}, None
+    if now - since < after:
+        return {"check_at": (since + after).isoformat()}, None
+    price = next((c.price for c in on_it if c.price is not None), None)
+    if price is None:
+        try:
+            price = await (reader.price(resource) if reader else together.estimate_cost(resource))
+        except TogetherError as exc:
+            log.info("no price for an idle resource: %s", exc.kind)
+    ids = sorted({s.id for s in sessions} | {c.session_id for c in on_it})
+    payload = idle_payload(resource, sessions, since=since, price=price)
+    return {"done": "alerted", "idle_since": since.isoformat()}, (payload, ids)
+
+
+async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
+    """Note where each ended session's follow-up stands, in its progress column
+    (only rows the poller no longer writes)."""
+    if not marks:
+        return
+    rows = await db.execute(
+        select(WatchedSession.session_id, WatchedSession.progress).where(
+            WatchedSession.session_id.in_(list(marks)), WatchedSession.active.is_(False)
+        )
+    )
+    for r in rows:
+        progress = dict(r.progress) if isinstance(r.progress, dict) else {}
+        progress[IDLE_CHECK] = marks[r.session_id]
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id == r.session_id, WatchedSession.active.is_(False))
+            .values(progress=progress)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _when(value: Any) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+    return _utc(when)
+
+
+def _read(model: type[_M], data: Any) -> _M | None:
+    if not isinstance(data, dict):
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None

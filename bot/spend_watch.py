@@ -92,6 +92,11 @@ class ResourceReader:
                 out[session_id] = (resource, await self._price(resource))
         return out
 
+    async def price(self, resource: ModelResource) -> CostEstimate | None:
+        """A resource's price per hour, from the cache when its shape was priced
+        within the hour (None when Together cannot say)."""
+        return await self._price(resource)
+
     async def _price(self, resource: ModelResource) -> CostEstimate | None:
         shape = json.dumps(resource.estimate_body(), sort_keys=True)
         cached = self._prices.get(shape)

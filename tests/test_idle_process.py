@@ -1,19 +1,24 @@
 """Issue 12, spend watch: a READY model resource whose last session stopped is
-alerted once (on-call, and the thread of the session's subscription) by the
-org-wide WATCH_IDLE_RESOURCES, through a real `rl-bot serve`; its Stop resource
-button is refused for a user not allowed and sent once for one who is."""
+alerted once (on-call, and the thread of the session's subscription), by the
+org-wide WATCH_IDLE_RESOURCES and, without it, by the follow-up of subscribed
+sessions' resources, through a real `rl-bot serve`; its Stop resource button is
+refused for a user not allowed and sent once for one who is."""
 
 from __future__ import annotations
 
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
 
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, wait_until
 
 SID = "7c3e4567-e89b-12d3-a456-426614174000"
 SID_BUSY = "8d3e4567-e89b-12d3-a456-426614174000"
+SID_OTHER = "9e3e4567-e89b-12d3-a456-426614174000"
 OPS = "COPS"
 FAST = {
     "WATCH_IDLE_RESOURCES": "true",
@@ -25,6 +30,16 @@ FAST = {
 
 def idle_posts(slack: FakeSlack, channel: str) -> list[Any]:
     return [c for c in slack.successful_posts(channel) if "idle for" in (c.text or "")]
+
+
+def resource_lists(together: FakeTogether) -> list[str]:
+    """The resource ids Together's session list was asked about, in order."""
+    return [
+        q["model_resources_id"][0]
+        for p in together.paths
+        if urlsplit(p).path.endswith("/rl/training-sessions")
+        and "model_resources_id" in (q := parse_qs(urlsplit(p).query))
+    ]
 
 
 def stop_button(post: Any) -> dict[str, Any]:
@@ -108,3 +123,62 @@ def test_a_resource_with_an_active_session_is_not_stopped(
     answer = json.dumps(slack.wait_for_response("busy"))
     assert "still active" in answer
     assert together.resource_stop_requests == []
+
+
+@pytest.mark.parametrize("spend_watch", ["true", "false"])
+def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_watch(
+    spend_watch: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """WATCH_IDLE_RESOURCES off: the resource a subscribed session leaves READY is
+    alerted once in its thread and on-call, with the Stop resource button; one
+    still used by another (unwatched) session is not, and is then left alone."""
+    shared = "res-shared"
+    together.add_resource("res-idle", "READY")
+    together.add_resource(shared, "READY")
+    together.add(SID, "RUNNING", model_resources_id="res-idle")
+    together.add(SID_BUSY, "RUNNING", model_resources_id=shared)
+    together.add(SID_OTHER, "RUNNING", model_resources_id=shared)  # nobody subscribed
+    env = FAST | {"WATCH_IDLE_RESOURCES": "false", "SPEND_WATCH": spend_watch}
+    bot = start_bot(**env)
+    roots = {}
+    for sid, channel in ((SID, "C123"), (SID_BUSY, "C456")):
+        token = f"sub-{channel}"
+        bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+        assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+        roots[channel] = next(c.ts for c in slack.successful_posts(channel) if c.thread_ts is None)
+    time.sleep(4)
+    assert idle_posts(slack, OPS) == [] and idle_posts(slack, "C123") == []
+    assert resource_lists(together) == []  # nothing looks idle while its sessions run
+
+    together.set_status(SID, "STOPPED")  # its resource keeps billing
+    together.set_status(SID_BUSY, "STOPPED")  # its resource still runs SID_OTHER
+    wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=30)
+    wait_until(lambda: idle_posts(slack, OPS), what="idle alert on-call")
+    time.sleep(4)  # several more runs of the follow-up
+    [told] = idle_posts(slack, "C123")
+    [page] = idle_posts(slack, OPS)
+    assert told.thread_ts == roots["C123"]
+    text = (told.text or "") + json.dumps(told.blocks)
+    assert "res-idle" in text and "$25.00/h" in text
+    assert stop_button(told)["value"] == "res-idle" and "confirm" in stop_button(told)
+    assert "res-idle" in (page.text or "")
+    assert idle_posts(slack, "C456") == []
+    assert "res-shared" not in json.dumps([p.blocks for p in slack.successful_posts(OPS)])
+    # Each resource's sessions were listed by its id, and the follow-up is over:
+    # alerted, or taken by another session; nothing is asked any more.
+    listed = resource_lists(together)
+    assert {"res-idle", shared} <= set(listed)
+    time.sleep(3)
+    assert resource_lists(together) == listed
+    # the org-wide list of READY resources is not used
+    assert not [p for p in together.paths if urlsplit(p).path.endswith("/rl/model-resources")]
+
+    bot.click(
+        "rl_stop_resource",
+        "res-idle",
+        response_url=slack.response_url("yes"),
+        message_ts=told.ts,
+        is_ephemeral=False,
+    )
+    assert "asked Together to stop model resource" in json.dumps(slack.wait_for_response("yes"))
+    assert together.resource_stop_requests == [("res-idle", False)]
