@@ -510,6 +510,7 @@ async def _progress_message(
         since=p.since,
         stalled_for=timedelta(seconds=p.seconds),
         idles_out_at=p.idles_out_at,
+        idles_out_estimated=p.idles_out_estimated,
         mention=settings.oncall_mention if p.page else None,
         permalink=permalink,
     )

@@ -172,6 +172,9 @@ class ProgressPayload(_Payload):
     seconds: float = 0.0  # how long it has been stalled / creating
     rate: float | None = None  # steps per minute the bot measured, for the card
     idles_out_at: datetime | None = None
+    #: `idles_out_at` is the bot's estimate, not the resource's `expires_at`
+    #: (rows queued before the spend watch could say were all estimates)
+    idles_out_estimated: bool = True
     session: dict[str, Any] | None = None
     # On-call's page for a stall: mention, and link the first subscription's thread.
     page: bool = False

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.models import Status, TrainingSession
+from bot.models import ResourceStatus, Status, TrainingSession
 from bot.outbox import OutboxRow, ProgressPayload, Thread, progress_row, stall_page_row
 from bot.snapshots import trimmed_snapshot
 from bot.watch_rules import (
@@ -47,6 +47,10 @@ class ProgressCheck:
     prev_seen_at: datetime | None
     status: Status
     created_at: datetime | None
+    #: what the spend watch last read of the session's resource (None: not read, or
+    #: not READY): when Together will stop it for inactivity, and its timeout
+    expires_at: datetime | None = None
+    inactive_timeout: int | None = None
 
 
 def stored_progress(progress: Progress, seen_at: datetime) -> dict[str, Any]:
@@ -117,7 +121,30 @@ def check(
     if not worth:
         return new, None
     created = _like(session.created_at, now)
-    return new, ProgressCheck(progress, change, prev_seen_at, status, created)
+    expires_at, timeout = resource_timing(stored)
+    return new, ProgressCheck(
+        progress, change, prev_seen_at, status, created, _like(expires_at, now), timeout
+    )
+
+
+def resource_timing(stored: Any) -> tuple[datetime | None, int | None]:
+    """From the spend watch's last read of the resource (`progress["spend"]`): its
+    `expires_at` while READY, and its `inactive_timeout` (None for what it did not say)."""
+    spend = stored.get("spend") if isinstance(stored, dict) else None
+    if not isinstance(spend, dict) or not isinstance(spend.get("resource"), dict):
+        return None, None
+    resource = spend["resource"]
+    timeout = resource.get("inactive_timeout")
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+        timeout = None
+    expires_at = None
+    if spend.get("status") == ResourceStatus.READY.value:
+        try:
+            raw = resource.get("expires_at")
+            expires_at = datetime.fromisoformat(str(raw).replace("Z", "+00:00")) if raw else None
+        except ValueError:
+            expires_at = None
+    return expires_at, timeout
 
 
 def _like(when: datetime | None, now: datetime) -> datetime | None:
@@ -151,14 +178,19 @@ def rows(
     *,
     now: datetime,
     settings: StallSettings,
-    inactive_timeout: int | None = None,
 ) -> list[OutboxRow]:
-    """The rows one check owes: per (thread, its `stall_after_minutes`, muted)."""
+    """The rows one check owes: per (thread, its `stall_after_minutes`, muted).
+
+    A stall says when the resource idles out: Together's `expires_at` when the
+    spend watch read it, else an estimate (the last step change plus the
+    resource's inactive timeout), and says which."""
     out: list[OutboxRow] = []
     snapshot = trimmed_snapshot(session)
     progress = check.progress
     frozen = stalled_for(progress, now)
-    idle_at = idles_out_at(progress, expires_at=None, inactive_timeout=inactive_timeout)
+    idle_at = idles_out_at(
+        progress, expires_at=check.expires_at, inactive_timeout=check.inactive_timeout
+    )
     # One stall, told in each thread whose threshold it passed and perhaps paged.
     stalled = (
         ProgressPayload(
@@ -167,6 +199,7 @@ def rows(
             since=progress.since,
             seconds=frozen.total_seconds(),
             idles_out_at=idle_at,
+            idles_out_estimated=check.expires_at is None,
             session=snapshot,
         )
         if frozen is not None

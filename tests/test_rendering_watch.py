@@ -454,3 +454,19 @@ def test_with_watch_puts_the_section_before_the_buttons_and_keeps_the_limit() ->
     assert with_watch(base, WatchFacts()) == base
     full = {"text": "x", "blocks": [{"type": "divider"}] * 49 + base["blocks"][-2:-1]}
     assert len(with_watch(full, facts, step=1)["blocks"]) == 50
+
+
+def test_a_stall_says_when_the_idle_out_time_is_an_estimate() -> None:
+    common: dict[str, Any] = {
+        "step": 1234,
+        "since": NOW - timedelta(minutes=15),
+        "stalled_for": timedelta(minutes=15),
+        "idles_out_at": NOW + timedelta(minutes=45),
+    }
+    exact = text(stalled_message(session(), **common))
+    assert "the resource idles out at 2026-03-01T11:45:00Z." in exact
+    assert "estimate" not in exact
+    guess = stalled_message(session(), idles_out_estimated=True, **common)
+    assert_valid(guess)
+    shown = text(guess)
+    assert "the resource idles out at about 2026-03-01T11:45:00Z (estimated: the last step" in shown

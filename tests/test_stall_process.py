@@ -67,7 +67,8 @@ def test_a_dead_client_is_told_once_resumed_once_across_a_restart_and_replicas(
     wait_until(lambda: thread(slack, "C123", root, "No progress for"), what="stalled", timeout=20)
     [stalled] = thread(slack, "C123", root, "No progress for")
     assert "step 1,234" in stalled and "training client may have stopped" in stalled
-    assert "idles out at" in stalled
+    # No spend watch: the idle-out time is the bot's estimate, and says so.
+    assert "idles out at about" in stalled and "estimated" in stalled
     wait_until(lambda: pages(slack), what="on-call page")
     # The root card shows the stall (before its buttons) until it ends.
     wait_until(lambda: "No progress* since" in card(slack, "C123", root), what="card flag")
@@ -142,3 +143,20 @@ def test_stall_option_is_stored_and_said(
     assert expected in answer, answer
     stored = query(db_url, "SELECT stall_after_minutes FROM subscriptions")
     assert stored == [(0 if option == "stall=off" else 45,)]
+
+
+def test_with_the_spend_watch_the_stall_names_the_resources_own_expiry(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    rid = "7c3e4567-e89b-12d3-a456-426614174000"
+    together.add_resource(rid, "READY", expires_at="2030-01-02T03:04:05Z")
+    together.add(SID, "RUNNING", step="500", model_resources_id=rid)
+    bot = start_bot(**FAST, SPEND_WATCH="true")
+    root = subscribe(bot, slack, SID, "C123")
+    wait_until(lambda: thread(slack, "C123", root, "No progress for"), what="stalled", timeout=20)
+    [stalled] = thread(slack, "C123", root, "No progress for")
+    assert "the resource idles out at <!date^1893553445^" in stalled, stalled
+    assert "2030-01-02T03:04:05Z" in stalled and "estimated" not in stalled
+    # The card keeps the resource's lines next to the stall flag.
+    wait_until(lambda: "No progress* since" in card(slack, "C123", root), what="card flag")
+    assert "Ready (billing)" in card(slack, "C123", root)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from bot.models import TrainingSession
 from bot.outbox import ProgressPayload, Thread
 from bot.stall_watch import StallSettings, check, load_progress, rows, threshold
 from tests.fakes import make_session
+from tests.fakes.together import make_model_resource
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 T0 = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC
@@ -146,3 +148,31 @@ def test_threshold() -> None:
     assert threshold(None, 15 * MIN) == 15 * MIN
     assert threshold(0, 15 * MIN) is None
     assert threshold(45, None) == 45 * MIN
+
+
+def _stalled(spend: dict[str, Any] | None) -> ProgressPayload:
+    """The stalled payload the first thread gets once the step froze 20 minutes,
+    with `spend` as the spend watch's last read of the resource."""
+    stored, _ = owed(None, session(), 0 * MIN, threads(None))
+    if spend is not None:
+        stored = stored | {"spend": spend}
+    _, found = owed(stored, session(), 20 * MIN, threads(None))
+    payload = next(r.payload for r in found if r.channel_id == "C0")
+    assert isinstance(payload, ProgressPayload) and payload.event == "stalled"
+    return payload
+
+
+def test_the_stall_says_the_resources_expires_at_when_the_spend_watch_read_it() -> None:
+    expires = "2026-12-01T10:50:00Z"
+    resource = make_model_resource("r1", "READY", expires_at=expires, inactive_timeout=1800)
+    known = _stalled({"status": "READY", "resource": resource})
+    assert known.idles_out_at == datetime(2026, 12, 1, 10, 50)  # naive UTC, as stored
+    assert known.idles_out_estimated is False
+    # Not READY (no expires_at to trust): the estimate, with the resource's own timeout.
+    guessed = _stalled({"status": "PENDING", "resource": resource})
+    assert guessed.idles_out_at == T0 + 30 * MIN and guessed.idles_out_estimated
+    # No read at all: the estimate with Together's default hour.
+    default = _stalled(None)
+    assert default.idles_out_at == T0 + 60 * MIN and default.idles_out_estimated
+    # An unreadable read is no read.
+    assert _stalled({"status": "READY", "resource": {"expires_at": "soon"}}).idles_out_estimated

@@ -261,12 +261,14 @@ def stalled_message(
     since: datetime,
     stalled_for: timedelta,
     idles_out_at: datetime | None,
+    idles_out_estimated: bool = False,
     mention: str | None = None,
     permalink: str | None = None,
 ) -> Message:
     """ "No progress for 15 min: step 1,234 since 10:02 — the training client may
-    have stopped; the resource idles out at 11:02". With `mention` and
-    `permalink` it is the on-call page for the same stall."""
+    have stopped; the resource idles out at 11:02" (Together's `expires_at`), or
+    "at about 11:02 (estimated …)" when `idles_out_estimated`. With `mention`
+    and `permalink` it is the on-call page for the same stall."""
     prefix = safe_mention(mention)
     lead = f"{prefix} " if prefix else ""
     name = session_name(session)
@@ -274,7 +276,12 @@ def stalled_message(
         f"{lead}:warning: *No progress for {duration_words(stalled_for)}:* "
         f"step {step_words(step)} since {slack_date(since)} — the training client may have stopped"
     )
-    if idles_out_at is not None:
+    if idles_out_at is not None and idles_out_estimated:
+        head += (
+            f"; the resource idles out at about {slack_date(idles_out_at)} (estimated: the "
+            "last step change plus its inactive timeout)"
+        )
+    elif idles_out_at is not None:
         head += f"; the resource idles out at {slack_date(idles_out_at)}"
     head += "."
     blocks: list[dict[str, Any]] = [
