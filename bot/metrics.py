@@ -88,6 +88,20 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.together_spent = Counter(
+            "rlbot_together_requests_spent",
+            "Together requests sent, by kind (get|list_page|stop|resource_get|"
+            "resource_list_page|estimate_cost|resource_stop) and by consumer (poll|"
+            "watch_errors|watch_idle|deliver|command): what TOGETHER_REQUESTS_PER_MINUTE covers.",
+            ["kind", "consumer"],
+            registry=r,
+        )
+        self.poll_budget_others = Gauge(
+            "rlbot_poll_budget_others_per_minute",
+            "Together requests every consumer but the poller spent in the last minute: "
+            "taken off TOGETHER_REQUESTS_PER_MINUTE before the poll interval is sized.",
+            registry=r,
+        )
         self.poll_plans = Counter(
             "rlbot_poll_plans",
             "Poll cycles by the plan they took: get (one GET per session) or list (pages).",

@@ -90,11 +90,19 @@ def round_cost(watched: int, seen: Seen | None, plan: Plan) -> int:
 
 
 def budget_interval(
-    cost: int, *, requests_per_minute: float, min_seconds: float, max_seconds: float
+    cost: float,
+    *,
+    requests_per_minute: float,
+    min_seconds: float,
+    max_seconds: float,
+    others_per_minute: float = 0.0,
 ) -> float:
-    """The shortest interval at which `cost` requests a round fit the budget,
-    never below `min_seconds` nor above `max_seconds` (the latter wins)."""
-    if requests_per_minute <= 0:
+    """The shortest interval at which `cost` requests a round fit what is left of
+    the budget after the other consumers' recent spend (`others_per_minute`:
+    commands, the org-wide watches), never below `min_seconds` nor above
+    `max_seconds` (the latter wins)."""
+    left = requests_per_minute - others_per_minute
+    if left <= 0:
         return max_seconds
-    wanted = cost * 60.0 / requests_per_minute
+    wanted = cost * 60.0 / left
     return min(max_seconds, max(min_seconds, wanted))

@@ -43,6 +43,7 @@ from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.budget import POLL, SIDE_KINDS, charged_to
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.incidents import track_incidents
@@ -98,6 +99,7 @@ class CycleResult:
     list_pages: int = 0
     gets: int = 0
     interval: float = 0.0  # the interval the polled sessions were given
+    watched: int = 0  # sessions watched in all (a round)
 
 
 @dataclass
@@ -108,16 +110,32 @@ class Planner:
     seen: Seen | None = None
     interval: float | None = None
     clock: Callable[[], float] = time.monotonic
+    # The poller's own requests beyond its plan in a round (the spend watch's
+    # resource reads and prices), as the last cycle spent them.
+    side: float = 0.0
+    # What the other consumers spent in the last window, per minute, when the
+    # interval was last sized.
+    others: float = 0.0
 
-    def interval_for(self, watched: int, plan: Plan, settings: Settings) -> float:
-        """The shortest interval at which a round over `watched` sessions fits the budget."""
+    def interval_for(
+        self, watched: int, plan: Plan, settings: Settings, *, others: float = 0.0
+    ) -> float:
+        """The shortest interval at which a round over `watched` sessions fits what
+        the other consumers (`others` requests a minute) left of the budget."""
+        self.others = others
         self.interval = budget_interval(
-            round_cost(watched, self.seen, plan),
+            round_cost(watched, self.seen, plan) + self.side,
             requests_per_minute=settings.together_requests_per_minute,
+            others_per_minute=others,
             min_seconds=settings.poll_min_interval_seconds,
             max_seconds=settings.poll_interval_seconds,
         )
         return self.interval
+
+    def note_side(self, spent: int, *, claimed: int, watched: int) -> None:
+        """The side requests a cycle over `claimed` of `watched` sessions spent, as a round's."""
+        if claimed:
+            self.side = spent * max(watched, claimed) / claimed
 
 
 # What one poll learnt of a session: its state, or why Together did not say.
@@ -136,14 +154,37 @@ async def poll_cycle(
 ) -> CycleResult:
     """Poll every due session once; loops while a claim comes back full (the
     batches of one cycle share one list pass, and `resources`, the spend watch,
-    reads each model resource once)."""
-    planner = planner or Planner()
+    reads each model resource once). Its Together requests are charged to the
+    poller in the request budget."""
+    with charged_to(POLL):
+        return await _poll_cycle(
+            sessionmaker=sessionmaker,
+            together=together,
+            settings=settings,
+            owner=owner,
+            planner=planner or Planner(),
+            lister=lister,
+            resources=resources,
+        )
+
+
+async def _poll_cycle(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    together: TogetherClient,
+    settings: Settings,
+    owner: str,
+    planner: Planner,
+    lister: Lister | None,
+    resources: ResourceReader | None,
+) -> CycleResult:
     lister = lister or Lister(together, clock=planner.clock)
     if resources is not None:
         resources.begin_cycle()
     total = CycleResult()
     t0, started = time.monotonic(), lister.clock()
     pages_before = lister.pages_fetched(LIVE_STATUSES)
+    side_before = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS)
     while True:
         result = await _poll_batch(
             sessionmaker=sessionmaker,
@@ -156,7 +197,7 @@ async def poll_cycle(
             cycle_started=started,
         )
         if result.claimed:
-            total.plan, total.interval = result.plan, result.interval
+            total.plan, total.interval, total.watched = result.plan, result.interval, result.watched
         for name in ("claimed", "fetched", "failed", "transitions", "outbox_rows", "gets"):
             setattr(total, name, getattr(total, name) + getattr(result, name))
         for kind, n in result.errors.items():
@@ -166,6 +207,8 @@ async def poll_cycle(
         if result.claimed < claim_size(settings):
             break
     lister.forget(LIVE_STATUSES)  # a later cycle lists afresh: hold no sessions meanwhile
+    side = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS) - side_before
+    planner.note_side(side, claimed=total.claimed, watched=total.watched)
     total.list_pages = lister.pages_fetched(LIVE_STATUSES) - pages_before
     total.seconds = time.monotonic() - t0
     return total
@@ -184,14 +227,16 @@ async def _poll_batch(
 ) -> CycleResult:
     result = CycleResult()
     ids, polled_at, watched = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
-    result.claimed = len(ids)
+    result.claimed, result.watched = len(ids), watched
     if not ids:
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
     forced = None if settings.poll_plan == "auto" else Plan(settings.poll_plan)
     result.plan = choose(len(ids), planner.seen, now=planner.clock(), forced=forced)
 
-    result.interval = planner.interval_for(watched, result.plan, settings)
+    result.interval = planner.interval_for(
+        watched, result.plan, settings, others=together.ledger.others_per_minute()
+    )
 
     # Sit out a short 429 pause; a long one backs the sessions off instead, so the
     # cycle ends well inside its leases. A slow Together is covered by renewing them.
@@ -219,7 +264,9 @@ async def _poll_batch(
             owner=owner,
             settings=settings,
             polled_at=polled_at,
-            interval=result.interval,
+            # a session is claimed up to `due_slack` before it is due: given that much
+            # more, it is polled no more often than the budget's interval
+            interval=result.interval + due_slack(settings),
             reads=reads,
         )
         for status, n in to_status.items():
@@ -412,6 +459,11 @@ async def _note_write_failure(
         )
 
 
+def due_slack(settings: Settings) -> float:
+    """How long before it is due a session may be claimed (see MAX_DUE_SLACK_SECONDS)."""
+    return min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
+
+
 def claim_size(settings: Settings) -> int:
     """Sessions per claim: what `TOGETHER_MAX_RPS` lets us fetch in half a lease."""
     fits = int(settings.together_max_rps * settings.lease_seconds / 2)
@@ -423,7 +475,7 @@ async def claim_due_sessions(
 ) -> tuple[list[str], datetime | None, int]:
     """Lease due sessions; return their ids, the database's time of the claim, and
     how many sessions are watched in all (what a round of polls costs)."""
-    slack = min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
+    slack = due_slack(settings)
     async with sessionmaker() as db, db.begin():
         rows = (
             await db.execute(

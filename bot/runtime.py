@@ -17,6 +17,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from bot.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.config import Settings
 from bot.db import make_engine, make_sessionmaker
 from bot.http_util import SlackRateLimitRetry
@@ -66,6 +67,11 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         metrics.together_requests.labels(status=label).inc()
         metrics.together_request_seconds.observe(seconds)
 
+    def spent(kind: str, consumer: str) -> None:
+        metrics.together_spent.labels(kind=kind, consumer=consumer).inc()
+
+    # The budget is per minute; a poll interval longer than that is a longer window.
+    window = max(DEFAULT_WINDOW_SECONDS, settings.poll_interval_seconds)
     together = TogetherClient(
         http,
         base_url=settings.together_base_url,
@@ -74,6 +80,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         timeout=settings.together_timeout_seconds,
         observe=observe,
         max_response_bytes=settings.together_max_response_bytes,
+        ledger=Ledger(window=window, on_spend=spent),
     )
     token = _secret(settings.slack_bot_token)
     slack = AsyncWebClient(

@@ -16,8 +16,9 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, select, update
 
+from bot.budget import charged_to
 from bot.delivery import deliver_due
-from bot.idle_watch import watch_idle_resources, watch_subscribed_idle
+from bot.idle_watch import watch_idle_resources
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
@@ -66,13 +67,6 @@ class Ticker:
                     "WATCH_IDLE_RESOURCES is on but ONCALL_CHANNEL is not set: nothing to alert"
                 )
             self._every("watch_idle", self.watch_idle, settings.poll_interval_seconds)
-        if settings.idle_resource_alert_minutes > 0 and not (
-            settings.watch_idle_resources and settings.oncall_channel
-        ):
-            # subscribed sessions' resources (the org-wide watch, when on, covers them)
-            self._every(
-                "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
-            )
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -97,7 +91,8 @@ class Ticker:
         if task is not None:
             self._running.add(task)
         try:
-            await work()
+            with charged_to(name):  # its Together requests, in the request budget
+                await work()
         except Exception:
             # The next tick tries again (PostgreSQL restarting, Slack down, a bug).
             log.exception("%s tick failed", name)
@@ -120,6 +115,7 @@ class Ticker:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)
             rt.metrics.poll_sessions.inc(result.claimed)
             rt.metrics.poll_interval_seconds.set(result.interval)
+            rt.metrics.poll_budget_others.set(self.planner.others)
             rt.metrics.poll_plans.labels(plan=result.plan.value).inc()
             rt.metrics.poll_requests.labels(kind="list_page").inc(result.list_pages)
             rt.metrics.poll_requests.labels(kind="get").inc(result.gets)
@@ -160,10 +156,6 @@ class Ticker:
 
     async def watch_idle(self) -> None:
         if await watch_idle_resources(self.rt):
-            self._deliver_now()
-
-    async def watch_subscribed_idle(self) -> None:
-        if await watch_subscribed_idle(self.rt, reader=self.resources):
             self._deliver_now()
 
     async def digest(self) -> None:

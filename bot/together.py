@@ -19,6 +19,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
+from bot.budget import Ledger
 from bot.http_util import parse_retry_after
 from bot.models import CostEstimate, ModelResource, TrainingSession, is_session_id
 
@@ -139,8 +140,11 @@ class TogetherClient:
         timeout: float = 10.0,
         observe: Observer | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        ledger: Ledger | None = None,
     ) -> None:
         self._http = http
+        # every request sent, by kind and consumer: the request budget's books
+        self.ledger = ledger or Ledger()
         self._max_bytes = max_response_bytes
         self._base = base_url.rstrip("/")
         self._key = api_key
@@ -172,7 +176,11 @@ class TogetherClient:
         while True:
             try:
                 session: TrainingSession = await self._request(
-                    "GET", url, max_wait=max_wait, parse=lambda d: _parse_session(d, session_id)
+                    "GET",
+                    url,
+                    kind="get",
+                    max_wait=max_wait,
+                    parse=lambda d: _parse_session(d, session_id),
                 )
                 return session
             except TogetherError as exc:
@@ -211,7 +219,9 @@ class TogetherClient:
         params.append(("limit", str(max(1, min(100, limit)))))
         if after:
             params.append(("after", after))
-        data = await self._request("GET", f"{self._base}/rl/training-sessions?{_query(params)}")
+        data = await self._request(
+            "GET", f"{self._base}/rl/training-sessions?{_query(params)}", kind="list_page"
+        )
         if isinstance(data, list):
             items, body = data, {}
         elif isinstance(data, dict):
@@ -231,7 +241,7 @@ class TogetherClient:
 
     async def stop_session(self, session_id: str) -> TrainingSession:
         """Ask Together to stop a session; answers with the session as it is now."""
-        data = await self._request("POST", self.session_url(session_id) + "/stop")
+        data = await self._request("POST", self.session_url(session_id) + "/stop", kind="stop")
         try:
             return _parse_session(data, session_id)
         except TogetherError:  # the stop was accepted; the body is just not a session
@@ -242,12 +252,15 @@ class TogetherClient:
         method: str,
         url: str,
         *,
+        kind: str,
         max_wait: float | None = None,
         body: Any = None,
         parse: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """The decoded JSON of one request, passed through `parse` when given."""
+        """The decoded JSON of one request, passed through `parse` when given; the
+        request is booked in `ledger` as `kind` once it is let go (not if held back)."""
         await self.limiter.wait(max_wait)
+        self.ledger.spend(kind)
         started = time.monotonic()
         label = "error"
         try:
@@ -362,7 +375,9 @@ class TogetherClient:
         self, resource_id: str, *, max_wait: float | None = None
     ) -> ModelResource:
         """One model resource: its status, GPUs, queue position and `expires_at`."""
-        data = await self._request("GET", self.resource_url(resource_id), max_wait=max_wait)
+        data = await self._request(
+            "GET", self.resource_url(resource_id), kind="resource_get", max_wait=max_wait
+        )
         return _parse_resource(data, resource_id)
 
     async def list_model_resources(
@@ -384,7 +399,9 @@ class TogetherClient:
         params.append(("limit", str(max(1, min(100, limit)))))
         if after:
             params.append(("after", after))
-        data = await self._request("GET", f"{self._base}/rl/model-resources?{_query(params)}")
+        data = await self._request(
+            "GET", f"{self._base}/rl/model-resources?{_query(params)}", kind="resource_list_page"
+        )
         if not isinstance(data, dict):
             raise TogetherError("bad_response", "not a list of model resources")
         items = data.get("data") if isinstance(data.get("data"), list) else []
@@ -394,7 +411,10 @@ class TogetherClient:
     async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
         """Together's on-demand price per hour for this resource's own layout."""
         data = await self._request(
-            "POST", f"{self._base}/rl/model-resources/estimate-cost", body=resource.estimate_body()
+            "POST",
+            f"{self._base}/rl/model-resources/estimate-cost",
+            kind="estimate_cost",
+            body=resource.estimate_body(),
         )
         if not isinstance(data, dict):
             raise TogetherError("bad_response", "not a cost estimate")
@@ -414,7 +434,7 @@ class TogetherClient:
         notes) and in the query (where together 3.1.1's client puts it)."""
         flag = "true" if force else "false"
         url = f"{self.resource_url(resource_id)}/stop?force={flag}"
-        data = await self._request("POST", url, body={"force": force})
+        data = await self._request("POST", url, kind="resource_stop", body={"force": force})
         try:
             return _parse_resource(data, resource_id)
         except TogetherError:  # the stop was accepted; the body is just not a resource

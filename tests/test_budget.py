@@ -1,0 +1,183 @@
+"""The Together request budget covers every request the bot sends (issue 13):
+the client books each request by kind and consumer, the poller sizes its
+interval to what the others left. Pure rules and the client against the
+Together-shaped server first, then the real process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from bot.budget import COMMAND, POLL, Ledger, charged_to
+from bot.models import ModelResource
+from bot.poll_plan import budget_interval
+from bot.together import TogetherClient, TogetherError
+from tests import together_fixtures
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotFactory, BotProcess, wait_until
+
+fake = together_fixtures.fake
+client = together_fixtures.client
+
+SID = "123e4567-e89b-12d3-a456-426614174000"
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_what_others_spent_is_taken_off_the_budget_before_the_interval_is_sized() -> None:
+    kw = {"requests_per_minute": 120.0, "min_seconds": 5.0, "max_seconds": 60.0}
+    assert budget_interval(20, **kw) == 10.0
+    assert budget_interval(20, others_per_minute=60, **kw) == 20.0  # half left: twice as long
+    assert budget_interval(5, others_per_minute=60, **kw) == 5.0  # never below the minimum
+    assert budget_interval(20, others_per_minute=119, **kw) == 60.0  # never above the maximum
+    assert budget_interval(20, others_per_minute=500, **kw) == 60.0  # nothing left
+    assert budget_interval(2.5, others_per_minute=90, **kw) == 5.0  # a fraction (side cost)
+
+
+def test_the_ledger_charges_each_request_to_its_consumer_over_a_sliding_window() -> None:
+    clock = _Clock()
+    seen: list[tuple[str, str]] = []
+    ledger = Ledger(window=60, clock=clock, on_spend=lambda k, c: seen.append((k, c)))
+    ledger.spend("get")  # nobody said: a person's command
+    with charged_to(POLL):
+        ledger.spend("list_page")
+        ledger.spend("resource_get")
+    with charged_to("watch_errors"):
+        ledger.spend("list_page")
+    assert seen == [
+        ("get", COMMAND),
+        ("list_page", POLL),
+        ("resource_get", POLL),
+        ("list_page", "watch_errors"),
+    ]
+    assert ledger.others_per_minute() == 2.0  # the poller's own are not "others"
+    assert ledger.recent() == 4
+    assert ledger.total(consumer=POLL) == 2
+    assert ledger.total(consumer=POLL, kinds={"resource_get"}) == 1
+    clock.now += 61  # out of the window, still in the totals
+    assert ledger.others_per_minute() == 0.0 and ledger.recent() == 0
+    assert ledger.total() == 4
+    # a longer window (POLL_INTERVAL_SECONDS over a minute) is scaled to a minute
+    long = Ledger(window=120, clock=clock)
+    long.spend("get")
+    long.spend("get")
+    assert long.others_per_minute() == 1.0
+
+
+async def test_tasks_inherit_the_consumer_that_started_them() -> None:
+    ledger = Ledger()
+
+    async def work() -> None:
+        ledger.spend("get")
+
+    with charged_to(POLL):
+        task = asyncio.create_task(work())  # e.g. a list pass the poller begins
+    await task
+    await asyncio.gather(work())  # outside: a command
+    assert ledger.total(consumer=POLL) == 1 and ledger.total(consumer=COMMAND) == 1
+
+
+async def test_the_client_books_every_kind_of_request_it_sends(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add(SID)
+    session = await client.get_session(SID)
+    await client.list_sessions(status="TRAINING_SESSION_STATUS_RUNNING")
+    resource_id = session.model_resources_id
+    assert resource_id is not None
+    resource: ModelResource = await client.get_model_resource(resource_id)
+    await client.list_model_resources(status="MODEL_RESOURCES_STATUS_READY")
+    await client.estimate_cost(resource)
+    await client.stop_session(SID)
+    with contextlib.suppress(TogetherError):  # refused or not, it was sent and counted
+        await client.stop_model_resource(resource_id)
+    with charged_to(POLL):
+        await client.get_session(SID)
+    fake.fail(SID, status=503, times=1)
+    with contextlib.suppress(TogetherError):  # a failed request was still spent
+        await client.get_session(SID)
+    ledger = client.ledger
+    assert ledger.total() == fake.total_requests == 9
+    kinds = ("get", "list_page", "stop", "resource_get", "resource_list_page")
+    assert [ledger.total(kinds={k}) for k in kinds] == [3, 1, 1, 1, 1]
+    assert ledger.total(kinds={"estimate_cost"}) == ledger.total(kinds={"resource_stop"}) == 1
+    assert ledger.total(consumer=POLL) == 1
+    assert ledger.others_per_minute() == 8.0
+
+
+async def test_a_request_held_back_by_a_429_pause_is_not_spent(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    fake.add(SID)
+    client.limiter.pause(30)
+    try:
+        await client.get_session(SID, max_wait=1)
+    except TogetherError as exc:
+        assert not exc.sent
+    assert client.ledger.total() == 0 and fake.total_requests == 0
+
+
+# --- the real process ---------------------------------------------------------------------------
+
+WATCHED = [f"d{i:07d}-0000-0000-0000-000000000000" for i in range(2)]
+BUDGET = 60  # requests a minute
+BURST = 20  # `/rl-session <id>` cards: one GET each, charged to commands
+
+
+def _subscribe(bot: BotProcess, slack: FakeSlack, sid: str, channel: str) -> None:
+    token = f"sub-{sid}"
+    bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+    assert "Subscribed" in str(slack.wait_for_response(token))
+
+
+def _spent(together: FakeTogether, start: float, seconds: float) -> int:
+    with together._lock:
+        return sum(1 for r in together.requests if start <= r.at < start + seconds)
+
+
+def test_other_consumers_spending_stretch_the_poll_interval_within_the_budget(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    for sid in WATCHED:
+        together.add(sid)
+    # 2 GETs a round at 60 a minute: every 2 s, with the minimum (0.5 s) far below.
+    bot = start_bot(
+        POLL_PLAN="get",
+        POLL_INTERVAL_SECONDS="20",
+        POLL_MIN_INTERVAL_SECONDS="0.5",
+        TOGETHER_REQUESTS_PER_MINUTE=str(BUDGET),
+    )
+    for i, sid in enumerate(WATCHED):
+        _subscribe(bot, slack, sid, f"C{i}")
+    wait_until(
+        lambda: (bot.metric("rlbot_poll_interval_seconds") or 99) < 2.5,
+        what="the poller at about 2 s",
+    )
+    with together._lock:
+        start = together.requests[-1].at
+    for n in range(BURST):
+        token = f"card{n}"
+        bot.command(f"{WATCHED[n % 2]}", response_url=slack.response_url(token), channel_id="C9")
+        slack.wait_for_response(token)
+    commands = '{consumer="command",kind="get"}'
+    assert bot.metric(f"rlbot_together_requests_spent_total{commands}") == BURST + len(WATCHED)
+    # 22 requests of others in the last minute leave 38 for a round of 2: every 3.2 s
+    stretched = wait_until(
+        lambda: (v := bot.metric("rlbot_poll_interval_seconds")) and v > 3.0 and v,
+        what="the interval stretched",
+    )
+    assert stretched <= 3.5, stretched
+    assert (bot.metric("rlbot_poll_budget_others_per_minute") or 0) >= BURST
+    # Over the minute from the first card on, everything the bot sent stays within the
+    # budget (give or take the one round a window's edge can hold beyond the rate).
+    wait_until(lambda: together.requests[-1].at > start + 61, timeout=90, what="a minute")
+    total = _spent(together, start, 60)
+    assert BURST + 10 <= total <= BUDGET + len(WATCHED), total
+    spent = bot.metric('rlbot_together_requests_spent_total{consumer="poll",kind="get"}')
+    assert spent is not None and spent >= 20
