@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 
 from bot.budget import charged_to
 from bot.delivery import deliver_due
-from bot.idle_watch import watch_idle_resources
+from bot.idle_watch import watch_idle_resources, watch_subscribed_idle
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
@@ -67,6 +67,13 @@ class Ticker:
                     "WATCH_IDLE_RESOURCES is on but ONCALL_CHANNEL is not set: nothing to alert"
                 )
             self._every("watch_idle", self.watch_idle, settings.poll_interval_seconds)
+        if settings.idle_resource_alert_minutes > 0 and not (
+            settings.watch_idle_resources and settings.oncall_channel
+        ):
+            # subscribed sessions' resources (the org-wide watch, when on, covers them)
+            self._every(
+                "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
+            )
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -156,6 +163,10 @@ class Ticker:
 
     async def watch_idle(self) -> None:
         if await watch_idle_resources(self.rt):
+            self._deliver_now()
+
+    async def watch_subscribed_idle(self) -> None:
+        if await watch_subscribed_idle(self.rt, reader=self.resources):
             self._deliver_now()
 
     async def digest(self) -> None:
