@@ -23,6 +23,8 @@ OK = "123e4567-e89b-12d3-a456-426614174000"
 UNAVAILABLE = "Together is unavailable"
 RATE_LIMITED = "rate limiting"
 UNREADABLE = "could not read"
+# Slack wants the ack within 3 s; Together may take TOGETHER_TIMEOUT_SECONDS (2 s in tests).
+ACK_BOUND = 1.9
 
 
 def utcnow() -> datetime:
@@ -77,7 +79,9 @@ def test_commands_survive_every_together_fault(
     for sid, fault in faults.items():
         together.fail(sid, **fault)
     acks = {sid: ask(bot, slack, sid, sid) for sid in [*faults, "paused-1"]}
-    assert max(acks.values()) < 1.0, acks  # every ack came first, whatever Together does
+    # Every ack came first, whatever Together does: an ack that waited for Together would
+    # take at least TOGETHER_TIMEOUT_SECONDS (2 s) on hang-1; a loaded machine stays below.
+    assert max(acks.values()) < ACK_BOUND, acks
 
     # While the hung request is still waiting on Together, a healthy one is served.
     ask(bot, slack, OK, "ok-during")
@@ -136,7 +140,7 @@ def test_commands_under_rate_limits(
     for sid, fault in faults.items():
         together.fail(sid, **fault)
     acks = {sid: ask(bot, slack, sid, sid) for sid in faults}
-    assert max(acks.values()) < 1.0, acks
+    assert max(acks.values()) < ACK_BOUND, acks
     ask(bot, slack, OK, "ok-during")  # asked during the pause: waits it out, gets its card
     assert slack.wait_for_response("ok-during", timeout=12)["response_type"] == "in_channel"
     answers = {sid: slack.wait_for_response(sid, timeout=20) for sid in faults}
@@ -158,7 +162,7 @@ def test_connection_refused_is_told_and_the_bot_keeps_serving(
     bot = start_bot(TOGETHER_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
     texts = [OK, f"subscribe {OK}", f"show {OK}"]
     for i, text in enumerate(texts):
-        assert ask(bot, slack, text, f"refused-{i}") < 1.0
+        assert ask(bot, slack, text, f"refused-{i}") < ACK_BOUND
     for i in range(len(texts)):
         answer = slack.wait_for_response(f"refused-{i}", timeout=10)
         assert answer["response_type"] == "ephemeral"
