@@ -379,7 +379,7 @@ async def _look(
         # Another session took it: its own watch (if any) follows it when it ends.
         return {"done": "busy"}, None
     if now - since < after:
-        return {"check_at": (since + after).isoformat()}, None
+        return {"check_at": (since + after).isoformat(), "idle_since": since.isoformat()}, None
     price = next((c.price for c in on_it if c.price is not None), None)
     if price is None:
         try:
@@ -410,6 +410,17 @@ async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
             .values(progress=progress)
             .execution_options(synchronize_session=False)
         )
+
+
+def known_idle_since(progress: Any, resource_id: str | None) -> datetime | None:
+    """When this follow-up last found the session's resource idle (None: it did not,
+    or it found it busy or gone since). Pure; for `ls`."""
+    check = progress.get(IDLE_CHECK) if isinstance(progress, dict) else None
+    if not isinstance(check, dict) or not resource_id or check.get("resource_id") != resource_id:
+        return None
+    if check.get("done") not in (None, "alerted"):
+        return None
+    return _when(check.get("idle_since"))
 
 
 def _when(value: Any) -> datetime | None:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
+from bot.idle_watch import ACTIVE, known_idle_since
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
 from bot.rendering.blocks import Message
 from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
@@ -51,6 +52,8 @@ _LIVE_RESOURCES = [
     "MODEL_RESOURCES_STATUS_" + s.value
     for s in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.READY)
 ]
+#: pages of live resources read for one `ls` page, at most (100 resources each)
+MAX_RESOURCE_PAGES = 5
 
 
 @dataclass(frozen=True)
@@ -193,19 +196,33 @@ async def fetch_page(
         limit=LS_PAGE,
     )
     kept = [s for s in sessions if keep(s, query, created_by)]
-    resources = await _live_resources(together) if kept else {}
+    wanted = {s.model_resources_id for s in kept if s.model_resources_id}
+    resources = await live_resources(together, wanted) if wanted else {}
     rows = [SessionRow(session=s, resource=resources.get(s.model_resources_id or "")) for s in kept]
     return Page(rows, cursor)
 
 
-async def _live_resources(together: TogetherClient) -> dict[str, ModelResource]:
-    """Pending, creating and ready resources (the first page); a failure only
-    leaves the column empty."""
-    try:
-        resources, _ = await together.list_model_resources(status=_LIVE_RESOURCES, limit=100)
-    except TogetherError:
-        return {}
-    return {r.id: r for r in resources}
+async def live_resources(
+    together: TogetherClient, wanted: set[str], *, max_pages: int = MAX_RESOURCE_PAGES
+) -> dict[str, ModelResource]:
+    """The pending, creating and ready resources among `wanted`, by id: one pass of
+    Together's list (page by page, up to `max_pages`, ending as soon as every
+    wanted one is found), never a request per row. A resource not listed is
+    neither: stopped, in error, or past the pages read. A failed page only
+    leaves the rest of the column empty."""
+    found: dict[str, ModelResource] = {}
+    cursor: str | None = None
+    for _ in range(max_pages):
+        try:
+            page, cursor = await together.list_model_resources(
+                status=_LIVE_RESOURCES, after=cursor, limit=100
+            )
+        except TogetherError:
+            break
+        found.update((r.id, r) for r in page if r.id in wanted)
+        if cursor is None or wanted <= found.keys():
+            break
+    return found
 
 
 async def page_message(
@@ -229,7 +246,11 @@ async def page_message(
     page = await fetch_page(together, query, created_by=created_by, after=after)
     if progress_of is not None and page.rows:
         stored = await progress_of([row.session.id for row in page.rows])
-        rows = [with_progress(r, stored.get(r.session.id), now, stall_after) for r in page.rows]
+        busy = {r.session.model_resources_id for r in page.rows if r.session.status_enum in ACTIVE}
+        rows = [
+            with_progress(r, stored.get(r.session.id), now, stall_after, busy=busy)
+            for r in page.rows
+        ]
         page = Page(rows, page.after)
     value = (
         more_value(More(query, page.after, first_number + len(page.rows))) if page.after else None
@@ -245,13 +266,30 @@ async def page_message(
 
 
 def with_progress(
-    row: SessionRow, stored: Any, now: datetime, stall_after: timedelta | None
+    row: SessionRow,
+    stored: Any,
+    now: datetime,
+    stall_after: timedelta | None,
+    *,
+    busy: Collection[str | None] = (),
 ) -> SessionRow:
-    """A row with what the bot's polls measured: steps/min, and stalled when a
-    RUNNING session's step has not moved for `stall_after` (None: not judged)."""
+    """A row with what the bot's own watch knows of a session it watches: the
+    steps/min its polls measured; stalled when a RUNNING session's step has not
+    moved for `stall_after` (None: not judged); and an idle resource when the
+    idle follow-up found it with no CREATING or RUNNING session, the live
+    resources still list it READY, and no session on this page runs on it
+    (`busy`: the resources of the page's CREATING or RUNNING rows)."""
     progress, _ = load_progress(stored)
+    resource = row.resource
+    idle = (
+        resource is not None
+        and resource.status_enum is ResourceStatus.READY
+        and row.session.status_enum not in ACTIVE
+        and resource.id not in busy
+        and known_idle_since(stored, resource.id) is not None
+    )
     if progress is None:
-        return row
+        return replace(row, idle_resource=idle)
     frozen = stalled_for(progress, now)
     stalled = stall_after is not None and frozen is not None and frozen >= stall_after
-    return replace(row, rate=progress.rate, stalled=stalled)
+    return replace(row, rate=progress.rate, stalled=stalled, idle_resource=idle)

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.block_kit import block_kit_problems
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, BotProcess, wait_until
+from tests.support import BotFactory, BotProcess, query, wait_until
 
 _tokens = itertools.count()
 
@@ -149,3 +149,32 @@ def test_ls_flags_a_watched_session_that_stalled(
     first, second = page.split("*2.*")
     assert "stalled" in first and "step 77" in first
     assert "stalled" not in second  # not watched: the bot knows nothing of its progress
+
+
+def test_ls_rows_show_resource_state_and_an_idle_resource_the_bot_follows(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    done = "a1000000-e89b-12d3-a456-426614174000"
+    queued = "a2000000-e89b-12d3-a456-426614174000"
+    together.add_resource("res-left", "READY")
+    together.add_resource("res-queued", "PENDING")
+    together.add(done, "RUNNING", model_resources_id="res-left")
+    together.add(queued, "CREATING", model_resources_id="res-queued")
+    bot = start_bot(IDLE_RESOURCE_ALERT_MINUTES="30")  # found idle, not yet alerted
+    token = "ls-idle-sub"
+    bot.command(f"subscribe {done}", response_url=slack.response_url(token))
+    assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    together.set_status(done, "STOPPED")  # its resource is left ready, and billing
+    wait_until(
+        lambda: "idle_since" in str(query(db_url, "SELECT progress FROM watched_sessions")),
+        what="the idle follow-up",
+    )
+    before = len(together.paths)
+    page = ask(bot, slack, "ls all")
+    assert block_kit_problems(page) == []
+    first, second = json.dumps(page, ensure_ascii=False).split("*2.*")
+    assert "Ready (billing)" in first and "idle resource" in first, first
+    assert "Pending (waiting for GPUs)" in second and "idle resource" not in second
+    sent = together.paths[before:]
+    assert not [p for p in sent if "/model-resources/" in p]  # no request per row
+    assert sum("/model-resources?" in p for p in sent) == 1

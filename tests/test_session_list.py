@@ -188,3 +188,58 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
     assert not with_progress(row, stored, at, timedelta(minutes=30)).stalled
     assert not with_progress(row, stored, at, None).stalled
     assert with_progress(row, None, at, timedelta(minutes=15)) == row  # not watched
+
+
+async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    from bot.session_list import live_resources
+
+    for i in range(250):
+        fake.add_resource(f"res-{i:04d}", "READY" if i % 2 else "PENDING")
+    fake.add_resource("res-stopped", "STOPPED")
+    found = await live_resources(client, {"res-0003", "res-0150", "res-stopped", "res-none"})
+    assert set(found) == {"res-0003", "res-0150"}  # stopped and unknown are not live
+    pages = [p for p in fake.paths if "/model-resources?" in p]
+    assert len(pages) == 3  # every page, since two are never found
+    fake.reset_counts()
+    early = await live_resources(client, {"res-0001", "res-0099"})
+    assert set(early) == {"res-0001", "res-0099"}
+    assert sum("/model-resources?" in p for p in fake.paths) == 1  # found on the first page
+    fake.reset_counts()
+    assert await live_resources(client, {"res-0249"}, max_pages=2) == {}
+    assert sum("/model-resources?" in p for p in fake.paths) == 2
+
+
+def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
+    from bot.models import ModelResource, TrainingSession
+    from bot.rendering.watch import SessionRow
+    from bot.session_list import with_progress
+    from tests.fakes.together import make_model_resource
+
+    at = datetime(2026, 3, 1, 10, 30)
+    ready = ModelResource.model_validate(make_model_resource("res-a", "READY"))
+    stopped = TrainingSession(
+        id="s1", status="TRAINING_SESSION_STATUS_STOPPED", model_resources_id="res-a"
+    )
+    row = SessionRow(session=stopped, resource=ready)
+    idle = {"idle_check": {"resource_id": "res-a", "idle_since": "2026-03-01T10:00:00"}}
+    assert with_progress(row, idle, at, None).idle_resource
+    alerted = {"idle_check": idle["idle_check"] | {"done": "alerted"}}
+    assert with_progress(row, alerted, at, None).idle_resource
+    # Busy (taken by another session on this page, or as the follow-up found it),
+    # not READY any more, or about another resource: no flag.
+    assert not with_progress(row, idle, at, None, busy={"res-a"}).idle_resource
+    busy = {"idle_check": {"resource_id": "res-a", "done": "busy"}}
+    assert not with_progress(row, busy, at, None).idle_resource
+    pending = ModelResource.model_validate(make_model_resource("res-a", "PENDING"))
+    assert not with_progress(SessionRow(stopped, resource=pending), idle, at, None).idle_resource
+    other = {"idle_check": {"resource_id": "res-b", "idle_since": "2026-03-01T10:00:00"}}
+    assert not with_progress(row, other, at, None).idle_resource
+    running = SessionRow(
+        TrainingSession(
+            id="s2", status="TRAINING_SESSION_STATUS_RUNNING", model_resources_id="res-a"
+        ),
+        resource=ready,
+    )
+    assert not with_progress(running, idle, at, None).idle_resource
