@@ -76,7 +76,7 @@ async def subscribe(
     team_id: str,
     channel_id: str,
     user_id: str,
-    poll_interval: float,
+    first_poll_in: float,
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
 ) -> Subscribed:
@@ -118,7 +118,7 @@ async def subscribe(
                 user_id=user_id,
                 filters=wanted,
             )
-            await watch(db, session, poll_interval=poll_interval)
+            await watch(db, session, first_poll_in=first_poll_in)
     except (IntegrityError, _SubscribedMeanwhile) as exc:
         # Another replica (or a double click) stored the same subscription while
         # we posted: keep its root, take back ours (unless we adopted the clicked card).
@@ -210,11 +210,12 @@ async def _root_message(
         raise SubscriptionError(slack_problem(exc)) from exc
 
 
-async def watch(db: AsyncSession, session: TrainingSession, *, poll_interval: float) -> None:
-    """Start (or restart) polling a session from what Together says now."""
+async def watch(db: AsyncSession, session: TrainingSession, *, first_poll_in: float) -> None:
+    """Start (or restart) polling a session from what Together says now; its first
+    poll is due `first_poll_in` seconds from now."""
     now = utcnow()
     values = watch_state(session) | {
-        "next_poll_at": now + timedelta(seconds=poll_interval),
+        "next_poll_at": now + timedelta(seconds=first_poll_in),
         "active": True,
         "consecutive_failures": 0,
     }

@@ -81,7 +81,7 @@ async def subscribe_here(
     slack: AsyncWebClient,
     asker: Asker,
     session_id: str,
-    poll_interval: float,
+    first_poll_in: float,
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
@@ -98,7 +98,7 @@ async def subscribe_here(
         team_id=asker.team_id,
         channel_id=asker.channel_id,
         user_id=asker.user_id,
-        poll_interval=poll_interval,
+        first_poll_in=first_poll_in,
         root_ts=root_ts,
         filters=filters,
     )
@@ -109,6 +109,14 @@ async def subscribe_here(
             if target_step is not None:
                 await set_target(db, result.subscription_id, target_step)
     return session, result
+
+
+def first_poll_seconds(settings: Settings) -> float:
+    """When a new subscription's session is first polled: at the shortest interval the
+    budget may give (POLL_MIN_INTERVAL_SECONDS, or POLL_INTERVAL_SECONDS if that is
+    shorter), so a change right after subscribing is told within seconds, whatever
+    interval the poller is on. It then keeps the interval in use."""
+    return min(settings.poll_min_interval_seconds, settings.poll_interval_seconds)
 
 
 async def unsubscribe_here(

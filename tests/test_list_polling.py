@@ -152,3 +152,17 @@ def test_the_request_budget_stretches_the_interval(
     polled = together.requests_for(sids[0]) - start
     assert 2 <= polled <= 3, polled  # every 3.2 s (and the claim's slack), not every 0.5 s
     assert (bot.metric('rlbot_poll_requests_total{kind="get"}') or 0) >= 6
+
+
+def test_a_new_subscription_is_first_polled_at_the_shortest_interval_not_the_longest(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sid = "e0000000-0000-0000-0000-000000000001"
+    together.add(sid)
+    # The longest interval is a minute; the budget allows one GET every 2 s.
+    bot = start_bot(POLL_INTERVAL_SECONDS="60", POLL_MIN_INTERVAL_SECONDS="2")
+    root = _subscribe(bot, slack, sid, "C1")
+    together.set_status(sid, "STOPPING")  # right after subscribing
+    # told within seconds: the first poll was due in 2 s, not 60
+    wait_until(lambda: _thread(slack, "C1", root), timeout=30, what="the change told")
+    assert "Stopping" in _thread(slack, "C1", root)[0]

@@ -51,7 +51,7 @@ async def subscribe(req: Request) -> str:
         slack=req.client,
         session_id=req.session_id,
         asker=req.asker,
-        poll_interval=req.rt.settings.poll_interval_seconds,
+        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
         root_ts=req.message_ts,
         filters=None,  # the button has no filters to give: keep the channel's
     )

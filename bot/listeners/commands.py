@@ -97,7 +97,7 @@ async def subscribe(req: Request, command: Command) -> str:
         slack=req.client,
         session_id=_session_id(command),
         asker=req.asker,
-        poll_interval=req.rt.settings.poll_interval_seconds,
+        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
         filters=command.filters,
         stall_minutes=command.stall_minutes,
         target_step=command.target_step,
