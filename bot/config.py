@@ -87,9 +87,11 @@ class Settings(BaseSettings):
     stall_after_minutes: float = Field(15.0, ge=0, le=7 * 24 * 60)
     oncall_on_stall: bool = False
     creating_alert_after_minutes: float = Field(30.0, ge=0, le=7 * 24 * 60)
-    # Idle-resource watch: each poll interval, list READY model resources org-wide
-    # and alert ONCALL_CHANNEL (and the threads of their sessions' subscriptions)
-    # once about each one with no CREATING or RUNNING session for this long.
+    # Idle resources (README "Idle model resources"): a READY resource with no
+    # CREATING or RUNNING session for IDLE_RESOURCE_ALERT_MINUTES is alerted once
+    # in its sessions' threads and ONCALL_CHANNEL (0: off). Subscribed sessions'
+    # resources are always followed (`idle_watch.watch_subscribed_idle`);
+    # WATCH_IDLE_RESOURCES also lists READY resources org-wide for on-call.
     watch_idle_resources: bool = False
     idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
     # Spend watch: each poll cycle reads the model resource of the sessions it

@@ -178,9 +178,13 @@ async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, lis
     for _ in range(rt.settings.watch_all_max_pages):
         resources, cursor = await together.list_model_resources(status=[READY], after=cursor)
         for resource in resources:
-            sessions = await attached_sessions(
-                together, resource.id, max_pages=rt.settings.watch_all_max_pages
-            )
+            try:
+                sessions = await attached_sessions(
+                    together, resource.id, max_pages=rt.settings.watch_all_max_pages
+                )
+            except TogetherError as exc:  # this one is not known idle; the others may be
+                log.info("could not list a resource's sessions: %s", exc.kind)
+                continue
             since = idle_since(resource, sessions)
             if since is None or now - since < after:
                 continue
