@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bot.models import TrainingSession
@@ -61,10 +61,12 @@ async def list_pass(
     *,
     max_pages: int,
     clock: Callable[[], float] = time.monotonic,
-    on_page: Callable[[list[TrainingSession]], None] | None = None,
+    on_page: Callable[[list[TrainingSession]], Awaitable[None]] | None = None,
 ) -> ListPass:
     """Every session of `statuses`, at most `max_pages` pages of `PAGE_SIZE`;
-    `on_page` sees each page as it comes."""
+    `on_page` sees each page as it comes, and the next page is asked for once it
+    returns (a consumer that cannot keep up holds the pass back: pages never
+    pile up unconsumed)."""
     out = ListPass(at=clock())
     after: str | None = None
     cursors: set[str] = set()
@@ -81,7 +83,7 @@ async def list_pass(
         for session in page:
             out.add(session)  # listed twice (it moved): the later copy
         if on_page is not None:
-            on_page(page)
+            await on_page(page)
         if not after:
             out.complete = True
             return out
@@ -115,7 +117,7 @@ class Lister:
         *,
         max_pages: int,
         since: float,
-        on_page: Callable[[list[TrainingSession]], None] | None = None,
+        on_page: Callable[[list[TrainingSession]], Awaitable[None]] | None = None,
     ) -> ListPass:
         """A pass of `statuses` begun at `since` (clock time) or later that went as
         far as `max_pages` (or to the end); a failed pass is never reused.

@@ -83,6 +83,8 @@ MAX_WRITE_FAILURES = 5
 MAX_LIST_PAGES = 1000
 # Sessions written (and, by GET, fetched) at a time: what a cycle holds at once.
 RECORD_CHUNK = 500
+# List pages handed to the writer and not yet written: the next is fetched meanwhile.
+PAGES_AHEAD = 1
 
 
 @dataclass
@@ -583,19 +585,35 @@ async def learn(
         return
     pending = dict.fromkeys(ids)
     pages_in: asyncio.Queue[list[TrainingSession] | None] = asyncio.Queue()
+    # Pages handed over and not yet written: the pass waits for room, so a slow
+    # write holds back the next pages instead of parsed pages piling up in memory.
+    room = asyncio.Semaphore(PAGES_AHEAD)
+    closed = False
+
+    async def on_page(page: list[TrainingSession]) -> None:
+        if not closed:
+            await room.acquire()
+        if not closed:
+            pages_in.put_nowait(page)
+
     passing = asyncio.create_task(
-        lister.get(LIVE_STATUSES, max_pages=pages, since=since, on_page=pages_in.put_nowait)
+        lister.get(LIVE_STATUSES, max_pages=pages, since=since, on_page=on_page)
     )
     passing.add_done_callback(lambda _: pages_in.put_nowait(None))
     try:
         while (page := await pages_in.get()) is not None:
             part: dict[str, Fetched] = {s.id: s for s in page if s.id in pending}
+            del page
             for sid in part:
                 del pending[sid]
             if part:
                 await write(part)
+            room.release()
     finally:
-        passing.cancel()  # only if a write failed first; the pass itself is shielded
+        # A write failed (or this was cancelled): let the shared pass run on unheld.
+        closed = True
+        room.release()
+        passing.cancel()  # the pass itself is shielded
     listed = passing.result()
     # A pass someone else began (or one already done) streamed nothing to us.
     known = [sid for sid in pending if sid in listed]
