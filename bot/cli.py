@@ -143,7 +143,13 @@ def _check_schema(settings: Settings) -> int:
     from bot.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):
-        upgrade(settings.database_url)
+        # Migrating imports Alembic for good: only when there is something to migrate.
+        try:
+            current = asyncio.run(current_revision(settings.database_url))
+        except Exception:
+            current = None  # the upgrade says what is wrong
+        if current is None or current != head_revision(settings.database_url):
+            upgrade(settings.database_url)
         return 0
     try:
         current = asyncio.run(current_revision(settings.database_url))

@@ -393,6 +393,43 @@ def test_serve_migrates_the_default_sqlite_database_itself(
         bot.stop()
 
 
+def test_the_running_bot_compares_revisions_without_alembic(tmp_path: Path) -> None:
+    """The head read from the scripts and the revision read from the database are
+    Alembic's own, and nothing the serving process imports pulls Alembic in."""
+    import asyncio
+
+    from alembic.runtime.migration import MigrationContext
+
+    from bot.db import make_engine
+    from bot.migrations import _alembic_head, _scripts_head, current_revision, upgrade
+
+    url = f"sqlite:///{tmp_path}/revisions.db"
+    assert _scripts_head() is not None and _scripts_head() == _alembic_head(url)
+
+    async def both() -> tuple[str | None, str | None]:
+        engine = make_engine(url)
+        try:
+            async with engine.connect() as conn:
+                theirs = await conn.run_sync(
+                    lambda c: MigrationContext.configure(c).get_current_revision()
+                )
+        finally:
+            await engine.dispose()
+        return await current_revision(url), theirs
+
+    assert asyncio.run(both()) == (None, None)  # an empty database
+    upgrade(url)
+    assert asyncio.run(both()) == (_scripts_head(), _scripts_head())
+    imports = (
+        "import sys, bot.cli, bot.web, bot.runtime, bot.slack_app, bot.scheduler; "
+        "print(sorted(m for m in ('alembic', 'mako') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", imports], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 # --- container, compose, manifest ---------------------------------------------------------------
 
 
