@@ -213,13 +213,11 @@ _NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value f
 
 @dataclass(frozen=True)
 class Candidate:
-    """A watched session no longer CREATING or RUNNING, whose resource may be idle."""
+    """A watched session that ended, whose resource may be idle."""
 
     session_id: str
     resource_id: str
-    #: the poller still polls it (its progress column is the poller's to write)
-    polled: bool
-    #: the spend watch's read of the resource, when it is fresh enough to use
+    #: the spend watch's read of the resource (its last poll), when fresh enough to use
     fresh: ModelResource | None = None
     price: CostEstimate | None = None
 
@@ -227,17 +225,16 @@ class Candidate:
 def candidate(
     session_id: str,
     *,
-    active: bool,
     last_status: str,
     progress: Any,
     snapshot: Any,
     now: datetime,
     fresh_for: timedelta,
 ) -> Candidate | None:
-    """Whether a watched session's resource is worth a look now: the session is not
-    CREATING or RUNNING, the resource was not last read as anything but READY, and
-    its follow-up is not over (alerted, taken by another session, no longer READY)
-    nor waiting for a later time. Pure."""
+    """Whether an ended watched session's resource is worth a look now: the session
+    is not CREATING or RUNNING, the resource was not last read as anything but
+    READY, and its follow-up is not over (alerted, taken by another session, no
+    longer READY) nor waiting for a later time. Pure."""
     if status_of(last_status) in ACTIVE:
         return None
     progress = progress if isinstance(progress, dict) else {}
@@ -262,14 +259,15 @@ def candidate(
         fresh = _read(ModelResource, spend.get("resource"))
     if isinstance(spend.get("price"), dict):
         price = _read(CostEstimate, spend["price"])
-    return Candidate(session_id, resource_id, active, fresh, price)
+    return Candidate(session_id, resource_id, fresh, price)
 
 
 async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
     """One run of the subscribed sessions' idle-resource follow-up; returns the
-    rows it wrote. See README "Idle model resources": a watched session that is
-    no longer CREATING or RUNNING leaves its resource to be looked at (the spend
-    watch's own read when fresh, else one GET); a READY one has its sessions
+    rows it wrote. See README "Idle model resources": a watched session that
+    ended (stopped, failed, expired: no longer polled) leaves its resource to be
+    looked at (the spend watch's read at its last poll when fresh, else one
+    GET); a READY one has its sessions
     listed, and once no CREATING or RUNNING session has been on it for
     IDLE_RESOURCE_ALERT_MINUTES (`idle_since`, the org-wide watch's rule) its
     sessions' threads, and on-call when set, get the idle alert (the org-wide
@@ -300,13 +298,15 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
         rows = await db.execute(
             select(
                 WatchedSession.session_id,
-                WatchedSession.active,
                 WatchedSession.last_status,
                 WatchedSession.progress,
                 WatchedSession.snapshot,
             ).where(
+                # A session still polled (even STOPPING) is left to its poller: it
+                # is looked at once it ended, idle since Together's own times.
+                WatchedSession.active.is_(False),
                 WatchedSession.last_status.not_in(_NOT_IDLE),
-                or_(WatchedSession.active.is_(True), WatchedSession.updated_at > now - FOLLOW_FOR),
+                WatchedSession.updated_at > now - FOLLOW_FOR,
             )
         )
         found = [
@@ -315,7 +315,6 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             if (
                 c := candidate(
                     r.session_id,
-                    active=r.active,
                     last_status=r.last_status,
                     progress=r.progress,
                     snapshot=r.snapshot,
@@ -340,8 +339,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             continue
         mark, alert = outcome
         for c in on_it:
-            if not c.polled:
-                marks[c.session_id] = {"resource_id": resource_id} | mark
+            marks[c.session_id] = {"resource_id": resource_id} | mark
         if alert is not None:
             alerts.append(alert)
     written = 0
@@ -397,7 +395,7 @@ async def _look(
 
 async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
     """Note where each ended session's follow-up stands, in its progress column
-    (only rows the poller no longer writes)."""
+    (rows the poller no longer writes)."""
     if not marks:
         return
     rows = await db.execute(

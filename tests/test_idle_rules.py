@@ -61,10 +61,9 @@ def spend(status: str = "READY", *, seen: datetime = NOW, rid: str = RID) -> dic
     }
 
 
-def look(status: str = "STOPPED", *, active: bool = False, **progress: Any) -> Candidate | None:
+def look(status: str = "STOPPED", **progress: Any) -> Candidate | None:
     return candidate(
         "s1",
-        active=active,
         last_status=f"TRAINING_SESSION_STATUS_{status}",
         progress=progress,
         snapshot={"model_resources_id": RID},
@@ -74,19 +73,19 @@ def look(status: str = "STOPPED", *, active: bool = False, **progress: Any) -> C
 
 
 def test_a_running_or_creating_session_keeps_its_resource_out_of_the_follow_up() -> None:
-    assert look("RUNNING", active=True, spend=spend()) is None
-    assert look("CREATING", active=True, spend=spend()) is None
-    assert look("RUNNING", active=False) is None
+    assert look("RUNNING", spend=spend()) is None
+    assert look("CREATING", spend=spend()) is None
+    assert look("RUNNING") is None
 
 
 def test_a_fresh_spend_read_is_used_and_a_fresh_one_not_ready_ends_the_look() -> None:
-    got = look("STOPPING", active=True, spend=spend())
-    assert got is not None and got.polled and got.fresh is not None and got.fresh.id == RID
+    got = look("STOPPED", spend=spend())
+    assert got is not None and got.fresh is not None and got.fresh.id == RID
     assert got.price is not None and got.price.price_per_hour == 25.0
     assert look("STOPPED", spend=spend("STOPPED")) is None
     # A stale read (the session has not been polled since it ended) is read again.
     stale = look("STOPPED", spend=spend(seen=NOW - timedelta(minutes=10)))
-    assert stale is not None and stale.fresh is None and not stale.polled
+    assert stale is not None and stale.fresh is None
 
 
 def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
@@ -95,7 +94,6 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
     assert (
         candidate(
             "s1",
-            active=False,
             last_status="STOPPED",
             progress=None,
             snapshot={"model_resources_id": "../x"},
