@@ -6,9 +6,15 @@ those ended it: a pass that did not reach the end (`complete` False) lists
 some sessions, never all, so a session missing from it is not known to have
 ended; only a direct GET says that.
 
-`Lister` holds the last pass of each status set for the length of a cycle, so
-every consumer in this process that wants the same pages in that time shares
-one pass (and callers that ask while it runs wait for it).
+`Lister` (one per process, in the `Runtime`) holds the last pass of each status
+set for the length of a cycle and `SHARE_SECONDS` after it began, so every
+consumer in this process that wants the same pages in that time shares one pass
+(and callers that ask while it runs wait for it): the poller's live statuses,
+the org-wide error watch's ERROR, and `ls`, which takes a complete pass of the
+same or more statuses (`covering`) and filters it. The poller also takes the
+final state of a watched session that left the live list from the error
+watch's ERROR pass when it is listed there (`held`): presence in a page is
+direct evidence, and ERROR is final.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from bot.models import TrainingSession
+from bot.models import STATUS_PREFIX, TrainingSession
 from bot.poll_plan import PAGE_SIZE
 from bot.together import TogetherClient, TogetherError
 
 log = logging.getLogger(__name__)
+
+# How long after it began a pass is still fresh enough for another consumer (`ls`).
+SHARE_SECONDS = 5.0
 
 
 @dataclass
@@ -38,9 +47,16 @@ class ListPass:
     error: TogetherError | None = None
     at: float = 0.0
     _found: dict[str, bytes] = field(default_factory=dict)
+    _status: dict[str, str] = field(default_factory=dict)
 
     def add(self, session: TrainingSession) -> None:
         self._found[session.id] = session.model_dump_json().encode()
+        self._status[session.id] = STATUS_PREFIX + session.status_enum.value
+
+    def ids_in(self, statuses: Sequence[str]) -> list[str]:
+        """The listed sessions of `statuses` (full names), in list order."""
+        wanted = frozenset(statuses)
+        return [sid for sid, status in self._status.items() if status in wanted]
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._found
@@ -105,6 +121,7 @@ class Lister:
         self.clock = clock
         self._last: dict[tuple[str, ...], ListPass] = {}
         self._running: dict[tuple[str, ...], asyncio.Task[ListPass]] = {}
+        self._started: dict[tuple[str, ...], float] = {}
         self._pages: dict[tuple[str, ...], int] = {}
 
     def pages_fetched(self, statuses: Sequence[str]) -> int:
@@ -139,6 +156,7 @@ class Lister:
                 )
             )
             self._running[key] = task
+            self._started[key] = self.clock()
             task.add_done_callback(lambda _: self._running.pop(key, None))
             task.add_done_callback(lambda t: self._count(key, t))
         result = await asyncio.shield(task)
@@ -146,8 +164,54 @@ class Lister:
         return result
 
     def forget(self, statuses: Sequence[str]) -> None:
-        """Let go of the last pass of `statuses` (its sessions) once its cycle is over."""
-        self._last.pop(tuple(sorted(statuses)), None)
+        """Let go of the last pass of `statuses` (its sessions) once its cycle is over,
+        or `SHARE_SECONDS` after it began if that is later (`ls` may still take it)."""
+        key = tuple(sorted(statuses))
+        last = self._last.get(key)
+        if last is None:
+            return
+        left = last.at + SHARE_SECONDS - self.clock()
+        if left <= 0:
+            self._last.pop(key, None)
+            return
+
+        def drop() -> None:
+            if self._last.get(key) is last:  # not a newer pass since
+                self._last.pop(key, None)
+
+        asyncio.get_running_loop().call_later(left, drop)
+
+    async def held(self, statuses: Sequence[str], *, since: float) -> ListPass | None:
+        """The pass of exactly `statuses` begun at `since` or later that this process
+        holds or is running (waited for), cut short or not; None if there is none.
+        Begins nothing: what another consumer listed anyway."""
+        key = tuple(sorted(statuses))
+        task = self._running.get(key)
+        if task is not None and self._started.get(key, 0.0) >= since:
+            return await asyncio.shield(task)
+        last = self._last.get(key)
+        return last if last is not None and last.at >= since else None
+
+    async def covering(self, statuses: Sequence[str], *, since: float) -> ListPass | None:
+        """A complete pass begun at `since` or later of `statuses` or more (a superset:
+        the caller keeps the statuses it wants), held or running; None if there is none."""
+        wanted = frozenset(statuses)
+        if not wanted:  # every status: no pass of some statuses covers it
+            return None
+        for key, task in list(self._running.items()):
+            if wanted <= frozenset(key) and self._started.get(key, 0.0) >= since:
+                result = await asyncio.shield(task)
+                if result.complete and result.error is None:
+                    return result
+        for key, last in list(self._last.items()):
+            if (
+                wanted <= frozenset(key)
+                and last.at >= since
+                and last.complete
+                and last.error is None
+            ):
+                return last
+        return None
 
     def _count(self, key: tuple[str, ...], task: asyncio.Task[ListPass]) -> None:
         if not task.cancelled() and task.exception() is None:

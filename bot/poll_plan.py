@@ -20,6 +20,8 @@ PAGE_SIZE = 100
 LIVE_STATUSES: tuple[str, ...] = tuple(
     STATUS_PREFIX + s.value for s in (Status.CREATING, Status.RUNNING, Status.STOPPING)
 )
+# The org-wide error watch's pages: a watched session listed there has ended in ERROR.
+ERROR_STATUSES: tuple[str, ...] = (STATUS_PREFIX + Status.ERROR.value,)
 # What a list pass saw is trusted this long; then the next cycle that could list
 # looks again (a project's live count drifts, and a GET plan never lists).
 ESTIMATE_TTL_SECONDS = 600.0

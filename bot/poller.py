@@ -48,10 +48,11 @@ from bot.config import Settings
 from bot.faults import crash_point
 from bot.incidents import track_incidents
 from bot.listing import Lister
-from bot.models import TrainingSession, short_status
+from bot.models import Status, TrainingSession, short_status
 from bot.notify import SessionEvent, Watcher, notifications
 from bot.outbox import bounded_key, insert_outbox, operator_row, unalerted
 from bot.poll_plan import (
+    ERROR_STATUSES,
     LIVE_STATUSES,
     Plan,
     Seen,
@@ -102,6 +103,7 @@ class CycleResult:
     gets: int = 0
     interval: float = 0.0  # the interval the polled sessions were given
     watched: int = 0  # sessions watched in all (a round)
+    from_error_pages: int = 0  # ended sessions learnt from the error watch's pages, not a GET
 
 
 @dataclass
@@ -200,7 +202,15 @@ async def _poll_cycle(
         )
         if result.claimed:
             total.plan, total.interval, total.watched = result.plan, result.interval, result.watched
-        for name in ("claimed", "fetched", "failed", "transitions", "outbox_rows", "gets"):
+        for name in (
+            "claimed",
+            "fetched",
+            "failed",
+            "transitions",
+            "outbox_rows",
+            "gets",
+            "from_error_pages",
+        ):
             setattr(total, name, getattr(total, name) + getattr(result, name))
         for kind, n in result.errors.items():
             total.errors[kind] = total.errors.get(kind, 0) + n
@@ -623,6 +633,7 @@ async def learn(
             del pending[sid]
         await write({sid: listed.session(sid) for sid in chunk})
     rest = list(pending)
+    previous = planner.seen
     planner.seen = seen_after(
         listed=len(listed),
         complete=listed.complete,
@@ -637,6 +648,23 @@ async def learn(
         for i in range(0, len(rest), RECORD_CHUNK):
             await write(dict.fromkeys(rest[i : i + RECORD_CHUNK], listed.error))
         return
+    if rest:
+        # Left the live list: ended or vanished. One listed in an ERROR pass another
+        # consumer (the org-wide error watch) began since our last look at the live
+        # list is in ERROR for good, and that page is its final state; absence from
+        # it says nothing, so the rest are asked for.
+        since = previous.at if previous is not None else listed.at - settings.poll_interval_seconds
+        errored = await lister.held(ERROR_STATUSES, since=since)
+        if errored is not None:
+            ended = {
+                sid: session
+                for sid in rest
+                if sid in errored and (session := errored.session(sid)).status_enum is Status.ERROR
+            }
+            if ended:
+                counts.from_error_pages += len(ended)
+                rest = [sid for sid in rest if sid not in ended]
+                await write(dict(ended))
     await get_and_write(rest)  # ended or vanished (or past a pass cut short): only a GET may say
 
 

@@ -21,6 +21,7 @@ from bot.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.config import Settings
 from bot.db import make_engine, make_sessionmaker
 from bot.http_util import SlackRateLimitRetry
+from bot.listing import Lister
 from bot.metrics import Metrics, get_metrics
 from bot.together import TogetherClient
 
@@ -39,6 +40,8 @@ class Runtime:
     # that Slack may already have accepted (a 500 after the write).
     delivery_slack: AsyncWebClient
     metrics: Metrics
+    # One per process: the list passes every consumer shares (poller, error watch, ls).
+    lister: Lister
 
     @property
     def owner(self) -> str:
@@ -105,4 +108,5 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         slack=slack,
         delivery_slack=delivery_slack,
         metrics=metrics,
+        lister=Lister(together),
     )

@@ -20,7 +20,6 @@ from bot.budget import charged_to
 from bot.delivery import deliver_due
 from bot.idle_watch import watch_idle_resources, watch_subscribed_idle
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
-from bot.listing import Lister
 from bot.outbox import OutboxMessage, State, pending_count
 from bot.poller import Planner, poll_cycle
 from bot.runtime import Runtime
@@ -37,10 +36,10 @@ class Ticker:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.stopping = False
         self._running: set[asyncio.Task[Any]] = set()
-        # Kept across cycles: what the poller has seen of the project, and the list
-        # passes every consumer in this process shares within a cycle.
+        # Kept across cycles: what the poller has seen of the project. The list passes
+        # every consumer in this process shares are the runtime's (`rt.lister`).
         self.planner = Planner()
-        self.lister = Lister(rt.together, clock=self.planner.clock)
+        self.lister = rt.lister
         # the spend watch's prices outlive a cycle (cached per resource shape)
         self.resources = ResourceReader(rt.together) if rt.settings.spend_watch else None
 
@@ -130,7 +129,8 @@ class Ticker:
                 rt.metrics.transitions.labels(to_status=status).inc(n)
             log.info(
                 "poll cycle: %d sessions, %d failed, %d transitions in %.2fs "
-                "(plan %s: %d list pages, %d GETs; next in %.1fs)",
+                "(plan %s: %d list pages, %d GETs, %d from the error watch's pages; "
+                "next in %.1fs)",
                 result.claimed,
                 result.failed,
                 result.transitions,
@@ -138,6 +138,7 @@ class Ticker:
                 result.plan.value,
                 result.list_pages,
                 result.gets,
+                result.from_error_pages,
                 result.interval,
             )
         if result.outbox_rows:

@@ -7,6 +7,11 @@ through CREATED_BY_USER_MAP; `model=` keeps the rows of that base model. A
 "More" button carries the query and Together's cursor, so the next page is
 exactly the next page whoever clicks and however long after.
 
+The first page reuses a complete list pass another consumer in this process
+began within `SHARE_SECONDS` (the poller's live statuses, the error watch's
+ERROR) when its statuses include the query's and every row it keeps fits on one
+page: then nothing is listed again. Otherwise Together is asked, as for More.
+
 The grammar and the More value are pure; `fetch_page` is the one I/O edge.
 """
 
@@ -20,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, get_args
 
 from bot.idle_watch import ACTIVE, known_idle_since
+from bot.listing import SHARE_SECONDS, Lister, ListPass
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
 from bot.rendering.blocks import Message
 from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
@@ -177,25 +183,57 @@ def keep(session: TrainingSession, query: ListQuery, created_by: Sequence[str] |
     return created_by is None or len(created_by) == 1 or session.created_by in created_by
 
 
+def from_pass(
+    listed: ListPass, query: ListQuery, created_by: Sequence[str] | None
+) -> list[TrainingSession] | None:
+    """The whole answer from a complete pass of the query's statuses or more: its
+    sessions of those statuses the query keeps, in list order; None when they do not
+    fit on one page (a page of it would need Together's own cursor for More)."""
+    ids = listed.ids_in(query.statuses)
+    if len(ids) > 5 * LS_PAGE:  # filtering that many on the loop costs more than a page
+        return None
+    kept = []
+    for sid in ids:
+        session = listed.session(sid)
+        if keep(session, query, created_by) and (
+            created_by is None or session.created_by in created_by
+        ):
+            kept.append(session)
+            if len(kept) > LS_PAGE:
+                return None
+    return kept
+
+
 async def fetch_page(
     together: TogetherClient,
     query: ListQuery,
     *,
     created_by: Sequence[str] | None,
     after: str | None = None,
+    lister: Lister | None = None,
 ) -> Page:
     """One Together page of sessions (100), filtered, with their live resources.
 
     One creator is filtered by Together; several, and the model, here (so a
     page may show fewer than 100 rows, never skips any). Resource states come
-    from one list of the live resources, not a GET per row."""
-    sessions, cursor = await together.list_sessions(
-        status=query.statuses,
-        created_by=created_by[0] if created_by is not None and len(created_by) == 1 else None,
-        after=after,
-        limit=LS_PAGE,
-    )
-    kept = [s for s in sessions if keep(s, query, created_by)]
+    from one list of the live resources, not a GET per row. The first page is
+    taken from `lister`'s recent complete pass of these statuses or more when
+    there is one and the answer fits on it (no More)."""
+    shared = None
+    if after is None and lister is not None and query.statuses:
+        listed = await lister.covering(query.statuses, since=lister.clock() - SHARE_SECONDS)
+        if listed is not None:
+            shared = from_pass(listed, query, created_by)
+    if shared is not None:
+        kept, cursor = shared, None
+    else:
+        sessions, cursor = await together.list_sessions(
+            status=query.statuses,
+            created_by=created_by[0] if created_by is not None and len(created_by) == 1 else None,
+            after=after,
+            limit=LS_PAGE,
+        )
+        kept = [s for s in sessions if keep(s, query, created_by)]
     wanted = {s.model_resources_id for s in kept if s.model_resources_id}
     resources = await live_resources(together, wanted) if wanted else {}
     rows = [SessionRow(session=s, resource=resources.get(s.model_resources_id or "")) for s in kept]
@@ -236,6 +274,7 @@ async def page_message(
     first_number: int = 1,
     progress_of: ProgressLookup | None = None,
     stall_after: timedelta | None = None,
+    lister: Lister | None = None,
 ) -> Message | str:
     """The `ls` answer for one page (with More when Together has another), or
     a refusal in words (a user with no CREATED_BY_USER_MAP entry). Sessions the
@@ -243,7 +282,7 @@ async def page_message(
     created_by = creators(query, caller=caller, user_map=user_map)
     if isinstance(created_by, str):
         return created_by
-    page = await fetch_page(together, query, created_by=created_by, after=after)
+    page = await fetch_page(together, query, created_by=created_by, after=after, lister=lister)
     if progress_of is not None and page.rows:
         stored = await progress_of([row.session.id for row in page.rows])
         busy = {r.session.model_resources_id for r in page.rows if r.session.status_enum in ACTIVE}

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering, session_list
 from bot.config import Settings
+from bot.listing import Lister
 from bot.models import TrainingSession
 from bot.rendering import watch as rendering_watch
 from bot.rendering.blocks import Message
@@ -376,9 +377,11 @@ async def org_sessions_page(
     caller: str,
     after: str | None = None,
     first_number: int = 1,
+    lister: Lister | None = None,
 ) -> Message | str:
     """One `ls` page (the first, or the one More asks for), with what the bot's
-    polls measured of the sessions it watches."""
+    polls measured of the sessions it watches; the first from a fresh pass of
+    `lister` (the process's own) when one covers it."""
     return await session_list.page_message(
         together,
         query,
@@ -389,6 +392,7 @@ async def org_sessions_page(
         first_number=first_number,
         progress_of=partial(progress_of, sessionmaker),
         stall_after=stall_threshold(settings),
+        lister=lister,
     )
 
 

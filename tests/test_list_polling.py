@@ -166,3 +166,84 @@ def test_a_new_subscription_is_first_polled_at_the_shortest_interval_not_the_lon
     # told within seconds: the first poll was due in 2 s, not 60
     wait_until(lambda: _thread(slack, "C1", root), timeout=30, what="the change told")
     assert "Stopping" in _thread(slack, "C1", root)[0]
+
+
+# --- one list pass serves every consumer ---------------------------------------------------------
+
+ERROR_LIST = "TRAINING_SESSION_STATUS_ERROR"
+LIVE_LIST = "TRAINING_SESSION_STATUS_CREATING"  # only the live statuses' pass asks for it
+
+
+def _lists_of(together: FakeTogether, status: str) -> int:
+    with together._lock:
+        return sum(1 for p in together.paths if p.startswith(LIST_PATH) and status in p)
+
+
+def test_ls_takes_the_pollers_fresh_pass_instead_of_listing_again(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    from tests.test_ls import ask, row_ids
+
+    running = [f"a{i:07d}-0000-0000-0000-000000000000" for i in range(4)]
+    for sid in running:
+        together.add(sid)
+    together.add("b0000000-0000-0000-0000-000000000000", status="CREATING")
+    bot = start_bot(POLL_PLAN="list")
+    for i, sid in enumerate(running[:2]):
+        _subscribe(bot, slack, sid, f"C{i}")
+    _list_passes(together, 2)  # the poller lists the live statuses every second
+    lists = _first_pages(together)
+    lives = _lists_of(together, LIVE_LIST)
+    answer = ask(bot, slack, "ls running")
+    assert row_ids(answer) == running  # from the live pass, CREATING left out
+    # No list of its own: every session list since was the poller's live pass.
+    assert _first_pages(together) - lists == _lists_of(together, LIVE_LIST) - lives
+
+
+class _ErrorBetweenLooks:
+    """Holds the poller's next look at the live list (which still shows `sid` RUNNING)
+    until the error watch has listed `sid` in ERROR: the poller's look after that
+    misses it, and the error watch's pass began since its last look."""
+
+    def __init__(self, together: FakeTogether, sid: str) -> None:
+        self.together, self.sid = together, sid
+        self.errored = threading.Event()
+        self.listed = threading.Event()
+        self._errors_before = 0
+        together.on_list_page = self
+
+    def __call__(self, target: str) -> None:
+        if ERROR_LIST in target and self.errored.is_set():
+            # an ERROR page that arrived after the change (the watch lists one at a time)
+            if _lists_of(self.together, ERROR_LIST) > self._errors_before:
+                self.listed.set()
+        elif LIVE_LIST in target and not self.errored.is_set():
+            self.together.set_status(self.sid, "ERROR")  # this page still has it RUNNING
+            self._errors_before = _lists_of(self.together, ERROR_LIST)
+            self.errored.set()
+            self.listed.wait(20)
+
+
+def test_a_watched_session_in_the_error_watchs_pages_is_not_asked_for_again(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    first, second = FIRST, SECOND
+    together.add(first)
+    together.add(second)
+    bot = start_bot(POLL_PLAN="list", WATCH_ALL_ERRORS="true", ONCALL_CHANNEL="COPS")
+    root = _subscribe(bot, slack, first, "C1")
+    _subscribe(bot, slack, second, "C2")
+    _list_passes(together, 2)
+    gets = together.requests_for(first)
+    held = _ErrorBetweenLooks(together, first)
+    wait_until(lambda: _thread(slack, "C1", root), timeout=30, what="the error told")
+    assert held.listed.is_set()
+    assert "Error" in _thread(slack, "C1", root)[0]
+    assert together.requests_for(first) == gets  # saved: its final state came from a page
+    assert "1 from the error watch's pages" in bot.log()
+    assert query(
+        db_url, "SELECT active, last_status FROM watched_sessions WHERE session_id = :s", s=first
+    ) == [(False, "TRAINING_SESSION_STATUS_ERROR")]
+    wait_until(lambda: slack.successful_posts("COPS"), what="on-call told once")
+    _list_passes(together, 2)
+    assert len(slack.successful_posts("COPS")) == 1

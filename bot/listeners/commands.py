@@ -196,6 +196,7 @@ async def list_org(req: Request, command: Command) -> str:
         settings=req.rt.settings,
         query=command.listing,
         caller=req.user_id,
+        lister=req.rt.lister,
     )
     return await req.answer_or_refuse(answer)
 
