@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
@@ -30,6 +31,21 @@ def subscribe(bot: BotProcess, slack: FakeSlack, session_id: str, channel: str) 
 def card(slack: FakeSlack, channel: str, root: str) -> str:
     updates = slack.updates(channel, root)
     return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
+
+
+def move_until(together: FakeTogether, shown: Callable[[], bool], *, what: str) -> None:
+    """Move SID's step by 10 after each poll that saw the last move, until `shown`:
+    the rate is measured between two moves the polls saw, however slow the
+    machine (a poll that misses a move only delays it)."""
+    step = 100
+    deadline = time.monotonic() + 60
+    while not shown():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        step += 10
+        together.set_status(SID, "RUNNING", step=str(step))
+        seen = together.requests_for(SID)
+        wait_until(lambda s=seen: together.requests_for(SID) >= s + 2, what="two polls")
+        time.sleep(0.5)  # and the redraw they may owe
 
 
 def test_the_card_shows_gpus_price_and_estimated_spend_with_one_get_per_resource(
@@ -85,10 +101,7 @@ def test_a_target_puts_steps_per_minute_and_an_eta_on_the_card(
     assert "target step 2,000" in answer, answer
     assert query(db_url, "SELECT target_step FROM subscriptions") == [(2000,)]
     root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None and c.ts)
-    for step in ("110", "120", "130"):  # the rate is measured from the step's moves
-        time.sleep(1.5)
-        together.set_status(SID, "RUNNING", step=step)
-    wait_until(lambda: "ETA" in card(slack, "C123", root), what="ETA on the card", timeout=15)
+    move_until(together, lambda: "ETA" in card(slack, "C123", root), what="ETA on the card")
     shown = card(slack, "C123", root)
     assert "steps/min" in shown and "step 2,000, ETA" in shown
     assert "Spend so far" not in shown  # SPEND_WATCH is off
@@ -115,13 +128,10 @@ def test_every_root_redraw_keeps_the_watch_lines(
     answer = r.text if r.content.strip() else json.dumps(slack.wait_for_response(token))
     assert "Subscribed" in answer, answer
     root = next(c.ts for c in slack.successful_posts("C123") if c.thread_ts is None and c.ts)
-    for step in ("110", "120", "130"):
-        time.sleep(1.5)
-        together.set_status(SID, "RUNNING", step=step)
-    wait_until(
+    move_until(
+        together,
         lambda: "ETA" in card(slack, "C123", root) and "Spend so far" in card(slack, "C123", root),
         what="ETA and spend on the card",
-        timeout=20,
     )
 
     # New checkpoints: told in the thread, and the root redrawn with them.
