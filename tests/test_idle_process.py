@@ -172,6 +172,12 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
     assert resource_lists(together) == listed
     # the org-wide list of READY resources is not used
     assert not [p for p in together.paths if urlsplit(p).path.endswith("/rl/model-resources")]
+    # A restart neither alerts again nor asks again: the follow-up's state is stored.
+    bot.stop()
+    bot = start_bot(**env)
+    time.sleep(4)
+    assert len(idle_posts(slack, "C123")) == 1 and len(idle_posts(slack, OPS)) == 1
+    assert resource_lists(together) == listed
 
     bot.click(
         "rl_stop_resource",
