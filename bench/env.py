@@ -39,7 +39,8 @@ CYCLE_RE = re.compile(
     r"poll cycle: (\d+) sessions, (\d+) failed, (\d+) transitions in ([0-9.]+)\s*s"
 )
 DETAIL_RE = re.compile(
-    r"poll cycle: \d+ sessions.*?\(plan (\w+): (\d+) list pages, (\d+) GETs; next in ([0-9.]+)s\)"
+    r"poll cycle: \d+ sessions.*?\(plan (\w+): (\d+) list pages, (\d+) GETs"
+    r"(?:, \d+ from the error watch's pages)?; next in ([0-9.]+)s\)"
 )
 
 
