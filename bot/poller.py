@@ -244,7 +244,31 @@ async def _poll_batch(
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
     forced = None if settings.poll_plan == "auto" else Plan(settings.poll_plan)
-    result.plan = choose(len(ids), planner.seen, now=planner.clock(), forced=forced)
+    clock = planner.clock()
+    result.plan = choose(len(ids), planner.seen, now=clock, forced=forced)
+    if (
+        forced is not Plan.GET
+        and len(ids) < claim_size(settings)
+        and Plan.LIST in (result.plan, choose(watched, planner.seen, now=clock))
+    ):
+        # A list pass shows every live session: the sessions due before the next
+        # cycle come along for no more requests, and the round keeps one rhythm (one
+        # pass an interval, not one for each tick at which some fall due: sessions
+        # subscribed at different times would each make their own).
+        more, _, _ = await claim_due_sessions(
+            sessionmaker,
+            owner=owner,
+            settings=settings,
+            ahead=planner.interval or settings.poll_interval_seconds,
+            limit=claim_size(settings) - len(ids),
+        )
+        worth = choose(len(ids) + len(more), planner.seen, now=clock, forced=forced)
+        if more and worth is Plan.LIST:
+            ids += more
+            result.plan = Plan.LIST
+            result.claimed = len(ids)
+        elif more:  # not worth a pass after all (another replica holds the rest)
+            await _release(sessionmaker, more, owner=owner)
 
     result.interval = planner.interval_for(
         watched, result.plan, settings, others=together.ledger.others_per_minute()
@@ -483,25 +507,34 @@ def claim_size(settings: Settings) -> int:
 
 
 async def claim_due_sessions(
-    sessionmaker: async_sessionmaker[AsyncSession], *, owner: str, settings: Settings
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *,
+    owner: str,
+    settings: Settings,
+    ahead: float = 0.0,
+    limit: int | None = None,
 ) -> tuple[list[str], datetime | None, int]:
     """Lease due sessions; return their ids, the database's time of the claim, and
-    how many sessions are watched in all (what a round of polls costs)."""
-    slack = due_slack(settings)
+    how many sessions are watched in all (what a round of polls costs; 0 when
+    `ahead`). With `ahead`, the sessions due within that many seconds instead,
+    those not failing (a failing one keeps its back-off and Retry-After)."""
+    due = [WatchedSession.next_poll_at <= db_now(due_slack(settings) + ahead)]
+    if ahead:
+        due.append(WatchedSession.consecutive_failures == 0)
     async with sessionmaker() as db, db.begin():
         rows = (
             await db.execute(
                 select(WatchedSession.session_id, db_now().label("db_now"))
                 .where(
                     WatchedSession.active.is_(True),
-                    WatchedSession.next_poll_at <= db_now(slack),
+                    *due,
                     or_(
                         WatchedSession.lease_until.is_(None),
                         WatchedSession.lease_until < db_now(),
                     ),
                 )
                 .order_by(WatchedSession.next_poll_at)
-                .limit(claim_size(settings))
+                .limit(limit or claim_size(settings))
                 .with_for_update(skip_locked=True, of=WatchedSession)
             )
         ).all()
@@ -514,6 +547,7 @@ async def claim_due_sessions(
                 .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
                 .execution_options(synchronize_session=False)
             )
+        if ids and not ahead:
             watched = (
                 await db.execute(
                     select(func.count())
@@ -522,6 +556,19 @@ async def claim_due_sessions(
                 )
             ).scalar_one()
     return ids, (rows[0].db_now if rows else None), watched
+
+
+async def _release(
+    sessionmaker: async_sessionmaker[AsyncSession], ids: list[str], *, owner: str
+) -> None:
+    """Hand back the leases of sessions claimed but not polled after all."""
+    async with sessionmaker() as db, db.begin():
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id.in_(ids), WatchedSession.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
+        )
 
 
 async def _keep_leases(

@@ -247,3 +247,31 @@ def test_a_watched_session_in_the_error_watchs_pages_is_not_asked_for_again(
     wait_until(lambda: slack.successful_posts("COPS"), what="on-call told once")
     _list_passes(together, 2)
     assert len(slack.successful_posts("COPS")) == 1
+
+
+def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sids = [f"f{i:07d}-0000-0000-0000-00000000000a" for i in range(3)]
+    for sid in sids:
+        together.add(sid)
+    # A page a round at 20 requests a minute: about every 3.5 s (the subscribe commands'
+    # GETs are spent too), checked for due sessions every 0.25 s.
+    bot = start_bot(
+        POLL_PLAN="list",
+        POLL_INTERVAL_SECONDS="10",
+        POLL_MIN_INTERVAL_SECONDS="0.5",
+        TOGETHER_REQUESTS_PER_MINUTE="20",
+    )
+    for i, sid in enumerate(sids):
+        _subscribe(bot, slack, sid, f"C{i}")
+        time.sleep(1)  # each first due at its own moment
+    _list_passes(together, 2)
+    # The first list cycle took along the sessions due before the next one: one pass
+    # a round serves all three (each on its own phase would make three).
+    start = _first_pages(together)
+    time.sleep(10)
+    passes = _first_pages(together) - start
+    assert 2 <= passes <= 4, passes
+    cycles = [line for line in bot.log().splitlines() if "poll cycle:" in line]
+    assert "poll cycle: 3 sessions" in cycles[-1]  # all three in one cycle
