@@ -94,9 +94,11 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
     What was alerted is remembered in `alerts_sent`, not only in the outbox
     (which is pruned), and the errors listed on the run that sets the baseline
     are remembered as history, so neither is ever paged (again). The pages come
-    through `lister`, shared with any other consumer of the same pages."""
+    through `lister` (the process's own by default), shared with any other consumer
+    of the same pages: `ls error` and the poller, which takes a watched session's
+    final state from them."""
     settings = rt.settings
-    lister = lister or Lister(rt.together)
+    lister = lister or rt.lister
     if not settings.oncall_channel:
         return 0
     async with rt.sessionmaker() as db, db.begin():
