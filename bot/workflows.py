@@ -22,13 +22,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot import rendering, session_list
+from bot import rendering, session_list, spend_watch
 from bot.config import Settings
 from bot.listing import Lister
 from bot.models import TrainingSession
 from bot.rendering import watch as rendering_watch
 from bot.rendering.blocks import Message
 from bot.session_list import ListQuery
+from bot.stall_watch import threshold
 from bot.storage import Subscription, WatchedSession, utcnow
 from bot.subscriptions import (
     DM_PROBLEM,
@@ -360,6 +361,41 @@ async def progress_of(sessionmaker: Sessionmaker, session_ids: list[str]) -> dic
     """What the bot's polls measured of these sessions (those it watches), for `ls`."""
     async with sessionmaker() as db:
         return await stored_progress(db, session_ids)
+
+
+async def watched_card(
+    *,
+    sessionmaker: Sessionmaker,
+    settings: Settings,
+    session: TrainingSession,
+    asker: Asker,
+    subscribed: bool = False,
+) -> Message:
+    """The session's card; for a session the bot watches, with the watch section
+    every root redraw shows (resource and spend, steps/min, a stall, and this
+    channel's own target and stall threshold when `subscribed`), so a Refresh or
+    a Stop on the root card does not drop it (see `spend_watch.card_with_watch`)."""
+    card = rendering.card(session, subscribed=subscribed)
+    if session.terminal:
+        return card
+    async with sessionmaker() as db:
+        progress = (await stored_progress(db, [session.id])).get(session.id)
+        sub = (
+            await active_subscription(
+                db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session.id
+            )
+            if subscribed and progress is not None
+            else None
+        )
+    if progress is None:
+        return card
+    own = sub.stall_after_minutes if sub is not None else None
+    watch = spend_watch.CardWatch(
+        progress,
+        target=sub.target_step if sub is not None else None,
+        stall_after=threshold(own, stall_threshold(settings)),
+    )
+    return spend_watch.card_with_watch(card, watch, now=utcnow())
 
 
 def stall_threshold(settings: Settings) -> timedelta | None:

@@ -76,11 +76,18 @@ def test_the_card_shows_gpus_price_and_estimated_spend_with_one_get_per_resource
 
     # Both sessions are polled each cycle; their one resource is read once.
     before = [together.requests_for(i) for i in (SID, SID2, RID)]
-    time.sleep(5)
+    # At least three cycles, however long the request budget makes the interval.
+    wait_until(
+        lambda: (
+            min(together.requests_for(i) - b for i, b in zip((SID, SID2), before[:2], strict=True))
+            >= 3
+        ),
+        what="three polls of each session",
+    )
+    time.sleep(0.5)  # the cycle's resource read, after its sessions
     got, got2, resource = (
         together.requests_for(i) - b for i, b in zip((SID, SID2, RID), before, strict=True)
     )
-    assert got >= 3 and got2 >= 3, (got, got2)
     assert resource <= max(got, got2) + 1, (got, got2, resource)
     assert resource < got + got2 - 1, (got, got2, resource)
     # The price is asked once per resource shape, not every cycle.
@@ -110,9 +117,9 @@ def test_a_target_puts_steps_per_minute_and_an_eta_on_the_card(
 def test_every_root_redraw_keeps_the_watch_lines(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
-    """A checkpoint or a status change redraws the root card from the same watch
-    state as the spend and ETA redraws: resource, price, spend, steps/min and the
-    target stay on it (the ETA too while the session runs)."""
+    """A Refresh, a checkpoint or a status change redraws the root card from the
+    same watch state as the spend and ETA redraws: resource, price, spend,
+    steps/min and the target stay on it (the ETA too while the session runs)."""
     from tests.fakes.together import make_session
 
     together.add_resource(RID, "READY")
@@ -133,6 +140,21 @@ def test_every_root_redraw_keeps_the_watch_lines(
         lambda: "ETA" in card(slack, "C123", root) and "Spend so far" in card(slack, "C123", root),
         what="ETA and spend on the card",
     )
+
+    # Refresh on the root card redraws it with the same lines (and keeps Unsubscribe).
+    latest = slack.updates("C123", root)[-1]
+    r = bot.click(
+        "rl_refresh",
+        SID,
+        response_url=slack.response_url("refresh"),
+        message_ts=root,
+        is_ephemeral=False,
+        message={"ts": root, "text": "", "blocks": latest.blocks},
+    )
+    assert r.status_code == 200, r.text
+    refreshed = json.dumps(slack.wait_for_response("refresh"), ensure_ascii=False)
+    assert "rl_unsubscribe" in refreshed and "Ready (billing)" in refreshed
+    assert "ETA" in refreshed and "step 2,000" in refreshed and "Spend so far" in refreshed
 
     # New checkpoints: told in the thread, and the root redrawn with them.
     more = make_session(SID, step="130", checkpoints=2)

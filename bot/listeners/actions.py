@@ -79,7 +79,14 @@ async def unsubscribe(req: Request) -> str:
 
 async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
-    await req.answer(rendering.card(session, subscribed=req.on_root_card), replace_original=True)
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=session,
+        asker=req.asker,
+        subscribed=req.on_root_card,
+    )
+    await req.answer(card, replace_original=True)
     return "ok"
 
 
@@ -113,9 +120,14 @@ async def stop(req: Request) -> str:
     assert done.session is not None and done.said is not None
     if not done.said_in_thread:
         await req.say(done.said["text"])
-    await req.answer(
-        rendering.card(done.session, subscribed=req.on_root_card), replace_original=True
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=done.session,
+        asker=req.asker,
+        subscribed=req.on_root_card,
     )
+    await req.answer(card, replace_original=True)
     return "ok"
 
 

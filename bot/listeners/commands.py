@@ -10,7 +10,7 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, spend_watch, workflows
+from bot import rendering, workflows
 from bot.command_parser import Command, Problem, Verb, parse
 from bot.listeners.request import Request, count, run
 from bot.runtime import Runtime
@@ -78,14 +78,13 @@ def _session_id(command: Command) -> str:
 
 async def show(req: Request, command: Command) -> str:
     session = await fetch_for_user(req.rt.together, _session_id(command))
-    card = rendering.card(session)
     # a watched session's card also shows what the watch saw: resource, price, spend
-    watched = await workflows.progress_of(req.rt.sessionmaker, [session.id])
-    if session.id in watched and not session.terminal:
-        watch = spend_watch.CardWatch(
-            watched[session.id], stall_after=workflows.stall_threshold(req.rt.settings)
-        )
-        card = spend_watch.card_with_watch(card, watch, now=utcnow())
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=session,
+        asker=req.asker,
+    )
     await req.answer(card, in_channel=True)
     return "ok"
 
