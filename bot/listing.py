@@ -24,10 +24,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.models import STATUS_PREFIX, TrainingSession
 from bot.poll_plan import PAGE_SIZE
-from bot.together import TogetherClient, TogetherError
+from bot.together import TogetherClient, TogetherError, parse_sessions
 
 log = logging.getLogger(__name__)
 
@@ -80,33 +81,52 @@ async def list_pass(
     on_page: Callable[[list[TrainingSession]], Awaitable[None]] | None = None,
 ) -> ListPass:
     """Every session of `statuses`, at most `max_pages` pages of `PAGE_SIZE`;
-    `on_page` sees each page as it comes, and the next page is asked for once it
-    returns (a consumer that cannot keep up holds the pass back: pages never
-    pile up unconsumed)."""
+    `on_page` sees each page as it comes. The next page loads meanwhile, and no
+    further: a consumer that cannot keep up holds the pass back, so pages never
+    pile up unconsumed."""
     out = ListPass(at=clock())
-    after: str | None = None
     cursors: set[str] = set()
-    while out.pages < max_pages:
-        try:
-            page, after = await together.list_sessions(
-                status=list(statuses), after=after, limit=PAGE_SIZE
-            )
-        except TogetherError as exc:
-            log.warning("a list page failed (%s); the pass stops there", exc.kind)
-            out.error = exc
-            return out
-        out.pages += 1
-        for session in page:
-            out.add(session)  # listed twice (it moved): the later copy
-        if on_page is not None:
-            await on_page(page)
-        if not after:
-            out.complete = True
-            return out
-        if after in cursors:  # a cursor going round: what was read is all there is
-            log.warning("the list cursor came round again; the pass stops there")
-            return out
-        cursors.add(after)
+
+    def ask(after: str | None) -> asyncio.Task[tuple[list[dict[str, Any]], str | None]]:
+        return asyncio.create_task(
+            together.list_session_rows(status=list(statuses), after=after, limit=PAGE_SIZE)
+        )
+
+    # The next page is asked for as soon as this one's cursor is known, and this
+    # one is parsed and handed over while it loads: the pages' latency, one after
+    # another, is the floor of a pass, and only that.
+    loading = ask(None) if max_pages > 0 else None
+    try:
+        while loading is not None:
+            try:
+                rows, after = await loading
+            except TogetherError as exc:
+                log.warning("a list page failed (%s); the pass stops there", exc.kind)
+                out.error = exc
+                return out
+            out.pages += 1
+            loading = None
+            going_round = after is not None and after in cursors
+            if after and not going_round and out.pages < max_pages:
+                cursors.add(after)
+                loading = ask(after)
+            page = parse_sessions(rows)
+            del rows
+            for session in page:
+                out.add(session)  # listed twice (it moved): the later copy
+            if on_page is not None:
+                await on_page(page)
+            if not after:
+                out.complete = True
+                return out
+            if going_round:  # a cursor going round: what was read is all there is
+                log.warning("the list cursor came round again; the pass stops there")
+                return out
+    finally:
+        if loading is not None:  # cancelled, or a consumer failed: the page is not wanted
+            loading.cancel()
+            if loading.done() and not loading.cancelled():
+                loading.exception()  # retrieved: no "never retrieved" warning
     log.info("a list pass stopped at %d pages with more pages left", max_pages)
     return out
 

@@ -209,6 +209,27 @@ class TogetherClient:
         the key's owner) and `model_resources_id`. Pagination is read from `meta` (`has_more`,
         `next_cursor`), with the older top-level keys as a fallback. Rows that do
         not parse are skipped, not fatal: one odd session must not hide the others."""
+        rows, cursor = await self.list_session_rows(
+            status=status,
+            created_by=created_by,
+            model_resources_id=model_resources_id,
+            after=after,
+            limit=limit,
+        )
+        return parse_sessions(rows), cursor
+
+    async def list_session_rows(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        created_by: str | None = None,
+        model_resources_id: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """`list_sessions` before its rows are parsed (`parse_sessions`): each a JSON
+        object with a string id. The cursor is known first, so a caller paging
+        through can ask for the next page while it parses this one."""
         statuses = [status] if isinstance(status, str) else list(status or [])
         params: list[tuple[str, str]] = []
         params.extend(("status[]", s) for s in statuses)
@@ -236,8 +257,8 @@ class TogetherClient:
             )
         else:
             raise TogetherError("bad_response", "not a list of sessions")
-        sessions = _parse_each(TrainingSession, items, "session")
-        return sessions, _next_cursor(body, sessions)
+        rows = [row for row in items if isinstance(row, dict) and isinstance(row.get("id"), str)]
+        return rows, _next_cursor(body, rows[-1]["id"] if rows else None)
 
     async def stop_session(self, session_id: str) -> TrainingSession:
         """Ask Together to stop a session; answers with the session as it is now."""
@@ -406,7 +427,7 @@ class TogetherClient:
             raise TogetherError("bad_response", "not a list of model resources")
         items = data.get("data") if isinstance(data.get("data"), list) else []
         resources = _parse_each(ModelResource, items or [], "model resource")
-        return resources, _next_cursor(data, resources)
+        return resources, _next_cursor(data, resources[-1].id if resources else None)
 
     async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
         """Together's on-demand price per hour for this resource's own layout."""
@@ -470,12 +491,10 @@ def _error_message(response: httpx.Response) -> str:
     return ""
 
 
-def _next_cursor(
-    body: dict[str, Any], sessions: Sequence[TrainingSession | ModelResource]
-) -> str | None:
+def _next_cursor(body: dict[str, Any], last_id: str | None) -> str | None:
     """The next page's cursor from `meta` (or the older top level), None on the last page.
 
-    `has_more` decides; a missing cursor falls back to the last id (the SDK
+    `has_more` decides; a missing cursor falls back to the page's last id (the SDK
     documents `after` as the last session's id)."""
     meta = body.get("meta")
     sources = [meta, body] if isinstance(meta, dict) else [body]
@@ -485,7 +504,7 @@ def _next_cursor(
         has_more = cursor is not None
     if not has_more:
         return None
-    return cursor or (sessions[-1].id if sessions else None)
+    return cursor or last_id
 
 
 _Parsed = TypeVar("_Parsed", TrainingSession, ModelResource)
@@ -493,6 +512,11 @@ _Parsed = TypeVar("_Parsed", TrainingSession, ModelResource)
 
 def _query(params: list[tuple[str, str]]) -> str:
     return "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
+
+
+def parse_sessions(rows: list[Any]) -> list[TrainingSession]:
+    """The sessions of a page's rows (`list_session_rows`); see `_parse_each`."""
+    return _parse_each(TrainingSession, rows, "session")
 
 
 def _parse_each(model: type[_Parsed], items: list[Any], what: str) -> list[_Parsed]:

@@ -217,5 +217,4 @@ def test_wandb_url_is_built_from_entity_project_and_run_id(
     ],
 )
 def test_next_cursor_reads_meta(body: dict[str, Any], expected: str | None) -> None:
-    sessions = [TrainingSession(id="first"), TrainingSession(id="last")]
-    assert _next_cursor(body, sessions) == expected
+    assert _next_cursor(body, "last") == expected  # "last": the page's last session

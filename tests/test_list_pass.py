@@ -1,0 +1,73 @@
+"""A list pass asks for the next page as soon as it knows the cursor, and parses and
+hands over a page while the next one loads: a pass of n pages takes about n
+round trips, not n round trips plus n parses. No extra page is ever asked for.
+Fast: the bot's client against the Together-shaped server, no bot process."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.listing import list_pass
+from bot.models import TrainingSession
+from bot.poll_plan import LIVE_STATUSES
+from bot.together import TogetherClient
+from tests import together_fixtures
+from tests.fakes import FakeTogether
+
+fake = together_fixtures.fake
+client = together_fixtures.client
+
+
+def _list_requests(fake: FakeTogether) -> int:
+    with fake._lock:
+        return sum(1 for p in fake.paths if p.startswith("/v1/rl/training-sessions?"))
+
+
+def _add(fake: FakeTogether, n: int) -> None:
+    for i in range(n):
+        fake.add(f"p{i:07d}-0000-0000-0000-000000000000")
+
+
+async def test_the_next_page_loads_while_this_one_is_handed_over(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    _add(fake, 250)  # three pages
+    asked_while_handed: list[int] = []
+
+    async def on_page(page: list[TrainingSession]) -> None:
+        await asyncio.sleep(0.3)  # a slow consumer: the next page is already asked for
+        asked_while_handed.append(_list_requests(fake))
+
+    listed = await list_pass(client, LIVE_STATUSES, max_pages=10, on_page=on_page)
+    assert listed.complete and listed.pages == 3 and len(listed) == 250
+    assert asked_while_handed == [2, 3, 3]  # none after the last page
+    assert _list_requests(fake) == 3
+
+
+async def test_a_page_limit_asks_for_no_page_past_it(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    _add(fake, 250)
+    listed = await list_pass(client, LIVE_STATUSES, max_pages=2)
+    assert (listed.pages, listed.complete, len(listed)) == (2, False, 200)
+    await asyncio.sleep(0.2)
+    assert _list_requests(fake) == 2
+    assert (await list_pass(client, LIVE_STATUSES, max_pages=0)).pages == 0
+    assert _list_requests(fake) == 2
+
+
+async def test_a_failed_next_page_stops_the_pass_after_the_pages_read(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    _add(fake, 250)
+    seen: list[int] = []
+
+    async def on_page(page: list[TrainingSession]) -> None:
+        seen.append(len(page))
+        if len(seen) == 1:
+            fake.fail(None, status=503, times=1)  # the page after this one fails
+
+    listed = await list_pass(client, LIVE_STATUSES, max_pages=10, on_page=on_page)
+    assert listed.error is not None and listed.error.kind == "unavailable"
+    assert (listed.pages, listed.complete, len(listed)) == (1, False, 100)
+    assert seen == [100]
