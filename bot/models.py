@@ -22,10 +22,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    ModelWrapValidatorHandler,
     ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
     field_validator,
+    model_validator,
 )
 
 STATUS_PREFIX = "TRAINING_SESSION_STATUS_"
@@ -90,21 +90,27 @@ LenientDatetime = Annotated[datetime | None, BeforeValidator(_lenient_datetime)]
 class _Model(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    @field_validator("*", mode="wrap")
+    @model_validator(mode="wrap")
     @classmethod
-    def _tolerant(
-        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
-    ) -> Any:
+    def _tolerant(cls, value: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
         """A field of an unexpected type (a number for a name, a string for the
         rank) is dropped to its default rather than making the whole session
-        unreadable; only a required field (the id) still refuses."""
+        unreadable; only a required field (the id) still refuses.
+
+        Validated whole first, and only on failure again without the fields that
+        failed: one call per object, not one per field (a list page is thousands
+        of fields)."""
         try:
             return handler(value)
-        except ValidationError:
-            field = cls.model_fields[str(info.field_name)]
-            if field.is_required():
+        except ValidationError as exc:
+            if not isinstance(value, dict):
                 raise
-            return field.get_default(call_default_factory=True)
+            fields = cls.model_fields
+            failed = {e["loc"][0] for e in exc.errors() if e["loc"]}
+            optional = {n for n in failed if n in fields and not fields[n].is_required()}
+            if not optional:
+                raise
+            return handler({k: v for k, v in value.items() if k not in optional})
 
 
 class SessionError(_Model):
