@@ -10,6 +10,10 @@ starts them. The scheduler's jobs charge their own name (`poll`,
 `watch_errors`, `watch_idle`, `deliver`); everything else is a person's
 `command`. The poller then takes what the others spent in the last window off
 the budget before it sizes its interval (`bot.poll_plan.budget_interval`).
+
+The budget is the whole deployment's: each replica reports its spend of the last
+minute to the database and takes the other live replicas' off the budget too
+(`bot.spend_share`).
 """
 
 from __future__ import annotations
@@ -100,6 +104,10 @@ class Ledger:
         self._trim(self.clock())
         others = sum(1 for _, who, _ in self._recent if who != POLL)
         return others * 60.0 / self.window
+
+    def per_minute(self) -> float:
+        """What every consumer spent in the last window, per minute."""
+        return self.recent() * 60.0 / self.window
 
     def recent(self) -> int:
         """Requests in the last window, by anyone."""

@@ -99,8 +99,22 @@ class Metrics:
         )
         self.poll_budget_others = Gauge(
             "rlbot_poll_budget_others_per_minute",
-            "Together requests every consumer but the poller spent in the last minute: "
-            "taken off TOGETHER_REQUESTS_PER_MINUTE before the poll interval is sized.",
+            "Together requests every consumer but the poller spent in the last minute, on "
+            "this replica and the other live ones: taken off TOGETHER_REQUESTS_PER_MINUTE "
+            "before the poll interval is sized.",
+            registry=r,
+        )
+        self.deployment_spent = Gauge(
+            "rlbot_together_spent_deployment_per_minute",
+            "Together requests the whole deployment spent in the last minute: this "
+            "replica's own and the other live replicas' last reports (what "
+            "TOGETHER_REQUESTS_PER_MINUTE bounds).",
+            registry=r,
+        )
+        self.budget_replicas = Gauge(
+            "rlbot_budget_replicas",
+            "Replicas whose Together spend this one counts in the request budget "
+            "(itself and the others that reported within 30 s).",
             registry=r,
         )
         self.poll_plans = Counter(

@@ -118,19 +118,23 @@ class Planner:
     # resource reads and prices), as the last cycle spent them.
     side: float = 0.0
     # What the other consumers spent in the last window, per minute, when the
-    # interval was last sized.
+    # interval was last sized (the other replicas' `remote` included).
     others: float = 0.0
+    # What the other live replicas' consumers but their pollers spent a minute, as
+    # they last reported it (`bot.spend_share`): the budget is the deployment's.
+    remote: float = 0.0
 
     def interval_for(
         self, watched: int, plan: Plan, settings: Settings, *, others: float = 0.0
     ) -> float:
         """The shortest interval at which a round over `watched` sessions fits what
-        the other consumers (`others` requests a minute) left of the budget."""
-        self.others = others
+        the other consumers (`others` requests a minute here, `remote` on the other
+        replicas) left of the budget."""
+        self.others = others + self.remote
         self.interval = budget_interval(
             round_cost(watched, self.seen, plan) + self.side,
             requests_per_minute=settings.together_requests_per_minute,
-            others_per_minute=others,
+            others_per_minute=self.others,
             min_seconds=settings.poll_min_interval_seconds,
             max_seconds=settings.poll_interval_seconds,
         )

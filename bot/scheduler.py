@@ -23,6 +23,7 @@ from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.outbox import OutboxMessage, State, pending_count
 from bot.poller import Planner, poll_cycle
 from bot.runtime import Runtime
+from bot.spend_share import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.spend_watch import ResourceReader
 from bot.storage import Subscription, WatchedSession
 
@@ -73,6 +74,7 @@ class Ticker:
             self._every(
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
+        self._every("share_spend", self.share_spend, SHARE_SECONDS)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -144,6 +146,22 @@ class Ticker:
         if result.outbox_rows:
             self._deliver_now()  # tell the change now, not at the next tick
 
+    async def share_spend(self) -> None:
+        """Report this replica's Together spend and learn the others' (`bot.spend_share`)."""
+        rt = self.rt
+        local = Spend.of(rt.together.ledger)
+        try:
+            remote = await exchange(rt.sessionmaker, owner=rt.owner, local=local)
+        except Exception as exc:
+            # The poller goes on with this replica's own count alone.
+            log.warning("could not share the Together spend with other replicas: %s", exc)
+            remote = []
+        self.planner.remote = sum(s.others for s in remote)
+        everyone = deployment(local, remote)
+        rt.metrics.poll_budget_others.set(everyone.others)
+        rt.metrics.deployment_spent.set(everyone.requests)
+        rt.metrics.budget_replicas.set(1 + len(remote))
+
     async def deliver(self) -> None:
         rt = self.rt
         while not self.stopping:
@@ -205,6 +223,10 @@ class Ticker:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         await release_leases(self.rt)
+        try:
+            await forget(self.rt.sessionmaker, owner=self.rt.owner)
+        except Exception:
+            log.exception("could not take back this replica's spend report; it goes stale")
 
 
 async def release_leases(rt: Runtime) -> None:

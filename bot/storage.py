@@ -214,3 +214,18 @@ class Job(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     baseline_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     last_run_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class ReplicaSpend(Base):
+    """What one replica spent on Together in the last minute, as it last reported it
+    (`bot.spend_share`): the request budget is the whole deployment's, so each
+    replica's poller takes the others' spend off it too. `updated_at` is the
+    database's clock; a row not updated for a while is a replica gone and is pruned."""
+
+    __tablename__ = "replica_spend"
+
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # requests a minute, every consumer's (the poller's included) and every one's but the poller's
+    requests: Mapped[int] = mapped_column(Integer(), default=0)
+    others: Mapped[int] = mapped_column(Integer(), default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime())

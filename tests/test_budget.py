@@ -8,13 +8,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+from sqlalchemy import text, update
+
 from bot.budget import COMMAND, POLL, Ledger, charged_to
+from bot.config import Settings
+from bot.db import make_engine, make_sessionmaker
 from bot.models import ModelResource
-from bot.poll_plan import budget_interval
+from bot.poll_plan import Plan, budget_interval
+from bot.poller import Planner
+from bot.spend_share import STALE_SECONDS, Spend, deployment, exchange, forget
+from bot.storage import ReplicaSpend, db_now
 from bot.together import TogetherClient, TogetherError
 from tests import together_fixtures
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, BotProcess, wait_until
+from tests.support import BotFactory, BotProcess, query, wait_until
 
 fake = together_fixtures.fake
 client = together_fixtures.client
@@ -68,6 +76,63 @@ def test_the_ledger_charges_each_request_to_its_consumer_over_a_sliding_window()
     long.spend("get")
     long.spend("get")
     assert long.others_per_minute() == 1.0
+
+
+def test_the_budget_is_the_deployments_the_other_replicas_non_poll_spend_is_taken_off() -> None:
+    clock = _Clock()
+    ledger = Ledger(window=60, clock=clock)
+    with charged_to(POLL):
+        for _ in range(6):
+            ledger.spend("get")
+    for _ in range(4):
+        ledger.spend("get")  # commands
+    local = Spend.of(ledger)
+    assert local == Spend(requests=10.0, others=4.0)
+    # two other live replicas: their polls count in the deployment's spend, and only their
+    # commands and watches are taken off the budget (every replica's poller sizes a round
+    # over all the watched sessions, claimed by one replica each: their polls are that round)
+    remote = [Spend(requests=30, others=20), Spend(requests=5, others=0)]
+    everyone = deployment(local, remote)
+    assert everyone == Spend(requests=45.0, others=24.0)
+    assert deployment(local, []) == local  # alone (or the database did not answer)
+
+    settings = Settings(
+        together_requests_per_minute=120, poll_min_interval_seconds=1, poll_interval_seconds=60
+    )
+    planner = Planner(clock=clock)
+    # 20 GETs a round: every 10 s on 120 a minute with nobody else spending
+    assert planner.interval_for(20, Plan.GET, settings) == 10.0
+    planner.remote = sum(s.others for s in remote)
+    # 4 of this replica's commands and 20 of the others' leave 96: every 12.5 s
+    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 12.5
+    assert planner.others == everyone.others == 24.0
+    planner.remote = 200  # the others alone over the budget: the longest interval
+    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 60.0
+
+
+async def test_replicas_report_their_spend_and_read_the_live_others(db_url: str) -> None:
+    engine = make_engine(db_url)
+    sessionmaker = make_sessionmaker(engine)
+    try:
+        assert await exchange(sessionmaker, owner="a", local=Spend(10, 4)) == []
+        assert await exchange(sessionmaker, owner="b", local=Spend(7.2, 3)) == [Spend(10, 4)]
+        # a report is replaced, not added to; the fraction is rounded up
+        assert await exchange(sessionmaker, owner="a", local=Spend(12, 5)) == [Spend(8, 3)]
+        # a replica that stopped reporting 31 s ago is ignored, then deleted
+        async with engine.begin() as conn:
+            await conn.execute(
+                update(ReplicaSpend)
+                .where(ReplicaSpend.owner == "b")
+                .values(updated_at=db_now(-STALE_SECONDS - 1))
+            )
+        assert await exchange(sessionmaker, owner="a", local=Spend(12, 5)) == []
+        async with engine.connect() as conn:
+            owners = (await conn.execute(text("SELECT owner FROM replica_spend"))).all()
+        assert [o for (o,) in owners] == ["a"]
+        await forget(sessionmaker, owner="a")  # a replica that stops takes its row along
+        assert await exchange(sessionmaker, owner="c", local=Spend(1, 1)) == []
+    finally:
+        await engine.dispose()
 
 
 async def test_tasks_inherit_the_consumer_that_started_them() -> None:
@@ -181,3 +246,61 @@ def test_other_consumers_spending_stretch_the_poll_interval_within_the_budget(
     assert BURST + 10 <= total <= BUDGET + len(WATCHED), total
     spent = bot.metric('rlbot_together_requests_spent_total{consumer="poll",kind="get"}')
     assert spent is not None and spent >= 20
+
+
+def test_commands_on_one_replica_stretch_the_poll_interval_on_another(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """TOGETHER_REQUESTS_PER_MINUTE is the deployment's: the cards asked of replica B
+    are taken off the budget replica A polls on."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
+    for sid in WATCHED:
+        together.add(sid)
+    budget = {"POLL_PLAN": "get", "TOGETHER_REQUESTS_PER_MINUTE": str(BUDGET)}
+    # A polls: 2 GETs a round at 60 a minute, every 2 s (ticks of 0.25 s). B ticks every
+    # 5 s (a minimum interval of 20 s), so A claims nearly every poll and its interval
+    # gauge follows the budget.
+    a = start_bot(
+        REPLICA_ID="a", POLL_INTERVAL_SECONDS="20", POLL_MIN_INTERVAL_SECONDS="0.5", **budget
+    )
+    b = start_bot(
+        REPLICA_ID="b", POLL_INTERVAL_SECONDS="20", POLL_MIN_INTERVAL_SECONDS="20", **budget
+    )
+    for i, sid in enumerate(WATCHED):
+        _subscribe(a, slack, sid, f"C{i}")
+    wait_until(
+        lambda: (a.metric("rlbot_poll_interval_seconds") or 99) < 2.5,
+        timeout=30,
+        what="A polling at about 2 s",
+    )
+    wait_until(lambda: a.metric("rlbot_budget_replicas") == 2, timeout=30, what="A counts B")
+    burst = 30
+    for n in range(burst):
+        token = f"card{n}"
+        b.command(f"{WATCHED[n % 2]}", response_url=slack.response_url(token), channel_id="C9")
+        slack.wait_for_response(token)
+    # B's cards reach A through the database within a report or two (5 s each); even if a
+    # loaded machine spread the burst out, at least 20 are within the minute
+    others = wait_until(
+        lambda: (v := a.metric("rlbot_poll_budget_others_per_minute")) and v >= 20 and v,
+        timeout=60,
+        what="B's commands in A's budget",
+    )
+    assert others <= burst + len(WATCHED) + 2, others
+    deployment_spent = a.metric("rlbot_together_spent_deployment_per_minute")
+    assert deployment_spent is not None and deployment_spent >= others
+    # 20 or more requests of others in the minute leave 40 or fewer for a round of 2: 3 s
+    # or longer (30 and A's 2 subscriptions: 4.3 s)
+    stretched = wait_until(
+        lambda: (v := a.metric("rlbot_poll_interval_seconds")) and v > 2.5 and v,
+        timeout=60,
+        what="A's interval stretched by B's commands",
+    )
+    assert stretched <= 10, stretched
+    # A sent no command but its own two subscriptions: the stretch is B's spend
+    commands = a.metric('rlbot_together_requests_spent_total{consumer="command",kind="get"}')
+    assert commands == len(WATCHED), commands
+    spent_b = b.metric('rlbot_together_requests_spent_total{consumer="command",kind="get"}')
+    assert spent_b == burst, spent_b
+    assert ("b",) in query(db_url, "SELECT owner FROM replica_spend")
