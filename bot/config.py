@@ -49,8 +49,9 @@ class Settings(BaseSettings):
     # and never below POLL_MIN_INTERVAL_SECONDS (unless this is lower).
     poll_interval_seconds: float = Field(60.0, gt=0)
     poll_min_interval_seconds: float = Field(5.0, gt=0)
-    # What the whole bot may spend on Together (0: no budget, poll every
-    # POLL_INTERVAL_SECONDS); the poller sizes its interval to what the others left.
+    # What the whole bot may spend on Together, every replica together (0: no budget,
+    # poll every POLL_INTERVAL_SECONDS); the poller sizes its interval to what the
+    # others left, on this replica and the others (`bot.spend_share`).
     together_requests_per_minute: float = Field(120.0, ge=0)
     # auto: per cycle, one GET per session or the list pages, whichever costs less.
     poll_plan: Literal["auto", "get", "list"] = "auto"

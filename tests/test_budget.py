@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import text, update
@@ -14,9 +15,11 @@ from sqlalchemy import text, update
 from bot.budget import COMMAND, POLL, Ledger, charged_to
 from bot.config import Settings
 from bot.db import make_engine, make_sessionmaker
+from bot.metrics import Metrics
 from bot.models import ModelResource
 from bot.poll_plan import Plan, budget_interval
 from bot.poller import Planner
+from bot.scheduler import Ticker
 from bot.spend_share import STALE_SECONDS, Spend, deployment, exchange, forget
 from bot.storage import ReplicaSpend, db_now
 from bot.together import TogetherClient, TogetherError
@@ -133,6 +136,29 @@ async def test_replicas_report_their_spend_and_read_the_live_others(db_url: str)
         assert await exchange(sessionmaker, owner="c", local=Spend(1, 1)) == []
     finally:
         await engine.dispose()
+
+
+async def test_a_database_error_in_the_spend_exchange_leaves_the_local_count() -> None:
+    class _Down:
+        def __call__(self) -> None:
+            raise ConnectionRefusedError("the database is down")
+
+    ledger = Ledger()
+    ledger.spend("get")  # a command
+    rt = SimpleNamespace(
+        settings=SimpleNamespace(spend_watch=False),
+        together=SimpleNamespace(ledger=ledger),
+        lister=None,
+        sessionmaker=_Down(),
+        owner="a",
+        metrics=Metrics(),
+    )
+    ticker = Ticker(rt)  # type: ignore[arg-type]
+    ticker.planner.remote = 40.0  # what the others reported before the database went away
+    await ticker.share_spend()  # no exception: the poller's tick is not held up
+    assert ticker.planner.remote == 0.0
+    assert rt.metrics.poll_budget_others._value.get() == 1.0
+    assert rt.metrics.budget_replicas._value.get() == 1.0
 
 
 async def test_tasks_inherit_the_consumer_that_started_them() -> None:
