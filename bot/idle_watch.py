@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -40,7 +39,7 @@ from bot.models import (
 from bot.outbox import IdlePayload, Thread, idle_rows, insert_outbox
 from bot.runtime import Runtime
 from bot.snapshots import trimmed_snapshot
-from bot.spend_watch import ResourceReader
+from bot.spend_watch import ResourceReader, stored_model
 from bot.storage import Subscription, WatchedSession, utcnow
 from bot.together import TogetherClient, TogetherError
 
@@ -90,19 +89,30 @@ async def watch_idle_resources(rt: Runtime) -> int:
     except TogetherError as exc:
         log.warning("idle-resource watch could not list resources: %s", exc)
         payloads = []
-    written = 0
     async with rt.sessionmaker() as db, db.begin():
-        if payloads:
-            ids = sorted({sid for _, session_ids in payloads for sid in session_ids})
-            by_session = await threads_of(db, ids)
-            rows = []
-            for payload, session_ids in payloads:
-                threads = [t for sid in session_ids for t in by_session.get(sid, [])]
-                rows += idle_rows(payload, oncall_channel=settings.oncall_channel, threads=threads)
-            await insert_outbox(db, rows)
-            written = len(rows)
+        written = await write_idle_alerts(db, payloads, oncall_channel=settings.oncall_channel)
         await release_job(db, "watch_idle_resources", owner=rt.owner)
     return written
+
+
+async def write_idle_alerts(
+    db: AsyncSession,
+    alerts: Sequence[tuple[IdlePayload, list[str]]],
+    *,
+    oncall_channel: str | None,
+) -> int:
+    """Outbox rows for idle alerts, each to its sessions' threads and on-call: the
+    org-wide watch and the subscribed follow-up tell an idle resource the same way."""
+    if not alerts:
+        return 0
+    ids = sorted({sid for _, session_ids in alerts for sid in session_ids})
+    by_session = await threads_of(db, ids)
+    rows = []
+    for payload, session_ids in alerts:
+        threads = [t for sid in session_ids for t in by_session.get(sid, [])]
+        rows += idle_rows(payload, oncall_channel=oncall_channel, threads=threads)
+    await insert_outbox(db, rows)
+    return len(rows)
 
 
 async def threads_of(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, list[Thread]]:
@@ -256,9 +266,9 @@ def candidate(
     if spend.get("resource_id") == resource_id and seen is not None and now - seen <= fresh_for:
         if spend.get("status") != ResourceStatus.READY.value:
             return None  # the spend watch read it just now: not READY, so not idle
-        fresh = _read(ModelResource, spend.get("resource"))
+        fresh = stored_model(ModelResource, spend.get("resource"))
     if isinstance(spend.get("price"), dict):
-        price = _read(CostEstimate, spend["price"])
+        price = stored_model(CostEstimate, spend["price"])
     return Candidate(session_id, resource_id, fresh, price)
 
 
@@ -342,17 +352,8 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             marks[c.session_id] = {"resource_id": resource_id} | mark
         if alert is not None:
             alerts.append(alert)
-    written = 0
     async with rt.sessionmaker() as db, db.begin():
-        if alerts:
-            ids = sorted({sid for _, session_ids in alerts for sid in session_ids})
-            by_session = await threads_of(db, ids)
-            out = []
-            for payload, session_ids in alerts:
-                told = [t for sid in session_ids for t in by_session.get(sid, [])]
-                out += idle_rows(payload, oncall_channel=settings.oncall_channel, threads=told)
-            await insert_outbox(db, out)
-            written = len(out)
+        written = await write_idle_alerts(db, alerts, oncall_channel=settings.oncall_channel)
         await _mark(db, marks)
     return written
 
@@ -431,12 +432,3 @@ def _when(value: Any) -> datetime | None:
     except ValueError:
         return None
     return _utc(when)
-
-
-def _read(model: type[_M], data: Any) -> _M | None:
-    if not isinstance(data, dict):
-        return None
-    try:
-        return model.model_validate(data)
-    except ValidationError:
-        return None

@@ -128,7 +128,7 @@ def stored(prev: Any, read: Read | None, *, now: datetime) -> dict[str, Any] | N
         if was_ready and resource.status_enum is ResourceStatus.READY and seen is not None:
             ready_seconds += max((now - seen).total_seconds(), 0.0)
         if price is None and isinstance(old.get("price"), dict):
-            price = _model(CostEstimate, old["price"])
+            price = stored_model(CostEstimate, old["price"])
     return {
         "resource_id": resource.id,
         "status": resource.status_enum.value,
@@ -145,8 +145,8 @@ def facts(progress: Any) -> WatchFacts:
     progress = progress if isinstance(progress, dict) else {}
     target = progress.get("target")
     spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
-    resource = _model(ModelResource, spend.get("resource"))
-    price = _model(CostEstimate, spend.get("price"))
+    resource = stored_model(ModelResource, spend.get("resource"))
+    price = stored_model(CostEstimate, spend.get("price"))
     return WatchFacts(
         resource=resource,
         price=price,
@@ -226,7 +226,8 @@ def watch_key(progress: Any) -> str | None:
     return f"{spend or '-'}:{hashlib.sha256((rate or '').encode()).hexdigest()[:8]}"
 
 
-def _model(model: type[_M], data: Any) -> _M | None:
+def stored_model(model: type[_M], data: Any) -> _M | None:
+    """A model read back from stored JSON; None when it no longer validates (an old shape)."""
     if not isinstance(data, dict):
         return None
     try:
