@@ -31,6 +31,7 @@ outbox insert, one state update, a few incident statements.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import defaultdict
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Table, and_, bindparam, func, or_, select, update
+from sqlalchemy import Table, Text, and_, bindparam, cast, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -866,6 +867,11 @@ async def record_outcomes(
                 WatchedSession.checkpoint_keys,
                 WatchedSession.not_found_since,
                 WatchedSession.progress,
+                WatchedSession.active,
+                WatchedSession.write_failures,
+                WatchedSession.last_failure,
+                # as stored, undecoded: an unchanged snapshot is not written again
+                cast(WatchedSession.snapshot, Text).label("snapshot_text"),
                 db_now().label("db_now"),
             )
             .where(
@@ -922,6 +928,18 @@ async def record_outcomes(
                         values["transition_seq"], fetched, watch=values["progress"], watch_key=key
                     )
                 )
+        if not found and _unchanged(row, fetched, values):
+            # Only what moves on every poll: far less to bind and write, and one
+            # executemany for all of them (`_update_states` groups by columns).
+            state_updates.append(
+                {
+                    "b_id": session_id,
+                    "last_polled_at": now,
+                    "next_poll_at": values["next_poll_at"],
+                    "progress": values["progress"],
+                }
+            )
+            continue
         state_updates.append(
             {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
         )
@@ -951,6 +969,27 @@ async def record_outcomes(
             if e.transition is not None:
                 to_status[short_status(e.transition.new_status)] += 1
     return dict(to_status), outbox_rows
+
+
+def _unchanged(row: Any, fetched: Fetched, values: dict[str, Any]) -> bool:
+    """The poll left the stored watch as it was: same status, step, checkpoints and
+    snapshot (compared as the stored JSON text, which the JSON column writes with
+    `json.dumps`), a live session with no failure to clear. Anything else, or a
+    snapshot stored in another form, takes the full write."""
+    return (
+        isinstance(fetched, TrainingSession)
+        and not fetched.terminal
+        and row.active
+        and row.consecutive_failures == 0
+        and row.not_found_since is None
+        and row.write_failures == 0
+        and row.last_failure is None
+        and values["transition_seq"] == row.transition_seq
+        and values["last_status"] == row.last_status
+        and values["checkpoint_keys"] == row.checkpoint_keys
+        and row.snapshot_text is not None
+        and json.dumps(values["snapshot"]) == row.snapshot_text
+    )
 
 
 async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:
