@@ -245,6 +245,9 @@ class Bot:
             slack=slack,
             together=together,
             env=base | env,
+            # The tests' fast delivery tick (0.2 s) costs CPU in every cycle measured
+            # here: the bot's own default applies unless a scenario sets one.
+            unset=("DELIVERY_INTERVAL_SECONDS",),
         )
         self.pid = self.proc.proc.pid
         self.last_cycle_index = 0  # which logged cycle `wait_cycle` returned last
