@@ -95,11 +95,14 @@ class Settings(BaseSettings):
     # WATCH_IDLE_RESOURCES also lists READY resources org-wide for on-call.
     watch_idle_resources: bool = False
     idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
-    # Spend watch: each poll cycle reads the model resource of the sessions it
-    # fetched (once per resource) and its price (cached an hour per shape), for
-    # the card. Costs one Together GET per distinct resource per cycle, so it is
-    # off unless turned on, like WATCH_IDLE_RESOURCES.
+    # Spend watch: the poll cycle reads the model resource of the sessions it
+    # fetched and its price (cached an hour per shape), for the card. A read is
+    # reused for SPEND_REFRESH_SECONDS unless one of its sessions changed status,
+    # so a cycle reads only the due resources, once each: a GET each, or pages of
+    # the live resources list (100 a page) when fewer (`spend_watch.ResourceReader`).
+    # Charged to the poller's round in the request budget.
     spend_watch: bool = False
+    spend_refresh_seconds: float = Field(60.0, ge=0, le=24 * 3600)
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
     default_timezone: str = "UTC"

@@ -42,7 +42,11 @@ class Ticker:
         self.planner = Planner()
         self.lister = rt.lister
         # the spend watch's prices outlive a cycle (cached per resource shape)
-        self.resources = ResourceReader(rt.together) if rt.settings.spend_watch else None
+        self.resources = (
+            ResourceReader(rt.together, refresh_seconds=rt.settings.spend_refresh_seconds)
+            if rt.settings.spend_watch
+            else None
+        )
 
     def start(self) -> None:
         settings = self.rt.settings

@@ -29,8 +29,9 @@ from bot.listing import SHARE_SECONDS, Lister, ListPass
 from bot.models import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
 from bot.rendering.blocks import Message
 from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.spend_watch import live_resource_pages
 from bot.stall_watch import load_progress
-from bot.together import TogetherClient, TogetherError
+from bot.together import TogetherClient
 from bot.watch_rules import stalled_for
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
@@ -53,11 +54,6 @@ _STATUSES: dict[str, list[str]] = {
 }
 # How Slack writes a user in a command's text: `<@U123|name>` (escaped) or `<@U123>`.
 _USER_RE = re.compile(r"^<@([UW][A-Z0-9]{2,20})(?:\|[^<>]*)?>$")
-#: resources listed for the rows' "resource" column: the ones that can bill or will
-_LIVE_RESOURCES = [
-    "MODEL_RESOURCES_STATUS_" + s.value
-    for s in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.READY)
-]
 #: pages of live resources read for one `ls` page, at most (100 resources each)
 MAX_RESOURCE_PAGES = 5
 
@@ -249,16 +245,9 @@ async def live_resources(
     neither: stopped, in error, or past the pages read. A failed page only
     leaves the rest of the column empty."""
     found: dict[str, ModelResource] = {}
-    cursor: str | None = None
-    for _ in range(max_pages):
-        try:
-            page, cursor = await together.list_model_resources(
-                status=_LIVE_RESOURCES, after=cursor, limit=100
-            )
-        except TogetherError:
-            break
+    async for page, _ in live_resource_pages(together, max_pages=max_pages):
         found.update((r.id, r) for r in page if r.id in wanted)
-        if cursor is None or wanted <= found.keys():
+        if wanted <= found.keys():
             break
     return found
 

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession
+from bot.poll_plan import Plan, Seen, choose, max_pages, seen_after
 from bot.rendering.blocks import Message
 from bot.rendering.watch import WatchFacts, rate_words, with_watch
 from bot.stall_watch import load_progress
@@ -43,6 +44,13 @@ PRICE_TTL_SECONDS = 3600.0
 SPEND_REDRAW_SECONDS = 900.0
 #: resource GETs in flight at once
 _CONCURRENCY = 8
+#: a session not seen this long is forgotten (its next read counts as new)
+_FORGET_SESSION_SECONDS = 3600.0
+#: the resources that can bill or will: what a pass of live pages lists
+LIVE_RESOURCES = [
+    "MODEL_RESOURCES_STATUS_" + s.value
+    for s in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.READY)
+]
 
 Read = tuple[ModelResource, CostEstimate | None]
 _M = TypeVar("_M", ModelResource, CostEstimate)
@@ -51,46 +59,126 @@ _M = TypeVar("_M", ModelResource, CostEstimate)
 class ResourceReader:
     """Model resources and their prices for the sessions of one poll cycle.
 
-    `begin_cycle` forgets the resources (each cycle reads them afresh, once);
-    prices outlive cycles, keyed by the resource's shape."""
+    A resource read is reused for `refresh_seconds` (resources change slowly)
+    unless one of its sessions changed status since the reader last saw it: each
+    cycle reads only the due resources, each once. Many due ones are read with
+    pages of the live resources list (100 a page) rather than a GET each,
+    whichever the poll plan's estimate (`bot.poll_plan.choose`: the last pass's
+    pages against the due count) finds cheaper; a due resource the pages do not
+    show is read with a GET (absence is not evidence). Prices outlive cycles,
+    keyed by the resource's shape."""
 
     def __init__(
-        self, together: TogetherClient, *, clock: Callable[[], float] = time.monotonic
+        self,
+        together: TogetherClient,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_seconds: float = 60.0,
     ) -> None:
         self._together = together
         self._clock = clock
-        self._cycle: dict[str, ModelResource | None] = {}
+        self._refresh = refresh_seconds
+        # resource id -> (read, when); a failed read is not kept
+        self._reads: dict[str, tuple[ModelResource, float]] = {}
+        # resources read or tried this cycle (a failed one is not tried again)
+        self._tried: set[str] = set()
+        # session id -> (status, resource id, when) as last seen
+        self._sessions: dict[str, tuple[str, str, float]] = {}
         self._prices: dict[str, tuple[CostEstimate, float]] = {}
+        self._seen: Seen | None = None  # what the last pass of live pages saw
+        self._listed = False  # a pass ran this cycle
         self.gets = 0
+        self.pages = 0
 
     def begin_cycle(self) -> None:
-        self._cycle.clear()
+        now = self._clock()
+        self._tried.clear()
+        self._listed = False
+        self._reads = {r: v for r, v in self._reads.items() if now - v[1] < self._refresh}
+        self._sessions = {
+            s: v for s, v in self._sessions.items() if now - v[2] < _FORGET_SESSION_SECONDS
+        }
+
+    def due(self, sessions: Iterable[TrainingSession]) -> tuple[dict[str, str], list[str]]:
+        """The sessions' resources by session, and the resources to read now: not
+        read within `refresh_seconds`, or one of their sessions changed status
+        (or is new to the reader); never one already tried this cycle."""
+        now = self._clock()
+        wanted: dict[str, str] = {}
+        moved: set[str] = set()
+        for s in sessions:
+            if not s.model_resources_id:
+                continue
+            wanted[s.id] = s.model_resources_id
+            before = self._sessions.get(s.id)
+            if before is None or before[:2] != (s.status, s.model_resources_id):
+                moved.add(s.model_resources_id)
+            self._sessions[s.id] = (s.status, s.model_resources_id, now)
+        fresh = {r for r, (_, at) in self._reads.items() if now - at < self._refresh}
+        due = sorted(r for r in set(wanted.values()) - self._tried if r in moved or r not in fresh)
+        return wanted, due
 
     async def read(self, sessions: Iterable[TrainingSession]) -> dict[str, Read]:
         """Each session's resource and price (None when unknown); sessions whose
         resource could not be read are left out."""
-        wanted = {s.id: s.model_resources_id for s in sessions if s.model_resources_id}
-        todo = sorted({r for r in wanted.values() if r not in self._cycle})
+        wanted, due = self.due(sessions)
+        self._tried.update(due)
+        if due:
+            await self._read(due)
+        out: dict[str, Read] = {}
+        for session_id, resource_id in wanted.items():
+            kept = self._reads.get(resource_id)
+            if kept is not None:
+                out[session_id] = (kept[0], await self._price(kept[0]))
+        return out
+
+    def plan(self, due: int) -> Plan:
+        """GETs or a pass of live pages for `due` resources (one pass a cycle)."""
+        if self._listed:
+            return Plan.GET
+        return choose(due, self._seen, now=self._clock())
+
+    async def _read(self, due: list[str]) -> None:
+        now = self._clock()
+        left = set(due)
+        if self.plan(len(due)) is Plan.LIST:
+            self._listed = True
+            known = {v[1] for v in self._sessions.values()}
+            listed, complete = 0, False
+            async for page, last in live_resource_pages(
+                self._together, max_pages=max_pages(len(due))
+            ):
+                self.pages += 1
+                listed += len(page)
+                complete = last
+                for r in page:
+                    if r.id in known:  # a live resource of a watched session: a read
+                        self._reads[r.id] = (r, now)
+                        left.discard(r.id)
+                if not left:
+                    break
+            self._seen = seen_after(
+                listed=listed,
+                complete=complete,
+                due=len(due),
+                missing=len(left),
+                at=now,
+                before=self._seen,
+            )
         gate = asyncio.Semaphore(_CONCURRENCY)
 
         async def one(resource_id: str) -> None:
             async with gate:
                 self.gets += 1
                 try:
-                    self._cycle[resource_id] = await self._together.get_model_resource(
-                        resource_id, max_wait=5
-                    )
+                    got = await self._together.get_model_resource(resource_id, max_wait=5)
                 except TogetherError as exc:
                     log.info("could not read model resource: %s", exc.kind)
-                    self._cycle[resource_id] = None
+                    self._reads.pop(resource_id, None)
+                    return
+                self._reads[resource_id] = (got, self._clock())
 
-        await asyncio.gather(*(one(r) for r in todo))
-        out: dict[str, Read] = {}
-        for session_id, resource_id in wanted.items():
-            resource = self._cycle.get(resource_id)
-            if resource is not None:
-                out[session_id] = (resource, await self._price(resource))
-        return out
+        await asyncio.gather(*(one(r) for r in sorted(left)))
 
     async def price(self, resource: ModelResource) -> CostEstimate | None:
         """A resource's price per hour, from the cache when its shape was priced
@@ -110,6 +198,26 @@ class ResourceReader:
             return cached[0] if cached is not None else None
         self._prices[shape] = (price, now)
         return price
+
+
+async def live_resource_pages(
+    together: TogetherClient, *, max_pages: int
+) -> AsyncIterator[tuple[list[ModelResource], bool]]:
+    """Pages of the live (pending, creating, ready) resources, 100 a page, with
+    whether each is the last (Together's `meta` says), up to `max_pages`. A page
+    that fails ends the pass after the pages read."""
+    cursor: str | None = None
+    for _ in range(max_pages):
+        try:
+            page, cursor = await together.list_model_resources(
+                status=LIVE_RESOURCES, after=cursor, limit=100
+            )
+        except TogetherError as exc:
+            log.info("could not list model resources: %s", exc.kind)
+            return
+        yield page, cursor is None
+        if cursor is None:
+            return
 
 
 def stored(prev: Any, read: Read | None, *, now: datetime) -> dict[str, Any] | None:

@@ -4,14 +4,16 @@ worth a redraw."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from bot.models import CostEstimate, ModelResource
+from bot.models import CostEstimate, ModelResource, TrainingSession
 from bot.rendering.watch import watch_blocks
 from bot.spend_watch import (
     SPEND_REDRAW_SECONDS,
     CardWatch,
+    ResourceReader,
     card_facts,
     card_key,
     card_with_watch,
@@ -20,8 +22,9 @@ from bot.spend_watch import (
     watch_key,
 )
 from bot.stall_watch import stored_progress
+from bot.together import TogetherClient
 from bot.watch_rules import Progress
-from tests.fakes.together import make_model_resource
+from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 RID = "7c3e4567-e89b-12d3-a456-426614174000"
@@ -146,3 +149,91 @@ def test_a_watch_state_without_progress_still_shows_the_resource() -> None:
     assert got.resource is not None and got.target == 50 and got.eta is None and step is None
     nothing, _ = card_facts(CardWatch(None), now=NOW)
     assert nothing == facts(None)
+
+
+# --- ResourceReader: which resources a cycle reads, and how --------------------------------
+
+
+class StubTogether:
+    """Together's resource endpoints over a fixed set of live resources, counting requests."""
+
+    def __init__(self, live: list[str], extra: tuple[str, ...] = ()) -> None:
+        self.live = [resource_with(r) for r in live]
+        self.known = {r.id: r for r in self.live} | {r: resource_with(r) for r in extra}
+        self.gets: list[str] = []
+        self.pages = 0
+
+    async def get_model_resource(self, resource_id: str, *, max_wait: float) -> ModelResource:
+        self.gets.append(resource_id)
+        return self.known[resource_id]
+
+    async def list_model_resources(
+        self, *, status: object, after: str | None, limit: int
+    ) -> tuple[list[ModelResource], str | None]:
+        self.pages += 1
+        start = int(after) if after else 0
+        end = start + limit
+        return self.live[start:end], (str(end) if end < len(self.live) else None)
+
+    async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
+        return PRICE
+
+
+def resource_with(rid: str) -> ModelResource:
+    return ModelResource.model_validate(make_model_resource(rid, "READY", now=NOW))
+
+
+def rid(i: int) -> str:
+    return f"7c3e4567-e89b-12d3-a456-{i:012d}"
+
+
+def session_on(i: int, resource_id: str, status: str = "RUNNING") -> TrainingSession:
+    return TrainingSession.model_validate(
+        make_session(f"5a3e4567-e89b-12d3-a456-{i:012d}", status, model_resources_id=resource_id)
+    )
+
+
+def reader_over(stub: StubTogether, clock: list[float], refresh: float = 60.0) -> ResourceReader:
+    return ResourceReader(
+        cast(TogetherClient, stub), clock=lambda: clock[0], refresh_seconds=refresh
+    )
+
+
+def cycle(reader: ResourceReader, sessions: list[TrainingSession]) -> dict[str, Any]:
+    reader.begin_cycle()
+    return asyncio.run(reader.read(sessions))
+
+
+def test_many_due_resources_are_read_with_live_pages_and_few_with_gets() -> None:
+    stub = StubTogether([rid(i) for i in range(250)], extra=(rid(999),))
+    clock = [1000.0]
+    reader = reader_over(stub, clock)
+    sessions = [session_on(i, rid(i)) for i in range(250)]
+    # 250 due, nothing seen: a pass of live pages (3 pages, not 250 GETs).
+    got = cycle(reader, sessions)
+    assert len(got) == 250 and stub.pages == 3 and stub.gets == []
+    # Within SPEND_REFRESH_SECONDS and no status changed: nothing is read.
+    clock[0] += 30
+    assert len(cycle(reader, sessions)) == 250 and stub.pages == 3 and stub.gets == []
+    # One session changed status: its resource alone is due, one GET (1 < 3 pages).
+    sessions[7] = session_on(7, rid(7), "STOPPING")
+    cycle(reader, sessions)
+    assert stub.gets == [rid(7)] and stub.pages == 3
+    # Two due against 3 pages of live resources: GETs are cheaper.
+    sessions[8], sessions[9] = session_on(8, rid(8), "STOPPING"), session_on(9, rid(9), "STOPPING")
+    cycle(reader, sessions)
+    assert sorted(stub.gets[1:]) == [rid(8), rid(9)] and stub.pages == 3
+    # All due again after the refresh: pages again (3 < 250), once in the cycle.
+    clock[0] += 61
+    cycle(reader, sessions)
+    assert stub.pages == 6 and len(stub.gets) == 3
+
+
+def test_a_resource_absent_from_the_live_pages_is_read_with_a_get() -> None:
+    stub = StubTogether([rid(i) for i in range(5)], extra=(rid(999),))
+    clock = [1000.0]
+    reader = reader_over(stub, clock)
+    sessions = [session_on(i, rid(i)) for i in range(5)] + [session_on(9, rid(999))]
+    got = cycle(reader, sessions)
+    assert len(got) == 6
+    assert stub.pages == 1 and stub.gets == [rid(999)]  # stopped: not listed, so asked
