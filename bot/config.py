@@ -100,8 +100,8 @@ class Settings(BaseSettings):
     # reused for SPEND_REFRESH_SECONDS unless one of its sessions changed status,
     # so a cycle reads only the due resources, once each: a GET each, or pages of
     # the live resources list (100 a page) when fewer (`spend_watch.ResourceReader`).
-    # Charged to the poller's round in the request budget.
-    spend_watch: bool = False
+    # Charged to the poller's round in the request budget. On unless turned off.
+    spend_watch: bool = True
     spend_refresh_seconds: float = Field(60.0, ge=0, le=24 * 3600)
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}

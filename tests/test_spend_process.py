@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Callable
 
+from tests.conftest import BotLauncher
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
@@ -185,3 +186,46 @@ def test_every_root_redraw_keeps_the_watch_lines(
         assert "Ready (billing)" in shown and "$25.00/h" in shown and "Spend so far" in shown
         assert "steps/min" in shown and "step 2,000" in shown, shown
         assert "ETA" not in shown  # no ETA for a session that no longer runs
+
+
+def test_the_spend_watch_is_on_when_the_setting_is_unset(
+    launch_bot: BotLauncher, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.add_resource(RID, "READY")
+    together.add(SID, "RUNNING", step="10", model_resources_id=RID)
+    bot = launch_bot(unset=("SPEND_WATCH",))
+    root = subscribe(bot, slack, SID, "C123")
+    wait_until(lambda: "Ready (billing)" in card(slack, "C123", root), what="resource line")
+    shown = card(slack, "C123", root)
+    assert "H100-80GB" in shown and "$25.00/h" in shown, shown
+
+
+def test_a_resource_is_read_once_within_its_refresh_however_many_cycles(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Two watched sessions on one resource, SPEND_REFRESH_SECONDS long: once both
+    cards show it, several more cycles read it no more (no status changed)."""
+    together.add_resource(RID, "READY")
+    together.add(SID, "RUNNING", step="10", model_resources_id=RID)
+    together.add(SID2, "RUNNING", step="20", model_resources_id=RID)
+    bot = start_bot(SPEND_WATCH="true", SPEND_REFRESH_SECONDS="3600")
+    roots = {
+        "C123": subscribe(bot, slack, SID, "C123"),
+        "C456": subscribe(bot, slack, SID2, "C456"),
+    }
+    for channel, root in roots.items():
+        wait_until(
+            lambda c=channel, r=root: "Ready (billing)" in card(slack, c, r), what="resource line"
+        )
+    # one read for the first subscription, at most one more for the second (new to the watch)
+    first = together.requests_for(RID)
+    assert 1 <= first <= 2, first
+    before = [together.requests_for(i) for i in (SID, SID2)]
+    wait_until(
+        lambda: (
+            min(together.requests_for(i) - b for i, b in zip((SID, SID2), before, strict=True)) >= 4
+        ),
+        what="four more polls of each session",
+    )
+    time.sleep(0.5)  # the last cycle's resource reads, after its sessions
+    assert together.requests_for(RID) == first
