@@ -34,7 +34,7 @@ import asyncio
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -87,6 +87,8 @@ MAX_LIST_PAGES = 1000
 RECORD_CHUNK = 500
 # List pages handed to the writer and not yet written: the next is fetched meanwhile.
 PAGES_AHEAD = 1
+# The side requests of a round are averaged over this long (a few SPEND_REFRESH_SECONDS).
+SIDE_WINDOW = 300.0
 
 
 @dataclass
@@ -141,10 +143,21 @@ class Planner:
         )
         return self.interval
 
+    # (when, side requests, sessions claimed) of the cycles in the last SIDE_WINDOW
+    cycles: deque[tuple[float, int, int]] = field(default_factory=deque)
+
     def note_side(self, spent: int, *, claimed: int, watched: int) -> None:
-        """The side requests a cycle over `claimed` of `watched` sessions spent, as a round's."""
-        if claimed:
-            self.side = spent * max(watched, claimed) / claimed
+        """The side requests a round costs, averaged over the cycles of the last
+        SIDE_WINDOW seconds: the spend watch reads a resource once per
+        SPEND_REFRESH_SECONDS, so one cycle reads many and the next ones none, and
+        sizing from the last cycle alone would swing the interval with them."""
+        now = self.clock()
+        self.cycles.append((now, spent, claimed))
+        while self.cycles and now - self.cycles[0][0] > SIDE_WINDOW:
+            self.cycles.popleft()
+        polled = sum(c for _, _, c in self.cycles)
+        if polled:
+            self.side = sum(s for _, s, _ in self.cycles) * max(watched, claimed) / polled
 
 
 # What one poll learnt of a session: its state, or why Together did not say.

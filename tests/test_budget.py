@@ -18,7 +18,7 @@ from bot.db import make_engine, make_sessionmaker
 from bot.metrics import Metrics
 from bot.models import ModelResource
 from bot.poll_plan import Plan, budget_interval
-from bot.poller import Planner
+from bot.poller import SIDE_WINDOW, Planner
 from bot.scheduler import Ticker
 from bot.spend_share import STALE_SECONDS, Spend, deployment, exchange, forget
 from bot.storage import ReplicaSpend, db_now
@@ -330,3 +330,23 @@ def test_commands_on_one_replica_stretch_the_poll_interval_on_another(
     spent_b = b.metric('rlbot_together_requests_spent_total{consumer="command",kind="get"}')
     assert spent_b == burst, spent_b
     assert ("b",) in query(db_url, "SELECT owner FROM replica_spend")
+
+
+def test_the_side_cost_of_a_round_is_averaged_over_recent_cycles() -> None:
+    """The spend watch reads resources in one cycle and then none for a while: the
+    round's side cost is their average, not the last cycle's (which swung 10 → 0)."""
+    now = [0.0]
+    planner = Planner(clock=lambda: now[0])
+    planner.note_side(10, claimed=20, watched=20)
+    assert planner.side == 10
+    for _ in range(4):
+        now[0] += 10
+        planner.note_side(0, claimed=20, watched=20)
+    assert planner.side == pytest.approx(2.0)  # 10 requests over five rounds
+    # Half-round cycles (20 of 40 watched) count as half a round each.
+    planner.note_side(0, claimed=20, watched=40)
+    assert planner.side == pytest.approx(10 * 40 / 120)
+    # Past the window the burst is forgotten.
+    now[0] += SIDE_WINDOW + 1
+    planner.note_side(0, claimed=20, watched=20)
+    assert planner.side == 0
