@@ -7,8 +7,8 @@ rate-limit wait, so one held back is not counted) in a `Ledger`, by kind
 `estimate_cost`, `resource_stop`) and by consumer: whoever the request is
 charged to, a context variable that asyncio tasks inherit from the code that
 starts them. The scheduler's jobs charge their own name (`poll`,
-`watch_errors`, `watch_idle`, `deliver`); everything else is a person's
-`command`. The poller then takes what the others spent in the last window off
+`watch_errors`, `watch_idle`, `watch_subscribed_idle`, `deliver`); everything
+else is a person's `command`. The poller then takes what the others spent in the last window off
 the budget before it sizes its interval (`bot.poll_plan.budget_interval`).
 
 The budget is the whole deployment's: each replica reports its spend of the last
