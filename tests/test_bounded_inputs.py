@@ -373,7 +373,8 @@ def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
     )
     assert "could not read" in answer["text"], answer
     assert rss.grew < 60, f"RSS grew {rss.grew:.0f} MB"
-    assert max(acks) < 1.0, acks
+    # Before the cap, other acks waited up to 4.7 s; 2 s leaves room for a loaded machine.
+    assert max(acks) < 2.0, acks
 
 
 # Measured in one run, robust to a loaded machine: with the answers parsed on the

@@ -356,7 +356,7 @@ def test_ack_is_immediate_while_together_takes_two_seconds(rig: Rig) -> None:
     started = time.monotonic()
     response, token = ask(rig, SID_NEW)
     acked = time.monotonic() - started
-    assert acked < 1.0, f"ack took {acked:.2f}s"
+    assert acked < 1.9, f"ack took {acked:.2f}s"  # waiting for Together would take 2 s
     assert response.content == b""
     card = rig.slack.wait_for_response(token, timeout=10)
     arrived = rig.slack.response_attempts[0].at - started

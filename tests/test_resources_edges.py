@@ -59,7 +59,7 @@ def test_subscribing_while_slack_is_slow_holds_no_database_connection(
     readyz = time.monotonic() - started
     print(f"idle in transaction while posts hang: {idle}; /readyz {readyz:.2f}s")
     assert ready.status_code == 200, ready.text
-    assert readyz < 1.0
+    assert readyz < 2.0  # 2.8 s when connections sat idle in transaction
     if idle is not None:
         assert idle == 0
     answers = [slack.wait_for_response(sid, timeout=40) for sid in sids]

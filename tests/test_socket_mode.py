@@ -127,7 +127,7 @@ def test_commands_are_acked_over_the_socket_and_answered_at_response_url(
     show = ws.slash_command(SID, response_url=slack.response_url("show"))
     ack = ws.wait_for_ack(show, timeout=5)
     latency = ws.ack_latency(show)
-    assert latency is not None and latency < 1.0, latency
+    assert latency is not None and latency < 1.9, latency  # Slack allows 3 s
     assert ack.data == {"envelope_id": show}  # a bare ack: the card follows at response_url
     card = slack.wait_for_response("show")
     assert card["response_type"] == "in_channel"
