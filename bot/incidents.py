@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings
-from bot.models import TrainingSession
+from bot.models import RawSession, TrainingSession
 from bot.outbox import insert_outbox, operator_row
 from bot.storage import Incident
 from bot.together import TogetherError
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 async def track_incidents(
     db: AsyncSession,
-    results: Iterable[TrainingSession | TogetherError],
+    results: Iterable[TrainingSession | RawSession | TogetherError],
     *,
     settings: Settings,
     now: datetime,

@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.models import STATUS_PREFIX, TrainingSession
+from bot.models import STATUS_PREFIX, RawSession, TrainingSession, session_of_text
 from bot.poll_plan import PAGE_SIZE
-from bot.together import TogetherClient, TogetherError, parse_sessions
+from bot.together import TogetherClient, TogetherError, raw_sessions
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ SHARE_SECONDS = 5.0
 
 @dataclass
 class ListPass:
-    """What one pass listed. Sessions are held as compact JSON, a fifth of their
-    size as models, and read back when asked for: a pass of thousands of sessions
-    is held for a whole cycle."""
+    """What one pass listed. Sessions are held as the JSON text they came as, a
+    fifth of their size as models, and read back when asked for: a pass of
+    thousands of sessions is held for a whole cycle."""
 
     pages: int = 0
     complete: bool = False
@@ -50,9 +50,9 @@ class ListPass:
     _found: dict[str, bytes] = field(default_factory=dict)
     _status: dict[str, str] = field(default_factory=dict)
 
-    def add(self, session: TrainingSession) -> None:
-        self._found[session.id] = session.model_dump_json().encode()
-        self._status[session.id] = STATUS_PREFIX + session.status_enum.value
+    def add(self, row: RawSession) -> None:
+        self._found[row.id] = row.text
+        self._status[row.id] = STATUS_PREFIX + row.head.status_enum.value
 
     def ids_in(self, statuses: Sequence[str]) -> list[str]:
         """The listed sessions of `statuses` (full names), in list order."""
@@ -66,10 +66,14 @@ class ListPass:
         return len(self._found)
 
     def session(self, session_id: str) -> TrainingSession:
-        return TrainingSession.model_validate_json(self._found[session_id])
+        return session_of_text(self._found[session_id])
+
+    def row(self, session_id: str) -> RawSession:
+        """The session as listed, its head read (the poller's form)."""
+        return RawSession.from_text(self._found[session_id])
 
     def sessions(self) -> Iterator[TrainingSession]:
-        return (TrainingSession.model_validate_json(raw) for raw in self._found.values())
+        return (session_of_text(raw) for raw in self._found.values())
 
 
 async def list_pass(
@@ -78,7 +82,7 @@ async def list_pass(
     *,
     max_pages: int,
     clock: Callable[[], float] = time.monotonic,
-    on_page: Callable[[list[TrainingSession]], Awaitable[None]] | None = None,
+    on_page: Callable[[list[RawSession]], Awaitable[None]] | None = None,
 ) -> ListPass:
     """Every session of `statuses`, at most `max_pages` pages of `PAGE_SIZE`;
     `on_page` sees each page as it comes. The next page loads meanwhile, and no
@@ -110,10 +114,11 @@ async def list_pass(
             if after and not going_round and out.pages < max_pages:
                 cursors.add(after)
                 loading = ask(after)
-            page = parse_sessions(rows)
+                await asyncio.sleep(0)  # let it send the request before this page is read
+            page = raw_sessions(rows)
             del rows
-            for session in page:
-                out.add(session)  # listed twice (it moved): the later copy
+            for row in page:
+                out.add(row)  # listed twice (it moved): the later copy
             if on_page is not None:
                 await on_page(page)
             if not after:
@@ -154,7 +159,7 @@ class Lister:
         *,
         max_pages: int,
         since: float,
-        on_page: Callable[[list[TrainingSession]], Awaitable[None]] | None = None,
+        on_page: Callable[[list[RawSession]], Awaitable[None]] | None = None,
     ) -> ListPass:
         """A pass of `statuses` begun at `since` (clock time) or later that went as
         far as `max_pages` (or to the end); a failed pass is never reused.

@@ -11,6 +11,8 @@ strings and are parsed as exact integers. Unknown fields are kept
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -326,6 +328,57 @@ class TrainingSession(_Model):
             return None
         when = self.error.occurred_at.isoformat() if self.error.occurred_at else ""
         return f"{self.error.code or ''}|{when}"
+
+
+#: What every poll reads of a session at once (`RawSession.head`): its status, step,
+#: creation time and model resource. The rest waits for `RawSession.session`.
+HEAD_FIELDS = ("id", "status", "step", "created_at", "model_resources_id")
+
+
+class RawSession:
+    """A session as Together sent it, read in two steps: its `head` at once, the
+    whole model only when asked for.
+
+    `fingerprint` is a hash of the row as sent. The poller stores it with the
+    state it built from the row, so a later poll whose row has the same
+    fingerprint knows nothing moved without parsing or trimming the row again:
+    a steady session costs its head (a list pass is thousands of rows a cycle)."""
+
+    __slots__ = ("fingerprint", "head", "text")
+
+    def __init__(self, head: TrainingSession, text: bytes) -> None:
+        self.head = head
+        self.text = text
+        self.fingerprint = hashlib.blake2b(text, digest_size=16).hexdigest()
+
+    @classmethod
+    def of(cls, row: dict[str, Any]) -> RawSession:
+        """A decoded JSON object as Together sent it; `ValidationError` when even
+        its head does not parse (no usable id): then neither would the whole."""
+        head = TrainingSession.model_validate({k: row[k] for k in HEAD_FIELDS if k in row})
+        return cls(head, json.dumps(row, separators=(",", ":")).encode())
+
+    @classmethod
+    def from_text(cls, text: bytes) -> RawSession:
+        """One held as its `text` (a list pass holds rows so), read back."""
+        row = json.loads(text)
+        head = TrainingSession.model_validate({k: row[k] for k in HEAD_FIELDS if k in row})
+        return cls(head, text)
+
+    @property
+    def id(self) -> str:
+        return self.head.id
+
+    def session(self) -> TrainingSession:
+        """The whole model, as parsing the row at once would give it (the head's
+        fields are validated alone, and the tolerant validators drop a bad field
+        alone, so the head never disagrees with it)."""
+        return session_of_text(self.text)
+
+
+def session_of_text(text: bytes) -> TrainingSession:
+    """A session held as JSON text, parsed as its row was when it came."""
+    return TrainingSession.model_validate(json.loads(text))
 
 
 # --- model resources (issue 12: spend watch) -------------------------------------------

@@ -23,6 +23,10 @@ failed page says nothing of the sessions it did not reach: they count as that
 failure (backed off, never "ended"). The interval in use is the shortest that
 keeps a round of polls within `TOGETHER_REQUESTS_PER_MINUTE`.
 
+A session whose row comes back exactly as the last poll stored it (its
+fingerprint, `bot.models.RawSession`) is not parsed, trimmed or compared
+again: only what moves with time (its progress, its next poll) is written.
+
 Statements per cycle do not depend on the number of subscriptions: one claim,
 one lease update, a count of the watch, one re-read, one subscription read, one
 outbox insert, one state update, a few incident statements.
@@ -31,7 +35,6 @@ outbox insert, one state update, a few incident statements.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import defaultdict, deque
@@ -40,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Table, Text, and_, bindparam, cast, func, or_, select, update
+from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -49,7 +52,7 @@ from bot.config import Settings
 from bot.faults import crash_point
 from bot.incidents import track_incidents
 from bot.listing import Lister
-from bot.models import Status, TrainingSession, short_status
+from bot.models import RawSession, Status, TrainingSession, short_status
 from bot.notify import SessionEvent, Watcher, notifications
 from bot.outbox import bounded_key, insert_outbox, operator_row, unalerted
 from bot.poll_plan import (
@@ -85,8 +88,9 @@ MAX_WRITE_FAILURES = 5
 MAX_LIST_PAGES = 1000
 # Sessions written (and, by GET, fetched) at a time: what a cycle holds at once.
 RECORD_CHUNK = 500
-# List pages handed to the writer and not yet written: the next is fetched meanwhile.
-PAGES_AHEAD = 1
+# List pages handed to the writer and not yet written (held as text, about 150 KB
+# each): a slow write holds the pass back only once this many wait.
+PAGES_AHEAD = 3
 # The side requests of a round are averaged over this long (a few SPEND_REFRESH_SECONDS).
 SIDE_WINDOW = 300.0
 
@@ -160,8 +164,9 @@ class Planner:
             self.side = sum(s for _, s, _ in self.cycles) * max(watched, claimed) / polled
 
 
-# What one poll learnt of a session: its state, or why Together did not say.
-Fetched = TrainingSession | TogetherError
+# What one poll learnt of a session: its state (as sent, or parsed), or why
+# Together did not say.
+Fetched = TrainingSession | RawSession | TogetherError
 
 
 async def poll_cycle(
@@ -311,7 +316,11 @@ async def _poll_batch(
         # the spend watch: each model resource once per cycle; a failed read is left out
         reads = None
         if resources is not None:
-            reads = await resources.read(s for s in part.values() if isinstance(s, TrainingSession))
+            reads = await resources.read(
+                s.head if isinstance(s, RawSession) else s
+                for s in part.values()
+                if not isinstance(s, TogetherError)
+            )
         to_status, rows = await _store(
             sessionmaker,
             part,
@@ -357,7 +366,7 @@ class _Reach:
 
     def __init__(self) -> None:
         self._errors: list[TogetherError] = []
-        self._answered: TrainingSession | None = None
+        self._answered: TrainingSession | RawSession | None = None
 
     def add(self, results: Iterable[Fetched]) -> None:
         for r in results:
@@ -659,13 +668,13 @@ async def learn(
         await get_and_write(ids)
         return
     pending = dict.fromkeys(ids)
-    pages_in: asyncio.Queue[list[TrainingSession] | None] = asyncio.Queue()
+    pages_in: asyncio.Queue[list[RawSession] | None] = asyncio.Queue()
     # Pages handed over and not yet written: the pass waits for room, so a slow
     # write holds back the next pages instead of parsed pages piling up in memory.
     room = asyncio.Semaphore(PAGES_AHEAD)
     closed = False
 
-    async def on_page(page: list[TrainingSession]) -> None:
+    async def on_page(page: list[RawSession]) -> None:
         if not closed:
             await room.acquire()
         if not closed:
@@ -696,7 +705,7 @@ async def learn(
         chunk = known[i : i + RECORD_CHUNK]
         for sid in chunk:
             del pending[sid]
-        await write({sid: listed.session(sid) for sid in chunk})
+        await write({sid: listed.row(sid) for sid in chunk})
     rest = list(pending)
     previous = planner.seen
     planner.seen = seen_after(
@@ -743,7 +752,7 @@ async def fetch_all(
     async def one(session_id: str) -> None:
         async with semaphore:
             try:
-                outcomes[session_id] = await together.get_session(session_id, max_wait=max_wait)
+                outcomes[session_id] = await together.get_session_row(session_id, max_wait=max_wait)
             except TogetherError as exc:
                 outcomes[session_id] = exc
             except Exception as exc:  # a bug must not sink the cycle
@@ -777,7 +786,7 @@ class Watched(Protocol):
 
 def observe(
     row: Watched,
-    fetched: Fetched,
+    fetched: TrainingSession | TogetherError,
     *,
     now: datetime,
     next_poll: datetime,
@@ -883,8 +892,7 @@ async def record_outcomes(
                 WatchedSession.active,
                 WatchedSession.write_failures,
                 WatchedSession.last_failure,
-                # as stored, undecoded: an unchanged snapshot is not written again
-                cast(WatchedSession.snapshot, Text).label("snapshot_text"),
+                WatchedSession.fingerprint,
                 db_now().label("db_now"),
             )
             .where(
@@ -914,15 +922,35 @@ async def record_outcomes(
     events: dict[str, list[SessionEvent]] = {}
     state_updates: list[dict[str, Any]] = []
     for session_id, row in owned.items():
+        fetched = outcomes[session_id]
+        read = (reads or {}).get(session_id)
+        fingerprint = None
+        if isinstance(fetched, RawSession):
+            fingerprint = fetched.fingerprint
+            steady = _steady(row, fetched, now=now, stall_after=stall_after, read=read)
+            if steady is not None:
+                # The row as the last poll stored it: only what moves with time.
+                state_updates.append(
+                    {
+                        "b_id": session_id,
+                        "last_polled_at": now,
+                        "next_poll_at": next_poll,
+                        "progress": steady,
+                    }
+                )
+                continue
+            try:
+                fetched = fetched.session()
+            except ValueError:  # its head parsed, so this is not expected: not told
+                fetched = TogetherError("bad_response", "invalid fields")
         values, found = observe(
             row,
-            outcomes[session_id],
+            fetched,
             now=now,
             next_poll=next_poll,
             confirm=confirm,
             interval=interval,
         )
-        fetched = outcomes[session_id]
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
             values["progress"], progress = check_progress(
                 row.progress, fetched, now=now, stall_after=stall_after
@@ -930,7 +958,7 @@ async def record_outcomes(
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
-            spend = stored_spend(old_spend, (reads or {}).get(session_id), now=now)
+            spend = stored_spend(old_spend, read, now=now)
             if spend is not None:
                 values["progress"]["spend"] = spend
             # the card is redrawn when what it shows changes: the resource, steps/min
@@ -941,18 +969,8 @@ async def record_outcomes(
                         values["transition_seq"], fetched, watch=values["progress"], watch_key=key
                     )
                 )
-        if not found and _unchanged(row, fetched, values):
-            # Only what moves on every poll: far less to bind and write, and one
-            # executemany for all of them (`_update_states` groups by columns).
-            state_updates.append(
-                {
-                    "b_id": session_id,
-                    "last_polled_at": now,
-                    "next_poll_at": values["next_poll_at"],
-                    "progress": values["progress"],
-                }
-            )
-            continue
+            # the row this state was built from; a later poll of the same row is steady
+            values["fingerprint"] = fingerprint
         state_updates.append(
             {"b_id": session_id, "last_polled_at": now, "write_failures": 0} | values
         )
@@ -984,25 +1002,44 @@ async def record_outcomes(
     return dict(to_status), outbox_rows
 
 
-def _unchanged(row: Any, fetched: Fetched, values: dict[str, Any]) -> bool:
-    """The poll left the stored watch as it was: same status, step, checkpoints and
-    snapshot (compared as the stored JSON text, which the JSON column writes with
-    `json.dumps`), a live session with no failure to clear. Anything else, or a
-    snapshot stored in another form, takes the full write."""
-    return (
-        isinstance(fetched, TrainingSession)
-        and not fetched.terminal
+def _steady(
+    row: Any,
+    fetched: RawSession,
+    *,
+    now: datetime,
+    stall_after: timedelta | None,
+    read: Read | None,
+) -> dict[str, Any] | None:
+    """The progress column to write when this poll changes nothing else, or None
+    when it may (then the row is parsed and judged whole).
+
+    Nothing else changes when the row is the one the stored state was built from
+    (same fingerprint), the watch is live with no failure to clear, and neither
+    the stall watch nor the spend watch owes a message: the status, checkpoints
+    and snapshot are then those stored, so no transition or checkpoint is news.
+    The progress is judged from the head, which has what it reads."""
+    if not (
+        row.fingerprint is not None
+        and row.fingerprint == fetched.fingerprint
         and row.active
         and row.consecutive_failures == 0
         and row.not_found_since is None
         and row.write_failures == 0
         and row.last_failure is None
-        and values["transition_seq"] == row.transition_seq
-        and values["last_status"] == row.last_status
-        and values["checkpoint_keys"] == row.checkpoint_keys
-        and row.snapshot_text is not None
-        and json.dumps(values["snapshot"]) == row.snapshot_text
-    )
+        and not fetched.head.terminal
+    ):
+        return None
+    progress, check = check_progress(row.progress, fetched.head, now=now, stall_after=stall_after)
+    if check is not None:
+        return None
+    old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
+    spend = stored_spend(old_spend, read, now=now)
+    if spend is not None:
+        progress["spend"] = spend
+    key = watch_key(progress)
+    if key is not None and key != watch_key(row.progress):
+        return None
+    return progress
 
 
 async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:

@@ -76,6 +76,8 @@ def watch_state(session: TrainingSession) -> dict[str, Any]:
         "last_status": session.status,
         "snapshot": trimmed_snapshot(session),
         "checkpoint_keys": checkpoint_keys(session),
+        # Which Together row this was built from; the poller, which has the row, sets it.
+        "fingerprint": None,
     }
 
 

@@ -158,6 +158,9 @@ class WatchedSession(Base):
     # The step as the bot's polls saw it (`bot.stall_watch.stored_progress`): when
     # it last moved, the measured steps/min, when it was last seen.
     progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
+    # A hash of the Together row the stored state was built from (`RawSession`): a
+    # poll whose row hashes the same changes nothing but the progress. NULL: unknown.
+    fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, onupdate=utcnow)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from bot.budget import Ledger
 from bot.http_util import parse_retry_after
-from bot.models import CostEstimate, ModelResource, TrainingSession, is_session_id
+from bot.models import CostEstimate, ModelResource, RawSession, TrainingSession, is_session_id
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +217,20 @@ class TogetherClient:
             limit=limit,
         )
         return parse_sessions(rows), cursor
+
+    async def get_session_row(
+        self, session_id: str, *, max_wait: float | None = None
+    ) -> RawSession:
+        """One session as sent, its head read (`RawSession`): what the poller asks
+        for, so a session whose row has not changed is not parsed whole again."""
+        raw: RawSession = await self._request(
+            "GET",
+            self.session_url(session_id),
+            kind="get",
+            max_wait=max_wait,
+            parse=lambda d: _raw_session(d, session_id),
+        )
+        return raw
 
     async def list_session_rows(
         self,
@@ -519,6 +533,19 @@ def parse_sessions(rows: list[Any]) -> list[TrainingSession]:
     return _parse_each(TrainingSession, rows, "session")
 
 
+def raw_sessions(rows: list[Any]) -> list[RawSession]:
+    """A page's rows (`list_session_rows`) with their heads read; a row whose
+    head does not parse is skipped, as `parse_sessions` skips it."""
+    out = []
+    for row in rows:
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
+            try:
+                out.append(RawSession.of(row))
+            except ValidationError:
+                log.warning("skipping a session that does not parse")
+    return out
+
+
 def _parse_each(model: type[_Parsed], items: list[Any], what: str) -> list[_Parsed]:
     """A list page's rows; one that does not parse is skipped, not fatal: one odd
     row must not hide the others."""
@@ -544,6 +571,19 @@ def _parse_one(model: type[_Parsed], data: Any, expected_id: str, what: str) -> 
     if parsed.id != expected_id:
         raise TogetherError("bad_response", f"answer is for another {what}")
     return parsed
+
+
+def _raw_session(data: Any, session_id: str) -> RawSession:
+    """`_parse_session` for `get_session_row`: the same checks, on the head."""
+    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
+        raise TogetherError("bad_response", "not a training session")
+    try:
+        raw = RawSession.of(data)
+    except ValidationError as exc:
+        raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
+    if raw.id != session_id:
+        raise TogetherError("bad_response", "answer is for another training session")
+    return raw
 
 
 def _parse_session(data: Any, session_id: str) -> TrainingSession:

@@ -108,12 +108,12 @@ async def test_held_waits_for_a_running_pass_of_exactly_those_statuses(
 
 def test_from_pass_gives_up_when_the_answer_needs_a_second_page() -> None:
     from bot.listing import ListPass
-    from bot.models import TrainingSession
+    from bot.models import RawSession
     from tests.fakes import make_session
 
     listed = ListPass(complete=True)
     for sid in _ids(101, "a"):
-        listed.add(TrainingSession.model_validate(make_session(sid)))
+        listed.add(RawSession.of(make_session(sid)))
     assert from_pass(listed, ListQuery("running"), None) is None
     assert from_pass(listed, ListQuery("creating"), None) == []
     few = from_pass(listed, ListQuery("running", model="other/model"), None)
