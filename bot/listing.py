@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # How long after it began a pass is still fresh enough for another consumer (`ls`).
 SHARE_SECONDS = 5.0
+# The longest a pass waits for the next page's request to leave before reading a page.
+SEND_WAIT = 0.05
 
 
 @dataclass
@@ -91,14 +93,18 @@ async def list_pass(
     out = ListPass(at=clock())
     cursors: set[str] = set()
 
-    def ask(after: str | None) -> asyncio.Task[tuple[list[dict[str, Any]], str | None]]:
+    def ask(
+        after: str | None, sent: asyncio.Event | None = None
+    ) -> asyncio.Task[tuple[list[dict[str, Any]], str | None]]:
         return asyncio.create_task(
-            together.list_session_rows(status=list(statuses), after=after, limit=PAGE_SIZE)
+            together.list_session_rows(
+                status=list(statuses), after=after, limit=PAGE_SIZE, sent=sent
+            )
         )
 
     # The next page is asked for as soon as this one's cursor is known, and this
-    # one is parsed and handed over while it loads: the pages' latency, one after
-    # another, is the floor of a pass, and only that.
+    # one is parsed and handed over once that request has left: the pages' latency,
+    # one after another, is the floor of a pass, and only that.
     loading = ask(None) if max_pages > 0 else None
     try:
         while loading is not None:
@@ -113,8 +119,9 @@ async def list_pass(
             going_round = after is not None and after in cursors
             if after and not going_round and out.pages < max_pages:
                 cursors.add(after)
-                loading = ask(after)
-                await asyncio.sleep(0)  # let it send the request before this page is read
+                sent = asyncio.Event()
+                loading = ask(after, sent)
+                await _until_sent(sent, loading)
             page = raw_sessions(rows)
             del rows
             for row in page:
@@ -134,6 +141,20 @@ async def list_pass(
                 loading.exception()  # retrieved: no "never retrieved" warning
     log.info("a list pass stopped at %d pages with more pages left", max_pages)
     return out
+
+
+async def _until_sent(sent: asyncio.Event, loading: asyncio.Task[Any]) -> None:
+    """Until the next page's request has left (or failed, or `SEND_WAIT` passed:
+    held back by the rate limiter), so reading this page never delays it: the
+    request's way out has several yields to the event loop, and this page's
+    parsing and writing would run in each of them."""
+    waiting = asyncio.ensure_future(sent.wait())
+    try:
+        await asyncio.wait(
+            (waiting, loading), timeout=SEND_WAIT, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        waiting.cancel()
 
 
 class Lister:

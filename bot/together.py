@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
@@ -240,10 +240,13 @@ class TogetherClient:
         model_resources_id: str | None = None,
         after: str | None = None,
         limit: int = 100,
+        sent: asyncio.Event | None = None,
     ) -> tuple[list[dict[str, Any]], str | None]:
         """`list_sessions` before its rows are parsed (`parse_sessions`): each a JSON
         object with a string id. The cursor is known first, so a caller paging
-        through can ask for the next page while it parses this one."""
+        through can ask for the next page while it parses this one; `sent` is set
+        once this request has left (not at all through a transport that does not
+        say so)."""
         statuses = [status] if isinstance(status, str) else list(status or [])
         params: list[tuple[str, str]] = []
         params.extend(("status[]", s) for s in statuses)
@@ -255,7 +258,10 @@ class TogetherClient:
         if after:
             params.append(("after", after))
         data = await self._request(
-            "GET", f"{self._base}/rl/training-sessions?{_query(params)}", kind="list_page"
+            "GET",
+            f"{self._base}/rl/training-sessions?{_query(params)}",
+            kind="list_page",
+            sent=sent,
         )
         if isinstance(data, list):
             items, body = data, {}
@@ -291,6 +297,7 @@ class TogetherClient:
         max_wait: float | None = None,
         body: Any = None,
         parse: Callable[[Any], Any] | None = None,
+        sent: asyncio.Event | None = None,
     ) -> Any:
         """The decoded JSON of one request, passed through `parse` when given; the
         request is booked in `ledger` as `kind` once it is let go (not if held back)."""
@@ -303,7 +310,7 @@ class TogetherClient:
             # and every byte of the body. httpx's timeouts are per read, so a
             # server sending a byte a second would never trip them.
             async with asyncio.timeout(self._timeout), self._slots:
-                response = await self._fetch(method, url, body)
+                response = await self._fetch(method, url, body, sent=sent)
             label = str(response.status_code)
         except TimeoutError as exc:
             label = "timeout"
@@ -330,7 +337,9 @@ class TogetherClient:
             return await asyncio.to_thread(decode)
         return decode()
 
-    async def _fetch(self, method: str, url: str, body: Any = None) -> httpx.Response:
+    async def _fetch(
+        self, method: str, url: str, body: Any = None, *, sent: asyncio.Event | None = None
+    ) -> httpx.Response:
         """The answer with its body read, refusing one over `max_response_bytes`
         without holding more than that in memory."""
         async with self._http.stream(
@@ -340,6 +349,7 @@ class TogetherClient:
             json=body,
             timeout=self._timeout,
             follow_redirects=False,
+            extensions={"trace": _on_sent(sent)} if sent is not None else None,
         ) as streamed:
             received = bytearray()
             async for chunk in streamed.aiter_bytes():  # decoded: a gzip bomb counts in full
@@ -474,6 +484,16 @@ class TogetherClient:
             return _parse_resource(data, resource_id)
         except TogetherError:  # the stop was accepted; the body is just not a resource
             return await self.get_model_resource(resource_id)
+
+
+def _on_sent(sent: asyncio.Event) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+    """An httpcore trace hook that sets `sent` once the request has been written."""
+
+    async def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith(".send_request_body.complete"):
+            sent.set()
+
+    return trace
 
 
 def _pool_size(http: httpx.AsyncClient) -> int | None:

@@ -6,13 +6,16 @@ Fast: the bot's client against the Together-shaped server, no bot process."""
 from __future__ import annotations
 
 import asyncio
+import time
 
-from bot.listing import list_pass
-from bot.models import TrainingSession
+import httpx
+
+from bot.listing import SEND_WAIT, list_pass
+from bot.models import RawSession
 from bot.poll_plan import LIVE_STATUSES
 from bot.together import TogetherClient
 from tests import together_fixtures
-from tests.fakes import FakeTogether
+from tests.fakes import FakeTogether, make_session
 
 fake = together_fixtures.fake
 client = together_fixtures.client
@@ -34,7 +37,7 @@ async def test_the_next_page_loads_while_this_one_is_handed_over(
     _add(fake, 250)  # three pages
     asked_while_handed: list[int] = []
 
-    async def on_page(page: list[TrainingSession]) -> None:
+    async def on_page(page: list[RawSession]) -> None:
         await asyncio.sleep(0.3)  # a slow consumer: the next page is already asked for
         asked_while_handed.append(_list_requests(fake))
 
@@ -62,7 +65,7 @@ async def test_a_failed_next_page_stops_the_pass_after_the_pages_read(
     _add(fake, 250)
     seen: list[int] = []
 
-    async def on_page(page: list[TrainingSession]) -> None:
+    async def on_page(page: list[RawSession]) -> None:
         seen.append(len(page))
         if len(seen) == 1:
             fake.fail(None, status=503, times=1)  # the page after this one fails
@@ -71,3 +74,41 @@ async def test_a_failed_next_page_stops_the_pass_after_the_pages_read(
     assert listed.error is not None and listed.error.kind == "unavailable"
     assert (listed.pages, listed.complete, len(listed)) == (1, False, 100)
     assert seen == [100]
+
+
+async def test_the_next_pages_request_is_known_to_have_left_long_before_its_answer(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    """What lets a pass read a page only once the next request is on its way."""
+    _add(fake, 1)
+    fake.latency = 1.0
+    try:
+        sent = asyncio.Event()
+        loading = asyncio.create_task(client.list_session_rows(status=LIVE_STATUSES, sent=sent))
+        await asyncio.wait_for(sent.wait(), timeout=0.8)
+        assert not loading.done()
+        rows, cursor = await loading
+        assert [r["id"] for r in rows] == ["p0000000-0000-0000-0000-000000000000"]
+        assert cursor is None
+    finally:
+        fake.latency = 0.0
+
+
+async def test_a_transport_that_never_says_a_request_left_still_pages_through() -> None:
+    """A transport without httpcore's trace (here httpx's MockTransport): each page
+    waits at most SEND_WAIT for word that never comes, and nothing is lost."""
+    ids = [f"m{i:07d}-0000-0000-0000-000000000000" for i in range(3)]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        at = int(request.url.params.get("after") or 0)
+        more = at + 1 < len(ids)
+        meta = {"has_more": more, "limit": 1, "next_cursor": str(at + 1) if more else None}
+        return httpx.Response(200, json={"data": [make_session(ids[at])], "meta": meta})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+        together = TogetherClient(http, base_url="http://together.test/v1", api_key="k")
+        started = time.monotonic()
+        listed = await list_pass(together, LIVE_STATUSES, max_pages=10)
+    assert listed.complete and listed.pages == 3
+    assert [listed.session(i).id for i in ids] == ids
+    assert time.monotonic() - started < 10 * SEND_WAIT + 2.0
