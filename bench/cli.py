@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -226,8 +227,22 @@ def results_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _end_on_signals() -> None:
+    """SIGTERM and SIGHUP (a `timeout`, a closed terminal) end the run as Ctrl-C
+    does: the scenarios' `with` blocks stop their bot and drop their databases.
+    Without this a killed run left its bot running, using CPU through later runs.
+    (SIGKILL cannot be caught: after one, look for a stray `bot serve`.)"""
+
+    def end(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, end)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _end_on_signals()
     from bench.scenarios import FULL, QUICK
 
     sizes = QUICK if args.quick else FULL
