@@ -29,6 +29,7 @@ SCENARIOS = (
     "rate_limit",
     "few_of_many",
     "change_to_post",
+    "change_to_post_spend",
     "change_to_post_today",
 )
 
@@ -75,6 +76,9 @@ TABLE: list[tuple[str, str, str]] = [
     ("change_to_post", "mean_change_to_post_s", "13 mean change -> post (s)  [<= 10]"),
     ("change_to_post", "together_requests_per_s", "13 Together requests/s  [<= 2]"),
     ("change_to_post", "interval_in_use_s", "13 interval in use (s)"),
+    ("change_to_post_spend", "mean_change_to_post_s", "13 spend watch on: change -> post (s)"),
+    ("change_to_post_spend", "together_requests_per_s", "13 spend watch on: requests/s  [<= 2]"),
+    ("change_to_post_spend", "interval_in_use_s", "13 spend watch on: interval (s)"),
     ("change_to_post_today", "mean_change_to_post_s", "13 today: mean change -> post (s)"),
     ("change_to_post_today", "together_requests_per_s", "13 today: Together requests/s"),
 ]
@@ -151,6 +155,11 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
     if wanted("change_to_post"):
         out["change_to_post"] = step(
             "change_to_post", lambda: scenarios.change_to_post(backend, sizes, today=False)
+        )
+    if wanted("change_to_post_spend"):
+        out["change_to_post_spend"] = step(
+            "change_to_post_spend",
+            lambda: scenarios.change_to_post(backend, sizes, today=False, spend=True),
         )
     if wanted("change_to_post_today"):
         out["change_to_post_today"] = step(

@@ -479,10 +479,15 @@ def few_of_many(backend: str, sizes: Sizes) -> dict[str, Any]:
     }
 
 
-def change_to_post(backend: str, sizes: Sizes, *, today: bool) -> dict[str, Any]:
+def change_to_post(
+    backend: str, sizes: Sizes, *, today: bool, spend: bool = False
+) -> dict[str, Any]:
     """Issue 13: mean time from a change at Together to its thread post, and the
     Together requests a second meanwhile, 2,000 watched sessions at the default
     settings (`today`: the per-session GET poller at a fixed POLL_INTERVAL_SECONDS).
+    With `spend`, the spend watch is on as it is by default (the bench's bot runs
+    without it otherwise) and each session has its own READY model resource: its
+    reads come out of the same request budget.
 
     Each session has its own channel; `latency_changes` of them change status at
     random moments spread over `latency_window` seconds after the first full poll."""
@@ -496,6 +501,10 @@ def change_to_post(backend: str, sizes: Sizes, *, today: bool) -> dict[str, Any]
         }
         if today:
             env |= {"POLL_PLAN": "get", "POLL_MIN_INTERVAL_SECONDS": str(interval)}
+        if spend:
+            env |= {"SPEND_WATCH": "true"}
+            for sid in ids:
+                together.add_resource(together.sessions[sid]["model_resources_id"])
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
             bot.wait_cycle(sessions=n, timeout=120 + n * sizes.poll_latency)  # all seen once
             rng = random.Random(13)

@@ -76,3 +76,15 @@ def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | N
     rows hold None in one statement: an ORM bulk insert leaves None out and splits)."""
     module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
     return module.insert(table).on_conflict_do_nothing(index_elements=conflict)
+
+
+def upsert(db: AsyncSession, table: Any, values: dict[str, Any], *, key: Sequence[str]) -> Any:
+    """`INSERT … ON CONFLICT (key) DO UPDATE` of `values`, spelt for the database
+    `db` talks to (as `insert_ignoring`); `values` holds the key columns too."""
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    changed = {k: v for k, v in values.items() if k not in key}
+    return (
+        module.insert(table)
+        .values(**values)
+        .on_conflict_do_update(index_elements=list(key), set_=changed)
+    )

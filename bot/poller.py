@@ -293,6 +293,8 @@ async def _poll_batch(
         elif more:  # not worth a pass after all (another replica holds the rest)
             await _release(sessionmaker, more, owner=owner)
 
+    if resources is not None:
+        resources.expect(len(ids))  # handed over a page at a time: one pass for them all
     result.interval = planner.interval_for(
         watched, result.plan, settings, others=together.ledger.others_per_minute()
     )
@@ -327,9 +329,7 @@ async def _poll_batch(
             owner=owner,
             settings=settings,
             polled_at=polled_at,
-            # a session is claimed up to `due_slack` before it is due: given that much
-            # more, it is polled no more often than the budget's interval
-            interval=result.interval + due_slack(settings),
+            interval=poll_gap(result.interval, settings),
             reads=reads,
         )
         for status, n in to_status.items():
@@ -525,6 +525,20 @@ async def _note_write_failure(
 def due_slack(settings: Settings) -> float:
     """How long before it is due a session may be claimed (see MAX_DUE_SLACK_SECONDS)."""
     return min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
+
+
+def poll_gap(interval: float, settings: Settings) -> float:
+    """How long after this poll a session is next due, for the `interval` in use.
+
+    A session is claimed up to `due_slack` before it is due. While the request
+    budget sets the interval, that much is added, so no session is polled more
+    often than the budget allows. At the fixed ends (POLL_MIN_INTERVAL_SECONDS,
+    POLL_INTERVAL_SECONDS) nothing is: there the slack is what lets the tick at
+    the interval's end claim it (with the slack added, a tick landing on the
+    interval misses it by its jitter half the time and a change waits a whole
+    tick more; measured: 500 changes told in 66 s against 62.7 s)."""
+    budget_bound = settings.poll_min_interval_seconds < interval < settings.poll_interval_seconds
+    return interval + due_slack(settings) if budget_bound else interval
 
 
 def claim_size(settings: Settings) -> int:

@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.budget import Ledger
+from bot.db import upsert
 from bot.storage import ReplicaSpend, db_now
 
 # How often a replica reports its spend and reads the others'.
@@ -68,17 +68,13 @@ async def exchange(
 ) -> list[Spend]:
     """Report `owner`'s spend; the other live replicas' last reports."""
     async with sessionmaker() as db, db.begin():
-        module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
         values = {
+            "owner": owner,
             "requests": math.ceil(local.requests),
             "others": math.ceil(local.others),
             "updated_at": db_now(),
         }
-        await db.execute(
-            module.insert(ReplicaSpend)
-            .values(owner=owner, **values)
-            .on_conflict_do_update(index_elements=["owner"], set_=values)
-        )
+        await db.execute(upsert(db, ReplicaSpend, values, key=["owner"]))
         rows = (
             await db.execute(
                 select(

@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, replace
@@ -87,6 +88,10 @@ class ResourceReader:
         self._prices: dict[str, tuple[CostEstimate, float]] = {}
         self._seen: Seen | None = None  # what the last pass of live pages saw
         self._listed = False  # a pass ran this cycle
+        # Live resources this cycle's pass listed, for the parts still to come.
+        self._listed_now: dict[str, ModelResource] = {}
+        self._expected = 0  # sessions this cycle will hand over in all (`expect`)
+        self._handed = 0  # and handed over so far
         self.gets = 0
         self.pages = 0
 
@@ -94,6 +99,8 @@ class ResourceReader:
         now = self._clock()
         self._tried.clear()
         self._listed = False
+        self._listed_now = {}
+        self._expected = self._handed = 0
         self._reads = {r: v for r, v in self._reads.items() if now - v[1] < self._refresh}
         self._sessions = {
             s: v for s, v in self._sessions.items() if now - v[2] < _FORGET_SESSION_SECONDS
@@ -118,13 +125,21 @@ class ResourceReader:
         due = sorted(r for r in set(wanted.values()) - self._tried if r in moved or r not in fresh)
         return wanted, due
 
+    def expect(self, sessions: int) -> None:
+        """This cycle will hand over `sessions` more sessions to `read`, in parts
+        (the poller's pages): a pass of live pages is then sized for them all and
+        kept for the later parts, not ended once the first part's are found."""
+        self._expected += sessions
+
     async def read(self, sessions: Iterable[TrainingSession]) -> dict[str, Read]:
         """Each session's resource and price (None when unknown); sessions whose
         resource could not be read are left out."""
-        wanted, due = self.due(sessions)
+        part = list(sessions)
+        wanted, due = self.due(part)
+        self._handed += len(part)
         self._tried.update(due)
         if due:
-            await self._read(due)
+            await self._read(due, part=len(part))
         out: dict[str, Read] = {}
         for session_id, resource_id in wanted.items():
             kept = self._reads.get(resource_id)
@@ -138,24 +153,35 @@ class ResourceReader:
             return Plan.GET
         return choose(due, self._seen, now=self._clock())
 
-    async def _read(self, due: list[str]) -> None:
+    async def _read(self, due: list[str], *, part: int) -> None:
         now = self._clock()
-        left = set(due)
-        if self.plan(len(due)) is Plan.LIST:
+        # Listed by this cycle's pass: read already, for no request.
+        for resource_id in due:
+            if resource_id in self._listed_now:
+                self._reads[resource_id] = (self._listed_now[resource_id], now)
+        left = set(due) - self._listed_now.keys()
+        if not left:
+            return
+        # The cycle's due resources: this part's, as many again for each part to come.
+        coming = max(0, self._expected - self._handed)
+        projected = len(left) + math.ceil(len(left) * coming / max(part, 1))
+        if self.plan(projected) is Plan.LIST:
             self._listed = True
             known = {v[1] for v in self._sessions.values()}
             listed, complete = 0, False
             async for page, last in live_resource_pages(
-                self._together, max_pages=max_pages(len(due))
+                self._together, max_pages=max_pages(projected)
             ):
                 self.pages += 1
                 listed += len(page)
                 complete = last
                 for r in page:
+                    if coming:
+                        self._listed_now[r.id] = r
                     if r.id in known:  # a live resource of a watched session: a read
                         self._reads[r.id] = (r, now)
                         left.discard(r.id)
-                if not left:
+                if not left and not coming:
                     break
             self._seen = seen_after(
                 listed=listed,

@@ -104,3 +104,17 @@ def test_the_budget_stretches_an_expensive_round_and_lets_a_cheap_one_poll_often
     assert budget_interval(20, requests_per_minute=0, min_seconds=5, max_seconds=60) == 60.0
     # A maximum below the minimum (tests poll every second) wins.
     assert budget_interval(20, requests_per_minute=120, min_seconds=5, max_seconds=1) == 1.0
+
+
+def test_the_claim_slack_lengthens_the_gap_only_while_the_budget_sets_the_interval() -> None:
+    from bot.config import Settings
+    from bot.poller import due_slack, poll_gap
+
+    settings = Settings(_env_file=None, poll_interval_seconds=60, poll_min_interval_seconds=5)
+    slack = due_slack(settings)
+    assert slack > 0
+    # At the fixed ends the tick at the interval's end must claim the session.
+    assert poll_gap(60.0, settings) == 60.0
+    assert poll_gap(5.0, settings) == 5.0
+    # Set by the budget: never polled more often than it allows.
+    assert poll_gap(12.0, settings) == 12.0 + slack

@@ -229,6 +229,31 @@ def test_many_due_resources_are_read_with_live_pages_and_few_with_gets() -> None
     assert stub.pages == 6 and len(stub.gets) == 3
 
 
+def test_a_cycle_read_in_parts_reads_its_resources_with_one_pass_of_live_pages() -> None:
+    """The poller hands the reader a cycle's sessions a page (100) at a time: the
+    first part's pass of live pages serves the later parts too, in the first
+    cycle as in later ones (a GET each for them cost 1,900 requests a refresh)."""
+    n = 1000
+    stub = StubTogether([rid(i) for i in range(n)], extra=(rid(99999),))
+    clock = [1000.0]
+    reader = reader_over(stub, clock)
+    sessions = [session_on(i, rid(i)) for i in range(n)] + [session_on(n, rid(99999))]
+
+    def in_parts() -> int:
+        reader.begin_cycle()
+        reader.expect(len(sessions))
+        got = 0
+        for k in range(0, len(sessions), 100):
+            got += len(asyncio.run(reader.read(sessions[k : k + 100])))
+        return got
+
+    for _ in range(3):  # the first cycle, then two after each refresh
+        assert in_parts() == n + 1
+        clock[0] += 61
+    # A pass of 10 pages a cycle; the one stopped resource (not live) asked for each time.
+    assert stub.pages == 30 and stub.gets == [rid(99999)] * 3
+
+
 def test_a_resource_absent_from_the_live_pages_is_read_with_a_get() -> None:
     stub = StubTogether([rid(i) for i in range(5)], extra=(rid(999),))
     clock = [1000.0]
