@@ -154,7 +154,12 @@ class Planner:
         """The side requests a round costs, averaged over the cycles of the last
         SIDE_WINDOW seconds: the spend watch reads a resource once per
         SPEND_REFRESH_SECONDS, so one cycle reads many and the next ones none, and
-        sizing from the last cycle alone would swing the interval with them."""
+        sizing from the last cycle alone would swing the interval with them. A tick
+        that claimed and spent nothing is no cycle (most ticks are: the poll job
+        ticks every few seconds and sessions fall due once an interval); counted,
+        it made the average nothing and the side cost never stretched the interval."""
+        if not claimed and not spent:
+            return
         now = self.clock()
         self.cycles.append((now, spent, claimed))
         while self.cycles and now - self.cycles[0][0] > SIDE_WINDOW:

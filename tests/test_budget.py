@@ -350,3 +350,19 @@ def test_the_side_cost_of_a_round_is_averaged_over_recent_cycles() -> None:
     now[0] += SIDE_WINDOW + 1
     planner.note_side(0, claimed=20, watched=20)
     assert planner.side == 0
+
+
+def test_ticks_that_claim_nothing_leave_the_side_cost_as_it_was() -> None:
+    """The poll job ticks every few seconds and most ticks find nothing due: they
+    are no round. Counted, they made the average 0 at the next tick (seen in the
+    bench: 20 resource pages a refresh never stretched the interval)."""
+    now = [0.0]
+    planner = Planner(clock=lambda: now[0])
+    planner.note_side(21, claimed=2000, watched=2000)
+    for _ in range(3):
+        now[0] += 2.5
+        planner.note_side(0, claimed=0, watched=0)
+    assert planner.side == 21
+    now[0] += 2.5
+    planner.note_side(0, claimed=2000, watched=2000)
+    assert planner.side == pytest.approx(10.5)
