@@ -67,10 +67,18 @@ async def test_a_failed_next_page_stops_the_pass_after_the_pages_read(
 
     async def on_page(page: list[RawSession]) -> None:
         seen.append(len(page))
-        if len(seen) == 1:
-            fake.fail(None, status=503, times=1)  # the page after this one fails
 
-    listed = await list_pass(client, LIVE_STATUSES, max_pages=10, on_page=on_page)
+    def fail_the_next(target: str) -> None:
+        # Set while the first page is served: the next page's request is sent
+        # before the first is handed over, so on_page would be too late.
+        if "after=" not in target:
+            fake.fail(None, status=503, times=1)
+
+    fake.on_list_page = fail_the_next
+    try:
+        listed = await list_pass(client, LIVE_STATUSES, max_pages=10, on_page=on_page)
+    finally:
+        fake.on_list_page = None
     assert listed.error is not None and listed.error.kind == "unavailable"
     assert (listed.pages, listed.complete, len(listed)) == (1, False, 100)
     assert seen == [100]
