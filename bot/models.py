@@ -355,15 +355,12 @@ class RawSession:
     def of(cls, row: dict[str, Any]) -> RawSession:
         """A decoded JSON object as Together sent it; `ValidationError` when even
         its head does not parse (no usable id): then neither would the whole."""
-        head = TrainingSession.model_validate({k: row[k] for k in HEAD_FIELDS if k in row})
-        return cls(head, json.dumps(row, separators=(",", ":")).encode())
+        return cls(_head(row), json.dumps(row, separators=(",", ":")).encode())
 
     @classmethod
     def from_text(cls, text: bytes) -> RawSession:
         """One held as its `text` (a list pass holds rows so), read back."""
-        row = json.loads(text)
-        head = TrainingSession.model_validate({k: row[k] for k in HEAD_FIELDS if k in row})
-        return cls(head, text)
+        return cls(_head(json.loads(text)), text)
 
     @property
     def id(self) -> str:
@@ -374,6 +371,11 @@ class RawSession:
         fields are validated alone, and the tolerant validators drop a bad field
         alone, so the head never disagrees with it)."""
         return session_of_text(self.text)
+
+
+def _head(row: dict[str, Any]) -> TrainingSession:
+    """A row's head fields alone, validated as the whole model validates them."""
+    return TrainingSession.model_validate({k: row[k] for k in HEAD_FIELDS if k in row})
 
 
 def session_of_text(text: bytes) -> TrainingSession:

@@ -450,7 +450,7 @@ class TogetherClient:
         if not isinstance(data, dict):
             raise TogetherError("bad_response", "not a list of model resources")
         items = data.get("data") if isinstance(data.get("data"), list) else []
-        resources = _parse_each(ModelResource, items or [], "model resource")
+        resources = _parse_each(ModelResource.model_validate, items or [], "model resource")
         return resources, _next_cursor(data, resources[-1].id if resources else None)
 
     async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
@@ -541,7 +541,7 @@ def _next_cursor(body: dict[str, Any], last_id: str | None) -> str | None:
     return cursor or last_id
 
 
-_Parsed = TypeVar("_Parsed", TrainingSession, ModelResource)
+_Parsed = TypeVar("_Parsed", TrainingSession, ModelResource, RawSession)
 
 
 def _query(params: list[tuple[str, str]]) -> str:
@@ -550,42 +550,39 @@ def _query(params: list[tuple[str, str]]) -> str:
 
 def parse_sessions(rows: list[Any]) -> list[TrainingSession]:
     """The sessions of a page's rows (`list_session_rows`); see `_parse_each`."""
-    return _parse_each(TrainingSession, rows, "session")
+    return _parse_each(TrainingSession.model_validate, rows, "session")
 
 
 def raw_sessions(rows: list[Any]) -> list[RawSession]:
     """A page's rows (`list_session_rows`) with their heads read; a row whose
     head does not parse is skipped, as `parse_sessions` skips it."""
-    out = []
-    for row in rows:
-        if isinstance(row, dict) and isinstance(row.get("id"), str):
-            try:
-                out.append(RawSession.of(row))
-            except ValidationError:
-                log.warning("skipping a session that does not parse")
-    return out
+    return _parse_each(RawSession.of, rows, "session")
 
 
-def _parse_each(model: type[_Parsed], items: list[Any], what: str) -> list[_Parsed]:
+def _parse_each(
+    parse: Callable[[dict[str, Any]], _Parsed], items: list[Any], what: str
+) -> list[_Parsed]:
     """A list page's rows; one that does not parse is skipped, not fatal: one odd
     row must not hide the others."""
     parsed = []
     for item in items:
         if isinstance(item, dict) and isinstance(item.get("id"), str):
             try:
-                parsed.append(model.model_validate(item))
+                parsed.append(parse(item))
             except ValidationError:
                 log.warning("skipping a %s that does not parse", what)
     return parsed
 
 
-def _parse_one(model: type[_Parsed], data: Any, expected_id: str, what: str) -> _Parsed:
-    """One object of `model` from an answer, which must be the one asked for
-    (`what` names it in the error: "training session", "model resource")."""
+def _parse_one(
+    parse: Callable[[dict[str, Any]], _Parsed], data: Any, expected_id: str, what: str
+) -> _Parsed:
+    """One object from an answer (`parse` reads it), which must be the one asked
+    for (`what` names it in the error: "training session", "model resource")."""
     if not isinstance(data, dict) or not isinstance(data.get("id"), str):
         raise TogetherError("bad_response", f"not a {what}")
     try:
-        parsed = model.model_validate(data)
+        parsed = parse(data)
     except ValidationError as exc:
         raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
     if parsed.id != expected_id:
@@ -595,20 +592,12 @@ def _parse_one(model: type[_Parsed], data: Any, expected_id: str, what: str) -> 
 
 def _raw_session(data: Any, session_id: str) -> RawSession:
     """`_parse_session` for `get_session_row`: the same checks, on the head."""
-    if not isinstance(data, dict) or not isinstance(data.get("id"), str):
-        raise TogetherError("bad_response", "not a training session")
-    try:
-        raw = RawSession.of(data)
-    except ValidationError as exc:
-        raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
-    if raw.id != session_id:
-        raise TogetherError("bad_response", "answer is for another training session")
-    return raw
+    return _parse_one(RawSession.of, data, session_id, "training session")
 
 
 def _parse_session(data: Any, session_id: str) -> TrainingSession:
-    return _parse_one(TrainingSession, data, session_id, "training session")
+    return _parse_one(TrainingSession.model_validate, data, session_id, "training session")
 
 
 def _parse_resource(data: Any, resource_id: str) -> ModelResource:
-    return _parse_one(ModelResource, data, resource_id, "model resource")
+    return _parse_one(ModelResource.model_validate, data, resource_id, "model resource")
