@@ -14,6 +14,7 @@ import math
 import random
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +72,11 @@ class Sizes:
     latency_window: float = 90.0
     latency_interval: float = 60.0  # POLL_INTERVAL_SECONDS, the production default
     latency_min_interval: float = 5.0  # POLL_MIN_INTERVAL_SECONDS, the production default
+    # ... with the spend watch on: a window longer than SPEND_REFRESH_SECONDS (300 s by
+    # default), so its requests include a refresh of every resource, at the same rate
+    # of changes (one every 2 s)
+    spend_window: float = 330.0
+    spend_changes: int = 165
     # Slack answers every call after this long
     slack_latency: float = 0.0
 
@@ -100,6 +106,8 @@ QUICK = Sizes(
     latency_window=6.0,
     latency_interval=4.0,
     latency_min_interval=1.0,
+    spend_window=6.0,
+    spend_changes=6,
 )
 
 
@@ -490,9 +498,13 @@ def change_to_post(
     reads come out of the same request budget.
 
     Each session has its own channel; `latency_changes` of them change status at
-    random moments spread over `latency_window` seconds after the first full poll."""
+    random moments spread over `latency_window` seconds after the first full poll
+    (with `spend`: `spend_changes` over `spend_window`, which holds a refresh of
+    every resource)."""
     n = sizes.latency_sessions
     interval = sizes.latency_interval
+    window = sizes.spend_window if spend else sizes.latency_window
+    changes = sizes.spend_changes if spend else sizes.latency_changes
     with _due_sessions(backend, sizes, n, lambda i, j: f"CL{i:05d}") as (db, slack, together, ids):
         env = {  # otherwise the defaults (the test harness's POLL_PLAN=get undone)
             "POLL_PLAN": "auto",
@@ -508,17 +520,19 @@ def change_to_post(
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
             bot.wait_cycle(sessions=n, timeout=120 + n * sizes.poll_latency)  # all seen once
             rng = random.Random(13)
-            chosen = rng.sample(range(n), sizes.latency_changes)
-            gap = sizes.latency_window / len(chosen)
+            chosen = rng.sample(range(n), changes)
+            gap = window / len(chosen)
             changed: dict[int, float] = {}
             start = time.monotonic()
             for k, i in enumerate(chosen):
                 time.sleep(max(0.0, start + (k + rng.random()) * gap - time.monotonic()))
                 together.set_status(ids[i], "STOPPING")
                 changed[i] = time.monotonic()
-            time.sleep(max(0.0, start + sizes.latency_window - time.monotonic()))
+            time.sleep(max(0.0, start + window - time.monotonic()))
             end = time.monotonic()
-            spent = sum(1 for r in list(together.requests) if start <= r.at < end)
+            in_window = [r for r in list(together.requests) if start <= r.at < end]
+            spent = len(in_window)
+            by_kind = Counter(_request_kind(r.method, r.path) for r in in_window)
 
             def posted(i: int) -> float | None:
                 root = f"{1600000000 + i}.000000"
@@ -543,7 +557,7 @@ def change_to_post(
         "sessions": n,
         "changes": len(chosen),
         "told": len(delays),
-        "window_s": sizes.latency_window,
+        "window_s": window,
         "poll_interval_max_s": interval,
         "interval_in_use_s": statistics.median(intervals) if intervals else None,
         "mean_change_to_post_s": round(mean, 2),
@@ -551,9 +565,22 @@ def change_to_post(
         "max_change_to_post_s": round(max(delays), 2) if delays else None,
         "together_requests_in_window": spent,
         "together_requests_per_s": round(per_s, 2),
+        "together_requests_by_kind": dict(sorted(by_kind.items())),
         "target": target,
         "target_met": met,
     }
+
+
+def _request_kind(method: str, path: str) -> str:
+    """What a request to the Together-shaped server was, for the bench's split."""
+    path = path.split("?")[0].rstrip("/")
+    if "/model-resources" in path:
+        if path.endswith("estimate-cost"):
+            return "estimate_cost"
+        return "resource_list_page" if path.endswith("/model-resources") else "resource_get"
+    if path.endswith("/training-sessions"):
+        return "list_page"
+    return "get" if method == "GET" else "other"
 
 
 def naive_baseline(backend: str, sizes: Sizes, concurrent: dict[str, Any]) -> dict[str, Any]:

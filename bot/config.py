@@ -97,12 +97,16 @@ class Settings(BaseSettings):
     idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
     # Spend watch: the poll cycle reads the model resource of the sessions it
     # fetched and its price (cached an hour per shape), for the card. A read is
-    # reused for SPEND_REFRESH_SECONDS unless one of its sessions changed status,
-    # so a cycle reads only the due resources, once each: a GET each, or pages of
-    # the live resources list (100 a page) when fewer (`spend_watch.ResourceReader`).
+    # reused for SPEND_REFRESH_SECONDS (a pending, creating or stopping resource's
+    # for at most 60 s) unless one of its sessions changed status, so a cycle
+    # reads only the due resources, once each: a GET each, or pages of the live
+    # resources list (100 a page) when fewer (`spend_watch.ResourceReader`).
     # Charged to the poller's round in the request budget. On unless turned off.
+    # 300 s: a READY resource under a live session changes with the session (a
+    # forced stop stops it, an idle-out expires it), which is read at once; at
+    # 60 s, 2,000 resources cost a sixth of the default budget in list pages.
     spend_watch: bool = True
-    spend_refresh_seconds: float = Field(60.0, ge=0, le=24 * 3600)
+    spend_refresh_seconds: float = Field(300.0, ge=0, le=24 * 3600)
     # Together user id -> Slack user id, for "sessions you created" in App Home.
     created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
     default_timezone: str = "UTC"

@@ -69,7 +69,7 @@ from bot.poll_plan import (
 from bot.snapshots import watch_state
 from bot.spend_watch import Read, ResourceReader, watch_key
 from bot.spend_watch import stored as stored_spend
-from bot.stall_watch import StallSettings
+from bot.stall_watch import ProgressCheck, StallSettings
 from bot.stall_watch import check as check_progress
 from bot.storage import Subscription, WatchedSession, db_now
 from bot.together import TogetherClient, TogetherError
@@ -91,7 +91,7 @@ RECORD_CHUNK = 500
 # List pages handed to the writer and not yet written (held as text, about 150 KB
 # each): a slow write holds the pass back only once this many wait.
 PAGES_AHEAD = 3
-# The side requests of a round are averaged over this long (a few SPEND_REFRESH_SECONDS).
+# The side requests of a round are averaged over at least this long (`side_window`).
 SIDE_WINDOW = 300.0
 
 
@@ -147,12 +147,13 @@ class Planner:
         )
         return self.interval
 
-    # (when, side requests, sessions claimed) of the cycles in the last SIDE_WINDOW
+    # (when, side requests, sessions claimed) of the cycles in the last `side_window`
     cycles: deque[tuple[float, int, int]] = field(default_factory=deque)
+    side_window: float = SIDE_WINDOW
 
     def note_side(self, spent: int, *, claimed: int, watched: int) -> None:
         """The side requests a round costs, averaged over the cycles of the last
-        SIDE_WINDOW seconds: the spend watch reads a resource once per
+        `side_window` seconds: the spend watch reads a resource once per
         SPEND_REFRESH_SECONDS, so one cycle reads many and the next ones none, and
         sizing from the last cycle alone would swing the interval with them. A tick
         that claimed and spent nothing is no cycle (most ticks are: the poll job
@@ -162,7 +163,7 @@ class Planner:
             return
         now = self.clock()
         self.cycles.append((now, spent, claimed))
-        while self.cycles and now - self.cycles[0][0] > SIDE_WINDOW:
+        while self.cycles and now - self.cycles[0][0] > self.side_window:
             self.cycles.popleft()
         polled = sum(c for _, _, c in self.cycles)
         if polled:
@@ -525,6 +526,13 @@ async def _note_write_failure(
             .values(**values)
             .execution_options(synchronize_session=False)
         )
+
+
+def side_window(settings: Settings) -> float:
+    """How long the poller's side cost is averaged over: at least two refreshes of
+    the spend watch's reads (the fewer passes a window holds, the more one pass
+    coming in or dropping out swings the interval)."""
+    return max(SIDE_WINDOW, 2 * settings.spend_refresh_seconds)
 
 
 def due_slack(settings: Settings) -> float:
@@ -971,18 +979,13 @@ async def record_outcomes(
             interval=interval,
         )
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            values["progress"], progress = check_progress(
-                row.progress, fetched, now=now, stall_after=stall_after
+            values["progress"], progress, key = _watch_progress(
+                row, fetched, now=now, stall_after=stall_after, read=read
             )
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
-            old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
-            spend = stored_spend(old_spend, read, now=now)
-            if spend is not None:
-                values["progress"]["spend"] = spend
             # the card is redrawn when what it shows changes: the resource, steps/min
-            key = watch_key(values["progress"])
-            if key is not None and key != watch_key(row.progress) and not fetched.terminal:
+            if key is not None and not fetched.terminal:
                 found.append(
                     SessionEvent(
                         values["transition_seq"], fetched, watch=values["progress"], watch_key=key
@@ -1048,17 +1051,30 @@ def _steady(
         and not fetched.head.terminal
     ):
         return None
-    progress, check = check_progress(row.progress, fetched.head, now=now, stall_after=stall_after)
-    if check is not None:
-        return None
+    progress, check, key = _watch_progress(
+        row, fetched.head, now=now, stall_after=stall_after, read=read
+    )
+    return progress if check is None and key is None else None
+
+
+def _watch_progress(
+    row: Any,
+    session: TrainingSession,
+    *,
+    now: datetime,
+    stall_after: timedelta | None,
+    read: Read | None,
+) -> tuple[dict[str, Any], ProgressCheck | None, str | None]:
+    """The progress column after this poll (the step as seen, the spend watch's
+    read), the stall watch's check when it may owe a message, and the card's watch
+    key when what the card shows of the watch changed (None: it did not)."""
+    progress, check = check_progress(row.progress, session, now=now, stall_after=stall_after)
     old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
     spend = stored_spend(old_spend, read, now=now)
     if spend is not None:
         progress["spend"] = spend
     key = watch_key(progress)
-    if key is not None and key != watch_key(row.progress):
-        return None
-    return progress
+    return progress, check, key if key is not None and key != watch_key(row.progress) else None
 
 
 async def _update_states(db: AsyncSession, updates: list[dict[str, Any]], *, owner: str) -> None:

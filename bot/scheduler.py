@@ -21,7 +21,7 @@ from bot.delivery import deliver_due
 from bot.idle_watch import watch_idle_resources, watch_subscribed_idle
 from bot.jobs import prune_outbox, send_digests, watch_all_errors
 from bot.outbox import OutboxMessage, State, pending_count
-from bot.poller import Planner, poll_cycle
+from bot.poller import Planner, poll_cycle, side_window
 from bot.runtime import Runtime
 from bot.spend_share import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.spend_watch import ResourceReader
@@ -29,6 +29,7 @@ from bot.storage import Subscription, WatchedSession
 
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0
+POLL_TICK_MIN_SECONDS = 0.25
 
 
 class Ticker:
@@ -39,7 +40,7 @@ class Ticker:
         self._running: set[asyncio.Task[Any]] = set()
         # Kept across cycles: what the poller has seen of the project. The list passes
         # every consumer in this process shares are the runtime's (`rt.lister`).
-        self.planner = Planner()
+        self.planner = Planner(side_window=side_window(rt.settings))
         self.lister = rt.lister
         # the spend watch's prices outlive a cycle (cached per resource shape)
         self.resources = (
@@ -50,11 +51,15 @@ class Ticker:
 
     def start(self) -> None:
         settings = self.rt.settings
-        # Often enough that a session due at the shortest interval waits little past it.
+        # Often enough that a session due at the shortest interval waits little past
+        # it: a round's sessions wait for the tick after they fall due, so a coarse
+        # tick stretches every round past the interval the budget allows (at 2.5 s,
+        # 16.5 s rounds on a 14.75 s interval in the bench). A tick that finds
+        # nothing due costs one claim query.
         tick = min(
             settings.poll_interval_seconds,
             POLL_TICK_MAX_SECONDS,
-            settings.poll_min_interval_seconds / 2,
+            max(POLL_TICK_MIN_SECONDS, settings.poll_min_interval_seconds / 5),
         )
         self._every("poll", self.poll, tick)
         self._every("deliver", self.deliver, settings.delivery_interval_seconds)

@@ -47,6 +47,14 @@ SPEND_REDRAW_SECONDS = 900.0
 _CONCURRENCY = 8
 #: a session not seen this long is forgotten (its next read counts as new)
 _FORGET_SESSION_SECONDS = 3600.0
+#: a resource on its way somewhere (queued, starting, stopping) is read again at
+#: least this often, whatever SPEND_REFRESH_SECONDS says: its queue position and
+#: status are what the card is for
+MOVING_REFRESH_SECONDS = 60.0
+#: resources that stay as they are until something acts on them; for a watched
+#: live session that something is the session too (a forced stop stops it, an
+#: idle-out expires it), and a session's status change is read at once
+SETTLED = frozenset({ResourceStatus.READY, ResourceStatus.STOPPED, ResourceStatus.ERROR})
 #: the resources that can bill or will: what a pass of live pages lists
 LIVE_RESOURCES = [
     "MODEL_RESOURCES_STATUS_" + s.value
@@ -60,9 +68,10 @@ _M = TypeVar("_M", ModelResource, CostEstimate)
 class ResourceReader:
     """Model resources and their prices for the sessions of one poll cycle.
 
-    A resource read is reused for `refresh_seconds` (resources change slowly)
-    unless one of its sessions changed status since the reader last saw it: each
-    cycle reads only the due resources, each once. Many due ones are read with
+    A resource read is reused for `refresh_seconds` (resources change slowly;
+    one on its way somewhere for at most MOVING_REFRESH_SECONDS) unless one of
+    its sessions changed status since the reader last saw it: each cycle reads
+    only the due resources, each once. Many due ones are read with
     pages of the live resources list (100 a page) rather than a GET each,
     whichever the poll plan's estimate (`bot.poll_plan.choose`: the last pass's
     pages against the due count) finds cheaper; a due resource the pages do not
@@ -74,7 +83,7 @@ class ResourceReader:
         together: TogetherClient,
         *,
         clock: Callable[[], float] = time.monotonic,
-        refresh_seconds: float = 60.0,
+        refresh_seconds: float = 300.0,
     ) -> None:
         self._together = together
         self._clock = clock
@@ -92,6 +101,7 @@ class ResourceReader:
         self._listed_now: dict[str, ModelResource] = {}
         self._expected = 0  # sessions this cycle will hand over in all (`expect`)
         self._handed = 0  # and handed over so far
+        self._cycle_at = clock()  # when this cycle began (`begin_cycle`)
         self.gets = 0
         self.pages = 0
 
@@ -101,7 +111,8 @@ class ResourceReader:
         self._listed = False
         self._listed_now = {}
         self._expected = self._handed = 0
-        self._reads = {r: v for r, v in self._reads.items() if now - v[1] < self._refresh}
+        self._cycle_at = now
+        self._reads = {r: v for r, v in self._reads.items() if self._fresh(v, now)}
         self._sessions = {
             s: v for s, v in self._sessions.items() if now - v[2] < _FORGET_SESSION_SECONDS
         }
@@ -121,9 +132,16 @@ class ResourceReader:
             if before is None or before[:2] != (s.status, s.model_resources_id):
                 moved.add(s.model_resources_id)
             self._sessions[s.id] = (s.status, s.model_resources_id, now)
-        fresh = {r for r, (_, at) in self._reads.items() if now - at < self._refresh}
+        fresh = {r for r, v in self._reads.items() if self._fresh(v, now)}
         due = sorted(r for r in set(wanted.values()) - self._tried if r in moved or r not in fresh)
         return wanted, due
+
+    def _fresh(self, read: tuple[ModelResource, float], now: float) -> bool:
+        resource, at = read
+        keep = self._refresh
+        if resource.status_enum not in SETTLED:
+            keep = min(keep, MOVING_REFRESH_SECONDS)
+        return now - at < keep
 
     def expect(self, sessions: int) -> None:
         """This cycle will hand over `sessions` more sessions to `read`, in parts
@@ -153,6 +171,26 @@ class ResourceReader:
             return Plan.GET
         return choose(due, self._seen, now=self._clock())
 
+    def _due_to_come(self, coming: int, *, part: int, due: int) -> int:
+        """How many resources the cycle's `coming` sessions will find due: those of
+        the sessions known from earlier cycles and not handed over yet in this one
+        that are not fresh, and for sessions never seen, as many as this part
+        found per session. Not this part's share of due ones times the parts to
+        come: a few status changes in one part are not a refresh of them all."""
+        if not coming:
+            return 0
+        now = self._clock()
+        waiting = [v[1] for v in self._sessions.values() if v[2] < self._cycle_at]
+        stale = {
+            r
+            for r in waiting
+            if r not in self._tried
+            and r not in self._listed_now
+            and not (r in self._reads and self._fresh(self._reads[r], now))
+        }
+        unseen = max(0, coming - len(waiting))
+        return min(coming, len(stale) + math.ceil(unseen * due / max(part, 1)))
+
     async def _read(self, due: list[str], *, part: int) -> None:
         now = self._clock()
         # Listed by this cycle's pass: read already, for no request.
@@ -164,7 +202,7 @@ class ResourceReader:
             return
         # The cycle's due resources: this part's, as many again for each part to come.
         coming = max(0, self._expected - self._handed)
-        projected = len(left) + math.ceil(len(left) * coming / max(part, 1))
+        projected = len(left) + self._due_to_come(coming, part=part, due=len(left))
         if self.plan(projected) is Plan.LIST:
             self._listed = True
             known = {v[1] for v in self._sessions.values()}

@@ -146,7 +146,7 @@ async def test_a_database_error_in_the_spend_exchange_leaves_the_local_count() -
     ledger = Ledger()
     ledger.spend("get")  # a command
     rt = SimpleNamespace(
-        settings=SimpleNamespace(spend_watch=False),
+        settings=SimpleNamespace(spend_watch=False, spend_refresh_seconds=300.0),
         together=SimpleNamespace(ledger=ledger),
         lister=None,
         sessionmaker=_Down(),

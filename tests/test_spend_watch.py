@@ -229,6 +229,36 @@ def test_many_due_resources_are_read_with_live_pages_and_few_with_gets() -> None
     assert stub.pages == 6 and len(stub.gets) == 3
 
 
+def test_a_settled_resource_is_read_each_refresh_and_a_moving_one_each_minute() -> None:
+    """SPEND_REFRESH_SECONDS (300 s) holds for a READY resource; a PENDING one,
+    whose queue position the card shows, is read again after 60 s; a session's
+    status change has its resource read at once either way."""
+    ready, pending = rid(1), rid(2)
+    stub = StubTogether([], extra=(ready, pending))
+    stub.known[pending] = ModelResource.model_validate(
+        make_model_resource(pending, "PENDING", now=NOW)
+    )
+    clock = [1000.0]
+    reader = reader_over(stub, clock, refresh=300.0)
+    sessions = [session_on(1, ready), session_on(2, pending, "CREATING")]
+    assert len(cycle(reader, sessions)) == 2 and sorted(stub.gets) == [ready, pending]
+    clock[0] += 30
+    cycle(reader, sessions)
+    assert len(stub.gets) == 2  # both fresh
+    clock[0] += 31  # 61 s after the first read
+    cycle(reader, sessions)
+    assert stub.gets[2:] == [pending]
+    sessions[0] = session_on(1, ready, "STOPPING")  # its session moved: read at once
+    cycle(reader, sessions)
+    assert stub.gets[3:] == [ready]
+    clock[0] += 240  # 301 s after the first read, 240 after the last
+    cycle(reader, sessions)
+    assert stub.gets[4:] == [pending]  # READY read 240 s ago: still fresh
+    clock[0] += 61
+    cycle(reader, sessions)
+    assert sorted(stub.gets[5:]) == [ready, pending]
+
+
 def test_a_cycle_read_in_parts_reads_its_resources_with_one_pass_of_live_pages() -> None:
     """The poller hands the reader a cycle's sessions a page (100) at a time: the
     first part's pass of live pages serves the later parts too, in the first
@@ -252,6 +282,31 @@ def test_a_cycle_read_in_parts_reads_its_resources_with_one_pass_of_live_pages()
         clock[0] += 61
     # A pass of 10 pages a cycle; the one stopped resource (not live) asked for each time.
     assert stub.pages == 30 and stub.gets == [rid(99999)] * 3
+
+
+def test_a_few_status_changes_in_a_cycle_read_in_parts_cost_a_get_each() -> None:
+    """Two sessions of the first part changed status: their two resources are
+    read with a GET each, not with a pass of live pages sized as if every part
+    held as many (the bench's spend scenario spent 200 pages in 330 s so)."""
+    n = 1000
+    stub = StubTogether([rid(i) for i in range(n)])
+    clock = [1000.0]
+    reader = reader_over(stub, clock, refresh=300.0)
+    sessions = [session_on(i, rid(i)) for i in range(n)]
+
+    def in_parts() -> int:
+        reader.begin_cycle()
+        reader.expect(len(sessions))
+        return sum(len(asyncio.run(reader.read(sessions[k : k + 100]))) for k in range(0, n, 100))
+
+    assert in_parts() == n and stub.pages == 10 and stub.gets == []
+    clock[0] += 30
+    sessions[3], sessions[5] = session_on(3, rid(3), "STOPPING"), session_on(5, rid(5), "STOPPING")
+    assert in_parts() == n
+    assert stub.pages == 10 and sorted(stub.gets) == [rid(3), rid(5)]
+    # Once the refresh is up, every part's resources are due again: one pass.
+    clock[0] += 300
+    assert in_parts() == n and stub.pages == 20 and len(stub.gets) == 2
 
 
 def test_a_resource_absent_from_the_live_pages_is_read_with_a_get() -> None:
