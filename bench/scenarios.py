@@ -532,7 +532,7 @@ def change_to_post(
             end = time.monotonic()
             in_window = [r for r in list(together.requests) if start <= r.at < end]
             spent = len(in_window)
-            by_kind = Counter(_request_kind(r.method, r.path) for r in in_window)
+            by_kind = Counter(_REQUEST_KIND.get(r.route, r.route) for r in in_window)
 
             def posted(i: int) -> float | None:
                 root = f"{1600000000 + i}.000000"
@@ -571,16 +571,15 @@ def change_to_post(
     }
 
 
-def _request_kind(method: str, path: str) -> str:
-    """What a request to the Together-shaped server was, for the bench's split."""
-    path = path.split("?")[0].rstrip("/")
-    if "/model-resources" in path:
-        if path.endswith("estimate-cost"):
-            return "estimate_cost"
-        return "resource_list_page" if path.endswith("/model-resources") else "resource_get"
-    if path.endswith("/training-sessions"):
-        return "list_page"
-    return "get" if method == "GET" else "other"
+# The fake's route names (`FakeTogether._route`) as the bot's request budget names
+# the kinds (`bot.budget`), for the bench's split of a window's requests.
+_REQUEST_KIND = {
+    "list": "list_page",
+    "get": "get",
+    "resources": "resource_list_page",
+    "resource": "resource_get",
+    "estimate": "estimate_cost",
+}
 
 
 def naive_baseline(backend: str, sizes: Sizes, concurrent: dict[str, Any]) -> dict[str, Any]:

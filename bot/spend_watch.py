@@ -132,8 +132,11 @@ class ResourceReader:
             if before is None or before[:2] != (s.status, s.model_resources_id):
                 moved.add(s.model_resources_id)
             self._sessions[s.id] = (s.status, s.model_resources_id, now)
-        fresh = {r for r, v in self._reads.items() if self._fresh(v, now)}
-        due = sorted(r for r in set(wanted.values()) - self._tried if r in moved or r not in fresh)
+        due = sorted(
+            r
+            for r in set(wanted.values()) - self._tried
+            if r in moved or not self._is_fresh(r, now)
+        )
         return wanted, due
 
     def _fresh(self, read: tuple[ModelResource, float], now: float) -> bool:
@@ -142,6 +145,10 @@ class ResourceReader:
         if resource.status_enum not in SETTLED:
             keep = min(keep, MOVING_REFRESH_SECONDS)
         return now - at < keep
+
+    def _is_fresh(self, resource_id: str, now: float) -> bool:
+        read = self._reads.get(resource_id)
+        return read is not None and self._fresh(read, now)
 
     def expect(self, sessions: int) -> None:
         """This cycle will hand over `sessions` more sessions to `read`, in parts
@@ -184,9 +191,7 @@ class ResourceReader:
         stale = {
             r
             for r in waiting
-            if r not in self._tried
-            and r not in self._listed_now
-            and not (r in self._reads and self._fresh(self._reads[r], now))
+            if r not in self._tried and r not in self._listed_now and not self._is_fresh(r, now)
         }
         unseen = max(0, coming - len(waiting))
         return min(coming, len(stale) + math.ceil(unseen * due / max(part, 1)))

@@ -344,6 +344,8 @@ class TogetherRequest:
     status: int = 0
     #: the request body as sent (JSON for the POSTs that take one)
     body: bytes = b""
+    #: what the server took it for (`FakeTogether._route`: list, get, resource, ...)
+    route: str = ""
 
 
 class FakeTogether(FakeHTTPServer):
@@ -675,6 +677,7 @@ class FakeTogether(FakeHTTPServer):
             authorization=auth,
             at=request.at,
             body=request.body,
+            route=route,
         )
         with self._cond:
             self.requests.append(record)
