@@ -11,7 +11,7 @@ test:
 	$(BIN)/pytest
 
 lint:
-	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy bot
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy bot && $(BIN)/lint-imports
 
 format:
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .

@@ -23,11 +23,11 @@ if str(REPO) not in sys.path:  # `tests.fakes` and `tests.support` live at the r
 
 from sqlalchemy import insert, text, update  # noqa: E402
 
-from bot.db import make_engine  # noqa: E402
-from bot.migrations import upgrade  # noqa: E402
-from bot.models import TrainingSession  # noqa: E402
-from bot.snapshots import watch_state  # noqa: E402
-from bot.storage import Subscription, WatchedSession, utcnow  # noqa: E402
+from bot.store.engine import make_engine  # noqa: E402
+from bot.store.migrations import upgrade  # noqa: E402
+from bot.store.tables import Subscription, WatchedSession, utcnow  # noqa: E402
+from bot.training.shapes import TrainingSession  # noqa: E402
+from bot.training.snapshots import watch_state  # noqa: E402
 from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402
 

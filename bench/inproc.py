@@ -1,4 +1,4 @@
-"""Scenario 2b, in-process: `bot.poller.poll_cycle` on the bot's own runtime (engine,
+"""Scenario 2b, in-process: `bot.poll.cycle.poll_cycle` on the bot's own runtime (engine,
 httpx client, Together client), with a SQLAlchemy `before_cursor_execute` listener counting
 every statement sent to the database, and the cycle split into claim / fetch / write phases.
 
@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import event
 
-import bot.poller as poller
 from bench.env import database, make_due, seed
 from bench.scenarios import Sizes
 from bot.config import Settings
+from bot.poll import cycle as poller
 from bot.runtime import build_runtime
 from tests.fakes import FakeTogether
 

@@ -572,7 +572,7 @@ def change_to_post(
 
 
 # The fake's route names (`FakeTogether._route`) as the bot's request budget names
-# the kinds (`bot.budget`), for the bench's split of a window's requests.
+# the kinds (`bot.together.budget`), for the bench's split of a window's requests.
 _REQUEST_KIND = {
     "list": "list_page",
     "get": "get",

@@ -78,14 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = args.host or settings.host
     port = args.port or settings.port
     if command == "socket":
-        from bot.socket_mode import run_socket
+        from bot.slack.socket_mode import run_socket
 
         return asyncio.run(run_socket(settings, host=host, port=port))
     return _serve(settings, host=host, port=port)
 
 
 def _migrate(settings: Settings) -> int:
-    from bot.migrations import upgrade
+    from bot.store.migrations import upgrade
 
     try:
         upgrade(settings.database_url)
@@ -104,7 +104,7 @@ def _lock_sqlite(url: str) -> str | None:
     global _sqlite_lock
     from sqlalchemy.engine import make_url
 
-    from bot.db import async_url, is_sqlite
+    from bot.config import async_url, is_sqlite
 
     if not is_sqlite(url):
         return None
@@ -139,8 +139,8 @@ def _lock_sqlite(url: str) -> str | None:
 
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
-    from bot.db import is_sqlite
-    from bot.migrations import current_revision, head_revision, upgrade
+    from bot.config import is_sqlite
+    from bot.store.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):
         # Migrating imports Alembic for good: only when there is something to migrate.
@@ -169,8 +169,8 @@ def _check_schema(settings: Settings) -> int:
 
 def _serve(settings: Settings, *, host: str, port: int) -> int:
     from bot.runtime import build_runtime
-    from bot.slack_app import build_app
-    from bot.web import create_web_app, http_server
+    from bot.slack.app import build_app
+    from bot.slack.web import create_web_app, http_server
 
     rt = build_runtime(settings)
     http_server(create_web_app(rt, build_app(rt)), host=host, port=port).run()
@@ -180,10 +180,10 @@ def _serve(settings: Settings, *, host: str, port: int) -> int:
 async def _show(settings: Settings, session_id: str, *, as_json: bool) -> int:
     import httpx
 
-    from bot.models import is_session_id
     from bot.rendering import card
     from bot.rendering.terminal import as_text
-    from bot.together import USER_MESSAGES, TogetherClient, TogetherError
+    from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
+    from bot.training.shapes import is_session_id
 
     if not is_session_id(session_id):
         print(f"rl-bot: {USER_MESSAGES['invalid_id']}", file=sys.stderr)

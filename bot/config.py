@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
 
@@ -51,7 +53,7 @@ class Settings(BaseSettings):
     poll_min_interval_seconds: float = Field(5.0, gt=0)
     # What the whole bot may spend on Together, every replica together (0: no budget,
     # poll every POLL_INTERVAL_SECONDS); the poller sizes its interval to what the
-    # others left, on this replica and the others (`bot.spend_share`).
+    # others left, on this replica and the others (`bot.jobs.spend_exchange`).
     together_requests_per_minute: float = Field(120.0, ge=0)
     # auto: per cycle, one GET per session or the list pages, whichever costs less.
     poll_plan: Literal["auto", "get", "list"] = "auto"
@@ -209,10 +211,38 @@ class Settings(BaseSettings):
             need("together_api_key", self.together_api_key)
         if not self.together_base_url.startswith(("https://", "http://")):
             problems.append("TOGETHER_BASE_URL must be an http(s) URL")
-        from bot.db import async_url
-
         try:
             async_url(self.database_url)
         except ValueError as exc:
             problems.append(f"DATABASE_URL is not usable: {exc}")
         return problems
+
+
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+    "postgresql+psycopg": "postgresql+asyncpg",
+}
+_ASYNC = {"sqlite+aiosqlite", "postgresql+asyncpg"}
+
+
+def async_url(url: str) -> str:
+    """Return `url` with an async driver; raise ValueError for anything else."""
+    if "://" not in url:
+        raise ValueError("expected a URL such as sqlite:///./rl-bot.db or postgresql://host/db")
+    scheme, rest = url.split("://", 1)
+    scheme = _DRIVERS.get(scheme, scheme)
+    if scheme not in _ASYNC:
+        raise ValueError(f"unsupported database scheme {scheme.split('+')[0]!r}")
+    try:
+        parsed = make_url(f"{scheme}://{rest}")
+    except ArgumentError as exc:
+        raise ValueError("cannot parse it") from exc
+    return parsed.render_as_string(hide_password=False)
+
+
+def is_sqlite(url: str) -> bool:
+    """Whether the URL names the embedded SQLite database."""
+    return async_url(url).startswith("sqlite")

@@ -17,13 +17,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from bot.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.config import Settings
-from bot.db import make_engine, make_sessionmaker
-from bot.http_util import SlackRateLimitRetry
-from bot.listing import Lister
 from bot.metrics import Metrics, get_metrics
-from bot.together import TogetherClient
+from bot.rate_limits import SlackRateLimitRetry
+from bot.store.engine import make_engine, make_sessionmaker
+from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
+from bot.together.client import TogetherClient
+from bot.together.list_pass import Lister
 
 log = logging.getLogger(__name__)
 

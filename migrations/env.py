@@ -8,16 +8,16 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from bot.config import Settings
-from bot.db import async_url, make_engine
-from bot.outbox import OutboxMessage
-from bot.storage import Base
+from bot.config import Settings, async_url
+from bot.outbox.queue import OutboxMessage
+from bot.store.engine import make_engine
+from bot.store.tables import Base
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-# Every table: `bot.storage`'s, and the outbox's, which lives with its contract.
+# Every table: `bot.store.tables`'s, and the outbox's, which lives with its contract.
 assert OutboxMessage.__table__.metadata is Base.metadata
 target_metadata = Base.metadata
 

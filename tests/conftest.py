@@ -43,7 +43,7 @@ def pg_template() -> Iterator[str]:
         pytest.skip("PostgreSQL not reachable")
     name = f"rlbot_tmpl_{os.getpid()}"
     pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}"', f'CREATE DATABASE "{name}"')
-    from bot.migrations import upgrade
+    from bot.store.migrations import upgrade
 
     upgrade(f"{PG_BASE}/{name}")
     yield name
@@ -58,7 +58,7 @@ def db_url(
     if request.param == "sqlite":
         path = tmp_path_factory.mktemp("db") / "rl-bot.db"
         url = f"sqlite:///{path}"
-        from bot.migrations import upgrade
+        from bot.store.migrations import upgrade
 
         upgrade(url)
         yield url

@@ -59,7 +59,7 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     """Read the bot's database from the test, through the bot's own URL handling."""
     from sqlalchemy import text
 
-    from bot.db import make_engine
+    from bot.store.engine import make_engine
 
     async def go() -> list[tuple[Any, ...]]:
         engine = make_engine(db_url)

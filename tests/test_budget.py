@@ -12,17 +12,17 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import text, update
 
-from bot.budget import COMMAND, POLL, Ledger, charged_to
 from bot.config import Settings
-from bot.db import make_engine, make_sessionmaker
+from bot.jobs.spend_exchange import STALE_SECONDS, Spend, deployment, exchange, forget
+from bot.jobs.ticker import Ticker
 from bot.metrics import Metrics
-from bot.models import ModelResource
-from bot.poll_plan import Plan, budget_interval
-from bot.poller import SIDE_WINDOW, Planner
-from bot.scheduler import Ticker
-from bot.spend_share import STALE_SECONDS, Spend, deployment, exchange, forget
-from bot.storage import ReplicaSpend, db_now
-from bot.together import TogetherClient, TogetherError
+from bot.poll.cycle import SIDE_WINDOW, Planner
+from bot.store.engine import make_engine, make_sessionmaker
+from bot.store.tables import ReplicaSpend, db_now
+from bot.together.budget import COMMAND, POLL, Ledger, charged_to
+from bot.together.client import TogetherClient, TogetherError
+from bot.together.poll_plan import Plan, budget_interval
+from bot.training.shapes import ModelResource
 from tests import together_fixtures
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from bot.command_parser import (
+from bot.commands.parser import (
     DEFAULT_FILTERS,
     MAX_MUTE,
     Command,
@@ -265,7 +265,7 @@ def test_digest_usage(text: str) -> None:
 
 
 def test_ls_takes_its_query_from_session_list() -> None:
-    from bot.session_list import ListQuery
+    from bot.commands.ls import ListQuery
 
     command = parse("ls error <@U0ANA|ana> model=Qwen/Qwen3.5-4B")
     assert command.verb == "ls" and command.problem is None

@@ -80,7 +80,7 @@ def module_rig(
     pg_name = None
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'rl-bot.db'}"
-        from bot.migrations import upgrade
+        from bot.store.migrations import upgrade
 
         upgrade(db_url)
     else:

@@ -14,12 +14,12 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
 from bot.config import Settings
-from bot.db import make_engine
-from bot.delivery import _carries
-from bot.outbox import MAX_KEY_LENGTH, bounded_key
-from bot.poller import claim_size
-from bot.storage import db_now
-from bot.together import TogetherClient, TogetherError
+from bot.delivery.sender import _carries
+from bot.outbox.queue import MAX_KEY_LENGTH, bounded_key
+from bot.poll.cycle import claim_size
+from bot.store.engine import make_engine
+from bot.store.tables import db_now
+from bot.together.client import TogetherClient, TogetherError
 
 
 def _sqlite_scalar(expr: Any) -> Any:

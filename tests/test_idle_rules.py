@@ -9,9 +9,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.idle_watch import Candidate, attached_sessions, candidate, idle_since
-from bot.models import ModelResource, TrainingSession
-from bot.together import TogetherClient, TogetherError
+from bot.alerts.idle import Candidate, attached_sessions, candidate, idle_since
+from bot.together.client import TogetherClient, TogetherError
+from bot.training.shapes import ModelResource, TrainingSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource

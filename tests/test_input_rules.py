@@ -15,10 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot import rendering
-from bot.http_util import parse_retry_after
-from bot.models import TrainingSession
+from bot.rate_limits import parse_retry_after
 from bot.rendering.terminal import as_text
-from bot.snapshots import (
+from bot.slack.web import CachedCheck
+from bot.together.client import MAX_RETRY_AFTER, retry_after_seconds
+from bot.training.shapes import TrainingSession
+from bot.training.snapshots import (
     KEPT_CHECKPOINTS,
     MAX_DEPTH,
     MAX_KEYS,
@@ -26,8 +28,6 @@ from bot.snapshots import (
     checkpoint_count,
     trimmed_snapshot,
 )
-from bot.together import MAX_RETRY_AFTER, retry_after_seconds
-from bot.web import CachedCheck
 from tests.fakes import make_session
 
 NOW = 1_800_000_000.0

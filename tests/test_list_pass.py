@@ -10,10 +10,10 @@ import time
 
 import httpx
 
-from bot.listing import SEND_WAIT, list_pass
-from bot.models import RawSession
-from bot.poll_plan import LIVE_STATUSES
-from bot.together import TogetherClient
+from bot.together.client import TogetherClient
+from bot.together.list_pass import SEND_WAIT, list_pass
+from bot.together.poll_plan import LIVE_STATUSES
+from bot.training.shapes import RawSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether, make_session
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.listing import SHARE_SECONDS, Lister
-from bot.poll_plan import ERROR_STATUSES, LIVE_STATUSES
-from bot.session_list import ListQuery, fetch_page, from_pass
-from bot.together import TogetherClient
+from bot.commands.ls import ListQuery, fetch_page, from_pass
+from bot.together.client import TogetherClient
+from bot.together.list_pass import SHARE_SECONDS, Lister
+from bot.together.poll_plan import ERROR_STATUSES, LIVE_STATUSES
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 
@@ -107,8 +107,8 @@ async def test_held_waits_for_a_running_pass_of_exactly_those_statuses(
 
 
 def test_from_pass_gives_up_when_the_answer_needs_a_second_page() -> None:
-    from bot.listing import ListPass
-    from bot.models import RawSession
+    from bot.together.list_pass import ListPass
+    from bot.training.shapes import RawSession
     from tests.fakes import make_session
 
     listed = ListPass(complete=True)

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from bot.models import (
+from bot.together.client import _next_cursor
+from bot.training.shapes import (
     InferenceCheckpoint,
     TrainingCheckpoint,
     TrainingSession,
 )
-from bot.together import _next_cursor
 from tests.fakes.together import make_old_shape_session, make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -8,9 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from bot.models import TrainingSession
-from bot.notify import SessionEvent, Watcher, notifications, tells
-from bot.outbox import (
+from bot.outbox.queue import (
     CheckpointsPayload,
     DigestPayload,
     Kind,
@@ -22,7 +20,9 @@ from bot.outbox import (
     operator_row,
     read_payload,
 )
-from bot.transitions import detect, gone
+from bot.poll.audience import SessionEvent, Watcher, notifications, tells
+from bot.training.shapes import TrainingSession
+from bot.training.transitions import detect, gone
 from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

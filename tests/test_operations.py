@@ -214,7 +214,7 @@ def test_json_logs_are_one_object_per_line_with_ids(
     [command] = [r for r in records if r["msg"].startswith("command show")]
     assert command["channel_id"] == "C123" and command["session_id"] == SID
     assert command["level"] == "INFO" and command["logger"].startswith("bot.")
-    assert {r["logger"] for r in records} >= {"uvicorn.error", "bot.web"}
+    assert {r["logger"] for r in records} >= {"uvicorn.error", "bot.slack.web"}
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -361,7 +361,7 @@ def test_socket_mode_config_errors_exit_2_with_one_line(
 
 @pytest.mark.slow  # runs rl-bot as a subprocess
 def test_migrate_brings_a_fresh_sqlite_file_to_head(tmp_path: Path) -> None:
-    from bot.migrations import head_revision
+    from bot.store.migrations import head_revision
 
     url = f"sqlite:///{tmp_path}/fresh.db"
     first = run_bot(["migrate"], tmp_path, {"DATABASE_URL": url})
@@ -381,7 +381,7 @@ def test_serve_migrates_the_default_sqlite_database_itself(
     tmp_path: Path, slack: FakeSlack, together: FakeTogether
 ) -> None:
     """The two-command quick start: no `rl-bot migrate` before `rl-bot serve` on SQLite."""
-    from bot.migrations import head_revision
+    from bot.store.migrations import head_revision
 
     url = f"sqlite:///{tmp_path}/quickstart.db"
     bot = BotProcess.start(workdir=tmp_path, db_url=url, slack=slack, together=together)
@@ -400,8 +400,8 @@ def test_the_running_bot_compares_revisions_without_alembic(tmp_path: Path) -> N
 
     from alembic.runtime.migration import MigrationContext
 
-    from bot.db import make_engine
-    from bot.migrations import _alembic_head, _scripts_head, current_revision, upgrade
+    from bot.store.engine import make_engine
+    from bot.store.migrations import _alembic_head, _scripts_head, current_revision, upgrade
 
     url = f"sqlite:///{tmp_path}/revisions.db"
     assert _scripts_head() is not None and _scripts_head() == _alembic_head(url)
@@ -421,7 +421,7 @@ def test_the_running_bot_compares_revisions_without_alembic(tmp_path: Path) -> N
     upgrade(url)
     assert asyncio.run(both()) == (_scripts_head(), _scripts_head())
     imports = (
-        "import sys, bot.cli, bot.web, bot.runtime, bot.slack_app, bot.scheduler; "
+        "import sys, bot.cli, bot.slack.web, bot.runtime, bot.slack.app, bot.jobs.ticker; "
         "print(sorted(m for m in ('alembic', 'mako') if m in sys.modules))"
     )
     done = subprocess.run(

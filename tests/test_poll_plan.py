@@ -3,7 +3,7 @@ Together request budget allows."""
 
 from __future__ import annotations
 
-from bot.poll_plan import (
+from bot.together.poll_plan import (
     ESTIMATE_TTL_SECONDS,
     LIVE_STATUSES,
     Plan,
@@ -108,7 +108,7 @@ def test_the_budget_stretches_an_expensive_round_and_lets_a_cheap_one_poll_often
 
 def test_the_claim_slack_lengthens_the_gap_only_while_the_budget_sets_the_interval() -> None:
     from bot.config import Settings
-    from bot.poller import due_slack, poll_gap
+    from bot.poll.cycle import due_slack, poll_gap
 
     settings = Settings(_env_file=None, poll_interval_seconds=60, poll_min_interval_seconds=5)
     slack = due_slack(settings)

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.models import TrainingSession
-from bot.poller import MAX_POLL_BACKOFF_SECONDS, observe
-from bot.snapshots import watch_state
-from bot.together import TogetherError
-from bot.transitions import GONE, checkpoint_keys
+from bot.poll.cycle import MAX_POLL_BACKOFF_SECONDS, observe
+from bot.together.client import TogetherError
+from bot.training.shapes import TrainingSession
+from bot.training.snapshots import watch_state
+from bot.training.transitions import GONE, checkpoint_keys
 from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

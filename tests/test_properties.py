@@ -18,9 +18,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from bot.command_parser import MAX_COMMAND_TEXT, Command, parse
-from bot.listeners.commands import _immediate
-from bot.models import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
+from bot.commands.parser import MAX_COMMAND_TEXT, Command, parse
 from bot.rendering import (
     ListedSubscription,
     card,
@@ -31,7 +29,9 @@ from bot.rendering import (
     transition_message,
 )
 from bot.rendering.terminal import as_text
-from bot.together import USER_MESSAGES, TogetherClient, TogetherError
+from bot.slack.listeners.commands import _immediate
+from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
+from bot.training.shapes import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
 from tests.block_kit import block_kit_problems
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

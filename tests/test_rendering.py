@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.models import TrainingSession
 from bot.rendering import (
     ListedSubscription,
     Message,
@@ -40,6 +39,7 @@ from bot.rendering import (
     unsubscribed_message,
 )
 from bot.rendering.terminal import as_text
+from bot.training.shapes import TrainingSession
 from tests.block_kit import block_kit_problems
 
 SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from bot import rendering
-from bot.models import TrainingSession
 from bot.rendering import HomeSubscription, ListedSubscription, SessionLine, StatusChange
 from bot.rendering.card import checkpoint_facts
 from bot.rendering.text import code_span, user_ref
+from bot.training.shapes import TrainingSession
 from tests.fakes.together import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

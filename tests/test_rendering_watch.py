@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.models import CostEstimate, ModelResource, TrainingSession
 from bot.rendering.terminal import as_text
 from bot.rendering.watch import (
     LS_MORE,
@@ -24,7 +23,6 @@ from bot.rendering.watch import (
     idle_resource_alert,
     list_title,
     money_words,
-    rate_words,
     resource_stop_requested_message,
     resumed_message,
     session_list_page,
@@ -33,6 +31,8 @@ from bot.rendering.watch import (
     stop_resource_button,
     watch_blocks,
 )
+from bot.training.rules import rate_words
+from bot.training.shapes import CostEstimate, ModelResource, TrainingSession
 from tests.fakes.together import make_model_resource, make_session
 from tests.test_rendering import (
     INJECTIONS,

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from bot.listeners.actions import card_problem
-from bot.listeners.home import subscription_problem
-from bot.listeners.request import Request
-from bot.together import USER_MESSAGES
-from bot.workflows import Asker
+from bot.commands.workflows import Asker
+from bot.slack.listeners.actions import card_problem
+from bot.slack.listeners.home import subscription_problem
+from bot.slack.listeners.request import Request
+from bot.together.client import USER_MESSAGES
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NO_IO: dict[str, Any] = {"rt": None, "client": None, "respond": None}

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.models import ModelResource, ResourceStatus
-from bot.together import TogetherClient, TogetherError
+from bot.together.client import TogetherClient, TogetherError
+from bot.training.shapes import ModelResource, ResourceStatus
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import DEFAULT_PRICES

@@ -10,8 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.rendering.watch import session_list_page
-from bot.session_list import (
+from bot.commands.ls import (
     ListQuery,
     More,
     creators,
@@ -21,7 +20,8 @@ from bot.session_list import (
     parse_args,
     read_more,
 )
-from bot.together import TogetherClient
+from bot.rendering.watch import session_list_page
+from bot.together.client import TogetherClient
 from tests import together_fixtures
 from tests.block_kit import block_kit_problems
 from tests.fakes import FakeTogether
@@ -105,7 +105,7 @@ def test_more_value_round_trips_and_refuses_anything_else() -> None:
 
 
 def test_keep_applies_the_model_and_several_creators() -> None:
-    from bot.models import TrainingSession
+    from bot.training.shapes import TrainingSession
 
     s = TrainingSession(id="s1", base_model="Qwen/Qwen3.5-4B", created_by="user_1")
     assert keep(s, ListQuery(model="qwen/qwen3.5-4b"), None)
@@ -168,9 +168,9 @@ async def test_a_page_filters_by_creator_and_model_and_shows_resources(
 def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
     from datetime import timedelta
 
-    from bot.models import TrainingSession
+    from bot.commands.ls import with_progress
     from bot.rendering.watch import SessionRow
-    from bot.session_list import with_progress
+    from bot.training.shapes import TrainingSession
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
     since = datetime(2026, 3, 1, 10, 0)
@@ -193,7 +193,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
 async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found(
     fake: FakeTogether, client: TogetherClient
 ) -> None:
-    from bot.session_list import live_resources
+    from bot.commands.ls import live_resources
 
     for i in range(250):
         fake.add_resource(f"res-{i:04d}", "READY" if i % 2 else "PENDING")
@@ -212,9 +212,9 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 
 
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
-    from bot.models import ModelResource, TrainingSession
+    from bot.commands.ls import with_progress
     from bot.rendering.watch import SessionRow
-    from bot.session_list import with_progress
+    from bot.training.shapes import ModelResource, TrainingSession
     from tests.fakes.together import make_model_resource
 
     at = datetime(2026, 3, 1, 10, 30)

@@ -8,22 +8,19 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from bot.models import CostEstimate, ModelResource, TrainingSession
-from bot.rendering.watch import watch_blocks
-from bot.spend_watch import (
+from bot.alerts.spend import (
     SPEND_REDRAW_SECONDS,
-    CardWatch,
     ResourceReader,
-    card_facts,
     card_key,
-    card_with_watch,
-    facts,
     stored,
     watch_key,
 )
-from bot.stall_watch import stored_progress
-from bot.together import TogetherClient
-from bot.watch_rules import Progress
+from bot.alerts.stall import stored_progress
+from bot.rendering.watch import watch_blocks
+from bot.root_card import CardWatch, card_facts, card_with_watch, facts
+from bot.together.client import TogetherClient
+from bot.training.rules import Progress
+from bot.training.shapes import CostEstimate, ModelResource, TrainingSession
 from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

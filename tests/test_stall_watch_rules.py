@@ -7,9 +7,9 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.models import TrainingSession
-from bot.outbox import ProgressPayload, Thread
-from bot.stall_watch import StallSettings, check, load_progress, rows, threshold
+from bot.alerts.stall import StallSettings, check, load_progress, rows, threshold
+from bot.outbox.queue import ProgressPayload, Thread
+from bot.training.shapes import TrainingSession
 from tests.fakes import make_session
 from tests.fakes.together import make_model_resource
 

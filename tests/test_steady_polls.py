@@ -18,13 +18,13 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings
-from bot.db import make_engine, make_sessionmaker
-from bot.models import HEAD_FIELDS, RawSession, TrainingSession
-from bot.outbox import OutboxMessage
-from bot.poller import Fetched, record_outcomes
-from bot.snapshots import watch_state
-from bot.storage import Subscription, WatchedSession, db_now, utcnow
-from bot.together import TogetherError, raw_sessions
+from bot.outbox.queue import OutboxMessage
+from bot.poll.cycle import Fetched, record_outcomes
+from bot.store.engine import make_engine, make_sessionmaker
+from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
+from bot.together.client import TogetherError, raw_sessions
+from bot.training.shapes import HEAD_FIELDS, RawSession, TrainingSession
+from bot.training.snapshots import watch_state
 from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -582,7 +582,7 @@ def test_error_body_check_is_exact() -> None:
 
 async def test_our_client_sends_statuses_in_brackets_form(fake: FakeTogether) -> None:
     """The bot's own client: `status[]=A&status[]=B` (Together's API notes), filters, meta pages."""
-    from bot.together import TogetherClient
+    from bot.together.client import TogetherClient
 
     for i in range(3):
         fake.add(f"b-err-{i}", "ERROR")

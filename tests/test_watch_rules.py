@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.models import ResourceStatus, Status
-from bot.watch_rules import (
+from bot.training.rules import (
     CREATING_ALERT_AFTER,
     IDLE_RESOURCE_ALERT_AFTER,
     MAX_OBSERVED_GAP,
@@ -29,6 +28,7 @@ from bot.watch_rules import (
     stall_rule,
     stalled_for,
 )
+from bot.training.shapes import ResourceStatus, Status
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

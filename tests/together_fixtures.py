@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from bot.together import TogetherClient
+from bot.together.client import TogetherClient
 from tests.fakes import FakeTogether
 
 

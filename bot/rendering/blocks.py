@@ -29,7 +29,7 @@ MAX_FALLBACK_TEXT = 40000
 # Our own, tighter budget for the fallback (a notification's preview).
 FALLBACK_LIMIT = 3000
 
-# The buttons' action ids; `bot.listeners` registers a handler for each.
+# The buttons' action ids; `bot.slack.listeners` registers a handler for each.
 SUBSCRIBE = "rl_subscribe"
 UNSUBSCRIBE = "rl_unsubscribe"
 REFRESH = "rl_refresh"

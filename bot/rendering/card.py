@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.models import Checkpoint, Status, TrainingCheckpoint, TrainingSession, is_session_id
 from bot.rendering.blocks import (
     REFRESH,
     STOP,
@@ -36,7 +35,14 @@ from bot.rendering.words import (
     status_words,
     timestamp,
 )
-from bot.snapshots import checkpoint_count
+from bot.training.shapes import (
+    Checkpoint,
+    Status,
+    TrainingCheckpoint,
+    TrainingSession,
+    is_session_id,
+)
+from bot.training.snapshots import checkpoint_count
 
 STOPPABLE = frozenset({Status.RUNNING, Status.CREATING})
 _LATEST_CHECKPOINTS = 3

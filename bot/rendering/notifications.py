@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from bot.models import Status, TrainingSession, short_status, status_of
 from bot.rendering.blocks import (
     MAX_HEADER_TEXT,
     Message,
@@ -39,6 +38,7 @@ from bot.rendering.words import (
     status_emoji,
     status_words,
 )
+from bot.training.shapes import Status, TrainingSession, short_status, status_of
 
 
 class SessionLine(NamedTuple):

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from bot.models import TrainingSession
 from bot.rendering.blocks import (
     HOME_UNSUBSCRIBE,
     MAX_BLOCKS,
@@ -32,6 +31,7 @@ from bot.rendering.text import (
     user_ref,
 )
 from bot.rendering.words import slack_date, status_emoji, status_words
+from bot.training.shapes import TrainingSession
 
 _CHANNEL_ID_RE = re.compile(r"[CG][A-Z0-9]{2,20}")
 _MAX_LIST_ROWS = 100

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.models import CostEstimate, ModelResource, ResourceStatus, TrainingSession, is_session_id
 from bot.rendering.blocks import (
     MAX_BLOCKS,
     MAX_BUTTON_TEXT,
@@ -54,6 +53,14 @@ from bot.rendering.words import (
     status_emoji,
     status_words,
     timestamp,
+)
+from bot.training.rules import rate_words
+from bot.training.shapes import (
+    CostEstimate,
+    ModelResource,
+    ResourceStatus,
+    TrainingSession,
+    is_session_id,
 )
 
 STOP_RESOURCE = "rl_stop_resource"
@@ -101,19 +108,6 @@ def step_words(step: int | None) -> str:
         return f"{step:,}"
     except ValueError:  # more digits than Python will print
         return "(too large to show)"
-
-
-def rate_words(rate: float | None) -> str | None:
-    """Steps per minute to two significant figures (`12 steps/min`, `0.25 steps/min`),
-    so the card does not change on every poll over noise."""
-    if rate is None or rate != rate or rate < 0 or rate > 1e12:
-        return None
-    if 0 < rate < 0.01:
-        return "under 0.01 steps/min"
-    shown = f"{rate:.2g}" if rate < 100 else f"{round(rate):,}"
-    if "e" in shown:
-        shown = f"{rate:,.0f}"
-    return f"{shown} steps/min"
 
 
 def money_words(amount: float | None, currency: str | None) -> str | None:

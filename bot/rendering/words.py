@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from bot.models import Status, TrainingSession, short_status, status_of
 from bot.rendering.text import ID_LIMIT, NAME_LIMIT, NONE, VALUE_LIMIT, code_span, inert
+from bot.training.shapes import Status, TrainingSession, short_status, status_of
 
 _STATUS_WORDS = {
     Status.CREATING: "Creating",

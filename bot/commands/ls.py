@@ -1,0 +1,323 @@
+"""`/rl-session ls`: what is running across the org, one Together page at a time.
+
+`ls [running|creating|error|all] [mine|@user] [model=<name>]` lists the
+org's sessions from Together's list endpoint (100 to a page), answered only
+to the caller. `mine` and `@user` map a Slack user to Together's `created_by`
+through CREATED_BY_USER_MAP; `model=` keeps the rows of that base model. A
+"More" button carries the query and Together's cursor, so the next page is
+exactly the next page whoever clicks and however long after.
+
+The first page reuses a complete list pass another consumer in this process
+began within `SHARE_SECONDS` (the poller's live statuses, the error watch's
+ERROR) when its statuses include the query's and every row it keeps fits on one
+page: then nothing is listed again. Otherwise Together is asked, as for More.
+
+The grammar and the More value are pure; `fetch_page` is the one I/O edge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal, get_args
+
+from bot.alerts.idle import ACTIVE, known_idle_since
+from bot.alerts.spend import live_resource_pages
+from bot.alerts.stall import load_progress
+from bot.rendering.blocks import Message
+from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.together.client import TogetherClient
+from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass
+from bot.training.rules import stalled_for
+from bot.training.shapes import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
+
+#: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
+ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, Any]]]
+
+StatusFilter = Literal["running", "creating", "error", "all"]
+STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
+DEFAULT_FILTER: StatusFilter = "running"
+MAX_MODEL = 200
+MAX_CURSOR = 1000
+LS_USAGE = (
+    "Use `ls [running|creating|error|all] [mine|@user] [model=<name>]`, "
+    "e.g. `ls running mine` or `ls all model=Qwen/Qwen3.5-4B`."
+)
+_STATUSES: dict[str, list[str]] = {
+    "running": [STATUS_PREFIX + "RUNNING"],
+    "creating": [STATUS_PREFIX + "CREATING"],
+    "error": [STATUS_PREFIX + "ERROR"],
+    "all": [],
+}
+# How Slack writes a user in a command's text: `<@U123|name>` (escaped) or `<@U123>`.
+_USER_RE = re.compile(r"^<@([UW][A-Z0-9]{2,20})(?:\|[^<>]*)?>$")
+#: pages of live resources read for one `ls` page, at most (100 resources each)
+MAX_RESOURCE_PAGES = 5
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    status: StatusFilter = DEFAULT_FILTER
+    #: "mine", a Slack user id, or None for everyone
+    who: str | None = None
+    model: str | None = None
+
+    @property
+    def statuses(self) -> list[str]:
+        return list(_STATUSES[self.status])
+
+
+def parse_args(args: Sequence[str]) -> ListQuery | str:
+    """The words after `ls`: a query, or what is wrong (mrkdwn, user text not echoed)."""
+    status: StatusFilter | None = None
+    who: str | None = None
+    model: str | None = None
+    for word in args:
+        lowered = word.lower()
+        if lowered in STATUS_FILTERS:
+            if status is not None:
+                return f"Give one status filter at most. {LS_USAGE}"
+            status = lowered  # type: ignore[assignment]
+        elif lowered == "mine" or _USER_RE.fullmatch(word):
+            if who is not None:
+                return f"Give `mine` or one `@user` at most. {LS_USAGE}"
+            match = _USER_RE.fullmatch(word)
+            who = match.group(1) if match else "mine"
+        elif lowered.startswith("model="):
+            name = word[len("model=") :].strip()
+            if model is not None or not name or len(name) > MAX_MODEL:
+                return f"Give one `model=<name>` (at most {MAX_MODEL} characters). {LS_USAGE}"
+            model = name
+        else:
+            return f"I did not understand that. {LS_USAGE}"
+    return ListQuery(status or DEFAULT_FILTER, who, model)
+
+
+def creators(
+    query: ListQuery, *, caller: str, user_map: Mapping[str, str]
+) -> list[str] | str | None:
+    """Together `created_by` ids the query means: None for everyone, or a
+    refusal in words when the Slack user has no CREATED_BY_USER_MAP entry."""
+    if query.who is None:
+        return None
+    slack_user = caller if query.who == "mine" else query.who
+    ids = sorted(together for together, slack in user_map.items() if slack == slack_user)
+    if ids:
+        return ids
+    whom = "you" if query.who == "mine" else f"<@{slack_user}>"
+    return (
+        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
+        "sessions are theirs. Ask your operators to add one."
+    )
+
+
+# --- the More button ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class More:
+    """What the More button carries: the query, the next page's cursor, and
+    the number of the next row."""
+
+    query: ListQuery
+    after: str
+    first_number: int
+
+
+def more_value(more: More) -> str | None:
+    """The button's value, or None when it would not fit (a huge cursor)."""
+    if not more.after or len(more.after) > MAX_CURSOR:
+        return None
+    q = more.query
+    return json.dumps(
+        {"s": q.status, "w": q.who, "m": q.model, "a": more.after, "n": more.first_number},
+        separators=(",", ":"),
+    )
+
+
+def read_more(value: str) -> More | None:
+    """A More value back, checked like any user input (None if it is not ours)."""
+    try:
+        data = json.loads(value)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    status, who, model, after, number = (data.get(k) for k in ("s", "w", "m", "a", "n"))
+    if status not in STATUS_FILTERS or not isinstance(after, str) or not after:
+        return None
+    if len(after) > MAX_CURSOR or not isinstance(number, int) or isinstance(number, bool):
+        return None
+    if who is not None and (
+        not isinstance(who, str) or (who != "mine" and not _USER_RE.fullmatch(f"<@{who}>"))
+    ):
+        return None
+    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= MAX_MODEL):
+        return None
+    if not 1 <= number <= 10**9:
+        return None
+    return More(ListQuery(status, who, model), after, number)
+
+
+# --- one page --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[SessionRow]
+    #: Together's cursor for the next page, None on the last
+    after: str | None
+
+
+def keep(session: TrainingSession, query: ListQuery, created_by: Sequence[str] | None) -> bool:
+    """Filters Together's list cannot apply: the model, and several creators."""
+    if query.model is not None and (session.base_model or "").lower() != query.model.lower():
+        return False
+    return created_by is None or len(created_by) == 1 or session.created_by in created_by
+
+
+def from_pass(
+    listed: ListPass, query: ListQuery, created_by: Sequence[str] | None
+) -> list[TrainingSession] | None:
+    """The whole answer from a complete pass of the query's statuses or more: its
+    sessions of those statuses the query keeps, in list order; None when they do not
+    fit on one page (a page of it would need Together's own cursor for More)."""
+    ids = listed.ids_in(query.statuses)
+    if len(ids) > 5 * LS_PAGE:  # filtering that many on the loop costs more than a page
+        return None
+    kept = []
+    for sid in ids:
+        session = listed.session(sid)
+        if keep(session, query, created_by) and (
+            created_by is None or session.created_by in created_by
+        ):
+            kept.append(session)
+            if len(kept) > LS_PAGE:
+                return None
+    return kept
+
+
+async def fetch_page(
+    together: TogetherClient,
+    query: ListQuery,
+    *,
+    created_by: Sequence[str] | None,
+    after: str | None = None,
+    lister: Lister | None = None,
+) -> Page:
+    """One Together page of sessions (100), filtered, with their live resources.
+
+    One creator is filtered by Together; several, and the model, here (so a
+    page may show fewer than 100 rows, never skips any). Resource states come
+    from one list of the live resources, not a GET per row. The first page is
+    taken from `lister`'s recent complete pass of these statuses or more when
+    there is one and the answer fits on it (no More)."""
+    shared = None
+    if after is None and lister is not None and query.statuses:
+        listed = await lister.covering(query.statuses, since=lister.clock() - SHARE_SECONDS)
+        if listed is not None:
+            shared = from_pass(listed, query, created_by)
+    if shared is not None:
+        kept, cursor = shared, None
+    else:
+        sessions, cursor = await together.list_sessions(
+            status=query.statuses,
+            created_by=created_by[0] if created_by is not None and len(created_by) == 1 else None,
+            after=after,
+            limit=LS_PAGE,
+        )
+        kept = [s for s in sessions if keep(s, query, created_by)]
+    wanted = {s.model_resources_id for s in kept if s.model_resources_id}
+    resources = await live_resources(together, wanted) if wanted else {}
+    rows = [SessionRow(session=s, resource=resources.get(s.model_resources_id or "")) for s in kept]
+    return Page(rows, cursor)
+
+
+async def live_resources(
+    together: TogetherClient, wanted: set[str], *, max_pages: int = MAX_RESOURCE_PAGES
+) -> dict[str, ModelResource]:
+    """The pending, creating and ready resources among `wanted`, by id: one pass of
+    Together's list (page by page, up to `max_pages`, ending as soon as every
+    wanted one is found), never a request per row. A resource not listed is
+    neither: stopped, in error, or past the pages read. A failed page only
+    leaves the rest of the column empty."""
+    found: dict[str, ModelResource] = {}
+    async for page, _ in live_resource_pages(together, max_pages=max_pages):
+        found.update((r.id, r) for r in page if r.id in wanted)
+        if wanted <= found.keys():
+            break
+    return found
+
+
+async def page_message(
+    together: TogetherClient,
+    query: ListQuery,
+    *,
+    caller: str,
+    user_map: Mapping[str, str],
+    now: datetime,
+    after: str | None = None,
+    first_number: int = 1,
+    progress_of: ProgressLookup | None = None,
+    stall_after: timedelta | None = None,
+    lister: Lister | None = None,
+) -> Message | str:
+    """The `ls` answer for one page (with More when Together has another), or
+    a refusal in words (a user with no CREATED_BY_USER_MAP entry). Sessions the
+    bot watches show the steps/min it measured and whether they are stalled."""
+    created_by = creators(query, caller=caller, user_map=user_map)
+    if isinstance(created_by, str):
+        return created_by
+    page = await fetch_page(together, query, created_by=created_by, after=after, lister=lister)
+    if progress_of is not None and page.rows:
+        stored = await progress_of([row.session.id for row in page.rows])
+        busy = {r.session.model_resources_id for r in page.rows if r.session.status_enum in ACTIVE}
+        rows = [
+            with_progress(r, stored.get(r.session.id), now, stall_after, busy=busy)
+            for r in page.rows
+        ]
+        page = Page(rows, page.after)
+    value = (
+        more_value(More(query, page.after, first_number + len(page.rows))) if page.after else None
+    )
+    who = None if query.who is None else "mine" if query.who == "mine" else f"by {query.who}"
+    return session_list_page(
+        page.rows,
+        title=list_title(query.status, who, query.model),
+        now=now,
+        first_number=first_number,
+        more_value=value,
+    )
+
+
+def with_progress(
+    row: SessionRow,
+    stored: Any,
+    now: datetime,
+    stall_after: timedelta | None,
+    *,
+    busy: Collection[str | None] = (),
+) -> SessionRow:
+    """A row with what the bot's own watch knows of a session it watches: the
+    steps/min its polls measured; stalled when a RUNNING session's step has not
+    moved for `stall_after` (None: not judged); and an idle resource when the
+    idle follow-up found it with no CREATING or RUNNING session, the live
+    resources still list it READY, and no session on this page runs on it
+    (`busy`: the resources of the page's CREATING or RUNNING rows)."""
+    progress, _ = load_progress(stored)
+    resource = row.resource
+    idle = (
+        resource is not None
+        and resource.status_enum is ResourceStatus.READY
+        and row.session.status_enum not in ACTIVE
+        and resource.id not in busy
+        and known_idle_since(stored, resource.id) is not None
+    )
+    if progress is None:
+        return replace(row, idle_resource=idle)
+    frozen = stalled_for(progress, now)
+    stalled = stall_after is not None and frozen is not None and frozen >= stall_after
+    return replace(row, rate=progress.rate, stalled=stalled, idle_resource=idle)

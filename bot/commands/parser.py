@@ -1,0 +1,201 @@
+"""The `/rl-session` grammar, parsed without I/O.
+
+`/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
+[errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
+`digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
+error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls`) and
+`help` do what they say. Anything else is answered with usage, never sent to Together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.commands.ls import ListQuery, parse_args
+from bot.rendering.text import code_span
+from bot.training.shapes import is_session_id
+
+Verb = Literal["show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest"]
+MAX_COMMAND_TEXT = 4000
+FILTERS = ("status", "checkpoints", "errors-only")
+DEFAULT_FILTERS = frozenset({"status"})
+MAX_MUTE = timedelta(days=30)
+_DURATION_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?$")
+_TIME_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+STALL_USAGE = (
+    "Give one `stall=` with a duration such as `30m` or `2h` (at most 30 days), or "
+    "`stall=off`: how long a running session's step may stand still before this "
+    "thread is told."
+)
+TARGET_USAGE = (
+    "Give one `target=` with a whole step number such as `target=2000` (1 to 10^12): "
+    "the card then shows when the session should reach it at the measured rate."
+)
+MAX_TARGET = 10**12
+MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
+_ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
+DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
+
+
+class Problem(StrEnum):
+    """Why a command's text cannot be acted on; each is answered its own way."""
+
+    INVALID_ID = "invalid_id"  # not a session id: refused, nothing leaves the bot
+    USAGE = "usage"  # anything else: `reason`, then the usage
+
+
+@dataclass(frozen=True)
+class Command:
+    verb: Verb
+    session_id: str | None = None
+    problem: Problem | None = None  # set when the text cannot be acted on
+    reason: str = ""  # what is wrong, for a USAGE problem (mrkdwn, user text quoted)
+    filters: frozenset[str] = DEFAULT_FILTERS
+    duration: timedelta | None = None
+    digest_time: str | None = None  # "HH:MM", None = digest off
+    timezone: str | None = None
+    listing: ListQuery | None = None  # `ls`: which sessions
+    # `subscribe <id> stall=30m|off`: this thread's stall threshold in minutes (0 off);
+    # None keeps the thread's (and so, at first, STALL_AFTER_MINUTES)
+    stall_minutes: int | None = None
+    # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA);
+    # None keeps the thread's
+    target_step: int | None = None
+
+
+def parse(text: str | None) -> Command:
+    words = (text or "")[:MAX_COMMAND_TEXT].split()
+    if not words:
+        return Command("help")
+    head = words[0].lower()
+    if head in ("help", "-h", "--help", "?"):
+        return Command("help")
+    if head == "list":
+        if len(words) > 1:
+            return _usage("list", "`list` takes no arguments.")
+        return Command("list")
+    if head == "ls":
+        query = parse_args(words[1:])
+        return _usage("ls", query) if isinstance(query, str) else Command("ls", listing=query)
+    if head == "subscribe":
+        return _parse_subscribe(words[1:])
+    if head in ("unsubscribe", "show", "unmute"):
+        verb: Verb = head  # type: ignore[assignment]
+        if len(words) != 2:
+            return _usage(verb, f"`{head}` takes exactly one session id.")
+        return _with_id(verb, words[1])
+    if head == "mute":
+        return _parse_mute(words[1:])
+    if head == "digest":
+        return _parse_digest(words[1:])
+    if len(words) > 1:
+        return _usage("help", "I did not understand that.")
+    return _with_id("show", words[0])
+
+
+def _usage(verb: Verb, reason: str) -> Command:
+    return Command(verb, problem=Problem.USAGE, reason=reason)
+
+
+def _with_id(verb: Verb, candidate: str, **extra: object) -> Command:
+    if not is_session_id(candidate):
+        return Command(verb, problem=Problem.INVALID_ID)
+    return Command(verb, session_id=candidate, **extra)  # type: ignore[arg-type]
+
+
+def _parse_subscribe(args: list[str]) -> Command:
+    if not args:
+        return _usage("subscribe", "`subscribe` needs a session id.")
+    stall = [a for a in args[1:] if a.lower().startswith("stall=")]
+    target = [a for a in args[1:] if a.lower().startswith("target=")]
+    wanted = [a.lower() for a in args[1:] if not a.lower().startswith(("stall=", "target="))]
+    stall_minutes = None
+    if stall:
+        stall_minutes = _stall_minutes(stall[-1][len("stall=") :])
+        if len(stall) > 1 or stall_minutes is None:
+            return _usage("subscribe", STALL_USAGE)
+    target_step = None
+    if target:
+        target_step = _target_step(target[-1][len("target=") :])
+        if len(target) > 1 or target_step is None:
+            return _usage("subscribe", TARGET_USAGE)
+    unknown = [w for w in wanted if w not in FILTERS]
+    if unknown:
+        return _usage(
+            "subscribe",
+            f"Unknown filter. Filters are {', '.join(f'`{f}`' for f in FILTERS)}.",
+        )
+    filters = frozenset(wanted) or DEFAULT_FILTERS
+    if {"status", "errors-only"} <= filters:
+        return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
+    return _with_id(
+        "subscribe", args[0], filters=filters, stall_minutes=stall_minutes, target_step=target_step
+    )
+
+
+def _target_step(text: str) -> int | None:
+    """`2000` or `2,000` or `2_000` -> 2000, between 1 and 10^12; else None."""
+    digits = text.replace(",", "").replace("_", "")
+    if not digits.isascii() or not digits.isdigit() or len(digits) > 13:
+        return None
+    step = int(digits)
+    return step if 1 <= step <= MAX_TARGET else None
+
+
+def _stall_minutes(text: str) -> int | None:
+    """`off` -> 0; a duration (`30m`, `2h`) -> whole minutes; else None."""
+    if text.lower() == "off":
+        return 0
+    duration = parse_duration(text)
+    return None if duration is None else int(duration.total_seconds() // 60)
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """`30m`, `2h`, `1d`, `1h30m` -> a timedelta between 1 minute and 30 days."""
+    match = _DURATION_RE.fullmatch(text.strip().lower())
+    if not match or not any(match.groups()):
+        return None
+    days, hours, minutes = (int(g) if g else 0 for g in match.groups())
+    duration = timedelta(days=days, hours=hours, minutes=minutes)
+    if duration < timedelta(minutes=1) or duration > MAX_MUTE:
+        return None
+    return duration
+
+
+def _parse_mute(args: list[str]) -> Command:
+    if len(args) != 2:
+        return _usage("mute", f"`mute` takes a session id and a duration. {MUTE_USAGE}")
+    duration = parse_duration(args[1])
+    if duration is None:
+        return _usage(
+            "mute", f"{code_span(args[1], _ECHO_LIMIT)} is not a duration I accept. {MUTE_USAGE}"
+        )
+    return _with_id("mute", args[0], duration=duration)
+
+
+def _parse_digest(args: list[str]) -> Command:
+    if args == ["off"]:
+        return Command("digest", digest_time=None)
+    if len(args) not in (2, 3) or args[0].lower() != "on":
+        return _usage("digest", DIGEST_USAGE)
+    match = _TIME_RE.fullmatch(args[1])
+    if not match:
+        return _usage(
+            "digest", f"{code_span(args[1], _ECHO_LIMIT)} is not a time of day. {DIGEST_USAGE}"
+        )
+    zone = args[2] if len(args) == 3 else None
+    if zone is not None:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # "America" is a directory
+            return _usage(
+                "digest",
+                f"{code_span(zone, _ECHO_LIMIT)} is not a time zone I know. {DIGEST_USAGE}",
+            )
+    hh, mm = int(match.group(1)), int(match.group(2))
+    return Command("digest", digest_time=f"{hh:02d}:{mm:02d}", timezone=zone)

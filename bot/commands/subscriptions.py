@@ -1,0 +1,360 @@
+"""Subscribing a channel to a session, and ending subscriptions.
+
+Services take the database session as the keyword `db` and leave the
+transaction to the caller, except `subscribe`, which calls Slack between two
+short transactions of its own: no transaction is ever open across a Slack or
+Together call. Those calls happen before anything is stored, so a failure
+stores nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot import rendering
+from bot.commands.parser import DEFAULT_FILTERS
+from bot.outbox.queue import end_subscriptions
+from bot.store.engine import insert_ignoring
+from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
+from bot.together.client import TogetherClient
+from bot.training.shapes import TrainingSession
+from bot.training.snapshots import watch_state
+
+log = logging.getLogger(__name__)
+
+SLACK_CHANNEL_PROBLEMS = {
+    "not_in_channel": "I am not in this channel. Invite me with `/invite @rl-bot`, then try again.",
+    "channel_not_found": "I cannot see this channel. Invite me with `/invite @rl-bot`, then try again.",
+    "is_archived": "This channel is archived, so I cannot post here.",
+    "channel_is_archived": "This channel is archived, so I cannot post here.",
+    "restricted_action": "This workspace does not let me post in this channel.",
+}
+DM_PROBLEM = "Subscriptions live in channels, not direct messages. Run this in a channel."
+
+
+class SubscriptionError(Exception):
+    """A problem to tell the user, already worded for them."""
+
+
+class _SubscribedMeanwhile(Exception):
+    """The ended subscription we meant to revive was revived by someone else."""
+
+
+@dataclass(frozen=True)
+class Subscribed:
+    subscription_id: int
+    root_ts: str
+    already: bool
+    filters: frozenset[str] = DEFAULT_FILTERS
+    filters_changed: bool = False
+
+
+def filters_text(filters: frozenset[str]) -> str:
+    return ",".join(sorted(filters)) or "status"
+
+
+def slack_problem(exc: SlackApiError) -> str:
+    error = str(exc.response.get("error") or "")
+    return SLACK_CHANNEL_PROBLEMS.get(error, f"Slack refused the message (`{error or 'error'}`).")
+
+
+async def subscribe(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    session: TrainingSession,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    first_poll_in: float,
+    root_ts: str | None = None,
+    filters: frozenset[str] | None = None,
+) -> Subscribed:
+    """Post (or adopt) the root card, then store the subscription and its watch.
+
+    Subscribing again is idempotent, and is how a channel changes its filters
+    (`filters=None`, as from a button, keeps the channel's). No transaction is
+    open while Slack is called: the lookup and the store are two short ones, and
+    a replica that stored the same subscription in between is caught by the
+    unique key."""
+    if channel_id.startswith("D"):
+        raise SubscriptionError(DM_PROBLEM)
+    async with sessionmaker() as db, db.begin():
+        existing = await _subscription_row(db, team_id, channel_id, session.id)
+        if existing is not None and existing.active:
+            wanted = existing.filter_set if filters is None else filters
+            changed = existing.filter_set != wanted
+            if changed:
+                existing.filters = filters_text(wanted)
+            return Subscribed(
+                existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
+            )
+    if session.terminal:
+        raise SubscriptionError(
+            f"This session is already {rendering.status_words(session.status).lower()}; "
+            "nothing more will change, so there is nothing to subscribe to."
+        )
+    wanted = DEFAULT_FILTERS if filters is None else filters
+    card = rendering.card(session, subscribed=True)
+    root = await _root_message(slack, channel_id, card, root_ts)
+    try:
+        async with sessionmaker() as db, db.begin():
+            sub_id = await _store(
+                db,
+                team_id=team_id,
+                channel_id=channel_id,
+                session_id=session.id,
+                root=root,
+                user_id=user_id,
+                filters=wanted,
+            )
+            await watch(db, session, first_poll_in=first_poll_in)
+    except (IntegrityError, _SubscribedMeanwhile) as exc:
+        # Another replica (or a double click) stored the same subscription while
+        # we posted: keep its root, take back ours (unless we adopted the clicked card).
+        if root != root_ts:
+            with contextlib.suppress(SlackApiError):
+                await slack.chat_delete(channel=channel_id, ts=root)
+        raise SubscriptionError(
+            "This channel was subscribed to this session a moment ago; updates go in its thread."
+        ) from exc
+    return Subscribed(sub_id, root, already=False, filters=wanted)
+
+
+async def _subscription_row(
+    db: AsyncSession, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    return (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def _store(
+    db: AsyncSession,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    root: str,
+    user_id: str,
+    filters: frozenset[str],
+) -> int:
+    """Insert the subscription, or revive an ended one. Another replica doing the
+    same shows as IntegrityError (insert) or `_SubscribedMeanwhile` (revive)."""
+    now = utcnow()
+    row = await _subscription_row(db, team_id, channel_id, session_id)
+    if row is None:
+        row = Subscription(
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session_id,
+            root_ts=root,
+            subscribed_by=user_id,
+            created_at=now,
+            active=True,
+            filters=filters_text(filters),
+        )
+        db.add(row)
+    elif row.active:
+        raise _SubscribedMeanwhile
+    else:
+        row.root_ts, row.subscribed_by, row.created_at = root, user_id, now
+        row.active, row.ended_at, row.ended_reason = True, None, None
+        row.filters, row.muted_until = filters_text(filters), None
+    await db.flush()  # before watch(): its statements would autoflush this insert
+    return row.id
+
+
+async def _root_message(
+    slack: AsyncWebClient, channel_id: str, card: rendering.Message, root_ts: str | None
+) -> str:
+    try:
+        if root_ts:
+            try:
+                await slack.chat_update(
+                    channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
+                )
+                return root_ts
+            except SlackApiError as exc:
+                if exc.response.get("error") in SLACK_CHANNEL_PROBLEMS:
+                    raise
+                log.info(
+                    "cannot adopt the clicked card as root (%s); posting a new one",
+                    exc.response.get("error"),
+                )
+        response = await slack.chat_postMessage(
+            channel=channel_id,
+            text=card["text"],
+            blocks=card["blocks"],
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        return str(response["ts"])
+    except SlackApiError as exc:
+        raise SubscriptionError(slack_problem(exc)) from exc
+
+
+async def watch(db: AsyncSession, session: TrainingSession, *, first_poll_in: float) -> None:
+    """Start (or restart) polling a session from what Together says now; its first
+    poll is due `first_poll_in` seconds from now."""
+    now = utcnow()
+    values = watch_state(session) | {
+        "next_poll_at": now + timedelta(seconds=first_poll_in),
+        "active": True,
+        "consecutive_failures": 0,
+    }
+    await db.execute(
+        insert_ignoring(db, WatchedSession, conflict=["session_id"]).values(
+            session_id=session.id, transition_seq=0, updated_at=now, **values
+        )
+    )
+    # A watch that had stopped is restarted from now, so a stale status is
+    # never told as if it just happened. A live one is left to the poller.
+    await db.execute(
+        update(WatchedSession)
+        .where(WatchedSession.session_id == session.id, WatchedSession.active.is_(False))
+        .values(updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def unsubscribe(
+    *, db: AsyncSession, team_id: str, channel_id: str, session_id: str, user_id: str
+) -> Subscription | None:
+    sub = await active_subscription(
+        db, team_id=team_id, channel_id=channel_id, session_id=session_id
+    )
+    if sub is not None:
+        await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
+    return sub
+
+
+async def channel_subscriptions(
+    *, db: AsyncSession, team_id: str, channel_id: str
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == team_id,
+            Subscription.channel_id == channel_id,
+            Subscription.active.is_(True),
+        )
+        .order_by(Subscription.created_at)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def user_subscriptions(
+    db: AsyncSession, *, user_id: str, limit: int = 100
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    """A person's active subscriptions across channels, newest first (their Home tab)."""
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.subscribed_by == user_id, Subscription.active.is_(True))
+        .order_by(Subscription.created_at.desc())
+        .limit(limit)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def created_watches(db: AsyncSession, *, created_by: list[str]) -> list[WatchedSession]:
+    """Watched sessions that one of these Together users created."""
+    wanted = set(created_by)
+    watches = await db.execute(select(WatchedSession).where(WatchedSession.active.is_(True)))
+    return [w for w in watches.scalars() if (w.snapshot or {}).get("created_by") in wanted]
+
+
+async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
+    """A user is waiting: retry transient failures a little, within seconds."""
+    return await together.get_session(session_id, retries=2, backoff=0.5, max_wait=5.0)
+
+
+async def active_subscription(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    """This channel's subscription to the session, unless it has ended."""
+    row = await _subscription_row(db, team_id, channel_id, session_id)
+    return row if row is not None and row.active else None
+
+
+async def set_mute(
+    *,
+    db: AsyncSession,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    until: datetime | None,
+) -> tuple[Subscription | None, bool]:
+    """Mute (or, with None, unmute) this channel's subscription to a session.
+
+    Also says whether it was muted before, so unmuting an unmuted thread is no news."""
+    sub = await active_subscription(
+        db, team_id=team_id, channel_id=channel_id, session_id=session_id
+    )
+    if sub is None:
+        return None, False
+    was_muted = sub.muted_until is not None and sub.muted_until > utcnow()
+    sub.muted_until = until
+    return sub, was_muted
+
+
+async def set_digest(
+    *,
+    db: AsyncSession,
+    team_id: str,
+    channel_id: str,
+    user_id: str,
+    at: str | None,
+    tz: str,
+) -> None:
+    settings = await db.get(ChannelSettings, (team_id, channel_id))
+    if settings is None:
+        settings = ChannelSettings(team_id=team_id, channel_id=channel_id)
+        db.add(settings)
+    settings.digest_time, settings.digest_tz = at, tz
+    settings.updated_by, settings.updated_at = user_id, utcnow()
+
+
+async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, Any]:
+    """The progress column of those of these sessions the bot watches."""
+    rows = await db.execute(
+        select(WatchedSession.session_id, WatchedSession.progress).where(
+            WatchedSession.session_id.in_(session_ids)
+        )
+    )
+    return {r.session_id: r.progress for r in rows if r.progress is not None}
+
+
+async def set_target(db: AsyncSession, subscription_id: int, step: int) -> None:
+    """A thread's target step (`subscribe <id> target=2000`), for the card's ETA."""
+    await db.execute(
+        update(Subscription).where(Subscription.id == subscription_id).values(target_step=step)
+    )
+
+
+async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:
+    """A thread's own stall threshold (`subscribe <id> stall=30m`; 0 is off)."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id)
+        .values(stall_after_minutes=minutes)
+        .execution_options(synchronize_session=False)
+    )

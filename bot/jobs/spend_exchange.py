@@ -1,0 +1,97 @@
+"""The Together request budget across replicas: `TOGETHER_REQUESTS_PER_MINUTE`
+is the whole deployment's, not each replica's.
+
+Every few seconds (`SHARE_SECONDS`) each replica writes what it spent in the last
+minute to its own row of `replica_spend` (every consumer's requests, and every
+one's but the poller's), stamped by the database's clock, and reads the other
+replicas' rows in the same short transaction. Its poller then takes the other
+live replicas' non-poll spend (their commands and watches) off the budget as
+well as its own (`Planner.remote`). Their polls are not taken off: poll work is
+claimed one session at a time by one replica, and every replica sizes the
+interval for a round over all the watched sessions, so the round is already
+counted once. A row not updated for `STALE_SECONDS` is a replica gone: ignored,
+and deleted by whoever sees it. A replica that stops deletes its own.
+
+One upsert and one read per exchange (a delete only when a row went stale), in a
+transaction that holds no network call. A database error here never stops the
+poller: it is logged and the replica goes on with its own count alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.store.engine import upsert
+from bot.store.tables import ReplicaSpend, db_now
+from bot.together.budget import Ledger
+
+# How often a replica reports its spend and reads the others'.
+SHARE_SECONDS = 5.0
+# A report older than this is a replica gone (six missed reports).
+STALE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Spend:
+    """Together requests a minute: by every consumer, and by every one but the poller."""
+
+    requests: float
+    others: float
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> Spend:
+        return cls(requests=ledger.per_minute(), others=ledger.others_per_minute())
+
+
+def deployment(local: Spend, remote: Iterable[Spend]) -> Spend:
+    """What the whole deployment spends a minute: this replica's own count now
+    and each other live replica's last report. `others` is what a poller takes
+    off the budget before it sizes its interval."""
+    requests, others = local.requests, local.others
+    for spend in remote:
+        requests += spend.requests
+        others += spend.others
+    return Spend(requests=requests, others=others)
+
+
+async def exchange(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *,
+    owner: str,
+    local: Spend,
+    stale_seconds: float = STALE_SECONDS,
+) -> list[Spend]:
+    """Report `owner`'s spend; the other live replicas' last reports."""
+    async with sessionmaker() as db, db.begin():
+        values = {
+            "owner": owner,
+            "requests": math.ceil(local.requests),
+            "others": math.ceil(local.others),
+            "updated_at": db_now(),
+        }
+        await db.execute(upsert(db, ReplicaSpend, values, key=["owner"]))
+        rows = (
+            await db.execute(
+                select(
+                    ReplicaSpend.requests,
+                    ReplicaSpend.others,
+                    ReplicaSpend.updated_at >= db_now(-stale_seconds),
+                ).where(ReplicaSpend.owner != owner)
+            )
+        ).all()
+        if not all(fresh for _, _, fresh in rows):
+            await db.execute(
+                delete(ReplicaSpend).where(ReplicaSpend.updated_at < db_now(-stale_seconds))
+            )
+    return [Spend(requests=r, others=o) for r, o, fresh in rows if fresh]
+
+
+async def forget(sessionmaker: async_sessionmaker[AsyncSession], *, owner: str) -> None:
+    """A replica that stops takes its report with it."""
+    async with sessionmaker() as db, db.begin():
+        await db.execute(delete(ReplicaSpend).where(ReplicaSpend.owner == owner))

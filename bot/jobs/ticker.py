@@ -1,0 +1,256 @@
+"""APScheduler only ticks; the database decides who does what.
+
+APScheduler 3 job stores cannot be shared between processes, so every
+replica runs the same in-memory jobs, and the claims in `poller` and `outbox`
+split the work. `max_instances=1` and `coalesce` keep one tick from
+overlapping the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy import func, select, update
+
+from bot.alerts.idle import watch_idle_resources, watch_subscribed_idle
+from bot.alerts.spend import ResourceReader
+from bot.delivery.sender import deliver_due
+from bot.jobs.periodic import prune_outbox, send_digests, watch_all_errors
+from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
+from bot.outbox.queue import OutboxMessage, State, pending_count
+from bot.poll.cycle import Planner, poll_cycle, side_window
+from bot.runtime import Runtime
+from bot.store.tables import Subscription, WatchedSession
+from bot.together.budget import charged_to
+
+log = logging.getLogger(__name__)
+POLL_TICK_MAX_SECONDS = 5.0
+POLL_TICK_MIN_SECONDS = 0.25
+
+
+class Ticker:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.scheduler = AsyncIOScheduler(timezone=UTC)
+        self.stopping = False
+        self._running: set[asyncio.Task[Any]] = set()
+        # Kept across cycles: what the poller has seen of the project. The list passes
+        # every consumer in this process shares are the runtime's (`rt.lister`).
+        self.planner = Planner(side_window=side_window(rt.settings))
+        self.lister = rt.lister
+        # the spend watch's prices outlive a cycle (cached per resource shape)
+        self.resources = (
+            ResourceReader(rt.together, refresh_seconds=rt.settings.spend_refresh_seconds)
+            if rt.settings.spend_watch
+            else None
+        )
+
+    def start(self) -> None:
+        settings = self.rt.settings
+        # Often enough that a session due at the shortest interval waits little past
+        # it: a round's sessions wait for the tick after they fall due, so a coarse
+        # tick stretches every round past the interval the budget allows (at 2.5 s,
+        # 16.5 s rounds on a 14.75 s interval in the bench). A tick that finds
+        # nothing due costs one claim query.
+        tick = min(
+            settings.poll_interval_seconds,
+            POLL_TICK_MAX_SECONDS,
+            max(POLL_TICK_MIN_SECONDS, settings.poll_min_interval_seconds / 5),
+        )
+        self._every("poll", self.poll, tick)
+        self._every("deliver", self.deliver, settings.delivery_interval_seconds)
+        self._every("digest", self.digest, 30)
+        if settings.watch_all_errors:
+            if not settings.oncall_channel:
+                log.warning(
+                    "WATCH_ALL_ERRORS is on but ONCALL_CHANNEL is not set: nothing to alert"
+                )
+            self._every("watch_errors", self.watch_errors, settings.poll_interval_seconds)
+        if settings.watch_idle_resources:
+            if not settings.oncall_channel:
+                log.warning(
+                    "WATCH_IDLE_RESOURCES is on but ONCALL_CHANNEL is not set: nothing to alert"
+                )
+            self._every("watch_idle", self.watch_idle, settings.poll_interval_seconds)
+        if settings.idle_resource_alert_minutes > 0 and not (
+            settings.watch_idle_resources and settings.oncall_channel
+        ):
+            # subscribed sessions' resources (the org-wide watch, when on, covers them)
+            self._every(
+                "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
+            )
+        self._every("share_spend", self.share_spend, SHARE_SECONDS)
+        self._every("gauges", self.gauges, 15)
+        self._every("prune", self.prune, 3600)
+        self.scheduler.start()
+
+    def _every(self, name: str, work: Any, seconds: float) -> None:
+        self.scheduler.add_job(
+            self._guarded,
+            "interval",
+            args=[name, work],
+            id=name,
+            seconds=seconds,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=datetime.now(UTC),
+            misfire_grace_time=None,
+        )
+
+    async def _guarded(self, name: str, work: Any) -> None:
+        if self.stopping:
+            return
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+        try:
+            with charged_to(name):  # its Together requests, in the request budget
+                await work()
+        except Exception:
+            # The next tick tries again (PostgreSQL restarting, Slack down, a bug).
+            log.exception("%s tick failed", name)
+        finally:
+            if task is not None:
+                self._running.discard(task)
+
+    async def poll(self) -> None:
+        rt = self.rt
+        result = await poll_cycle(
+            sessionmaker=rt.sessionmaker,
+            together=rt.together,
+            settings=rt.settings,
+            owner=rt.owner,
+            planner=self.planner,
+            lister=self.lister,
+            resources=self.resources,
+        )
+        if result.claimed:
+            rt.metrics.poll_cycle_seconds.observe(result.seconds)
+            rt.metrics.poll_sessions.inc(result.claimed)
+            rt.metrics.poll_interval_seconds.set(result.interval)
+            rt.metrics.poll_budget_others.set(self.planner.others)
+            rt.metrics.poll_plans.labels(plan=result.plan.value).inc()
+            rt.metrics.poll_requests.labels(kind="list_page").inc(result.list_pages)
+            rt.metrics.poll_requests.labels(kind="get").inc(result.gets)
+            for status, n in result.to_status.items():
+                rt.metrics.transitions.labels(to_status=status).inc(n)
+            log.info(
+                "poll cycle: %d sessions, %d failed, %d transitions in %.2fs "
+                "(plan %s: %d list pages, %d GETs, %d from the error watch's pages; "
+                "next in %.1fs)",
+                result.claimed,
+                result.failed,
+                result.transitions,
+                result.seconds,
+                result.plan.value,
+                result.list_pages,
+                result.gets,
+                result.from_error_pages,
+                result.interval,
+            )
+        if result.outbox_rows:
+            self._deliver_now()  # tell the change now, not at the next tick
+
+    async def share_spend(self) -> None:
+        """Report this replica's Together spend and learn the others' (`bot.jobs.spend_exchange`)."""
+        rt = self.rt
+        local = Spend.of(rt.together.ledger)
+        try:
+            remote = await exchange(rt.sessionmaker, owner=rt.owner, local=local)
+        except Exception as exc:
+            # The poller goes on with this replica's own count alone.
+            log.warning("could not share the Together spend with other replicas: %s", exc)
+            remote = []
+        self.planner.remote = sum(s.others for s in remote)
+        everyone = deployment(local, remote)
+        rt.metrics.poll_budget_others.set(everyone.others)
+        rt.metrics.deployment_spent.set(everyone.requests)
+        rt.metrics.budget_replicas.set(1 + len(remote))
+
+    async def deliver(self) -> None:
+        rt = self.rt
+        while not self.stopping:
+            outcomes = await deliver_due(
+                together=rt.together,
+                sessionmaker=rt.sessionmaker,
+                slack=rt.delivery_slack,
+                settings=rt.settings,
+                owner=rt.owner,
+                metrics=rt.metrics,
+            )
+            if not any(o.state == State.SENT for o in outcomes):
+                break
+
+    async def watch_errors(self) -> None:
+        if await watch_all_errors(self.rt, lister=self.lister):
+            self._deliver_now()
+
+    async def watch_idle(self) -> None:
+        if await watch_idle_resources(self.rt):
+            self._deliver_now()
+
+    async def watch_subscribed_idle(self) -> None:
+        if await watch_subscribed_idle(self.rt, reader=self.resources):
+            self._deliver_now()
+
+    async def digest(self) -> None:
+        if await send_digests(self.rt):
+            self._deliver_now()
+
+    def _deliver_now(self) -> None:
+        job = self.scheduler.get_job("deliver")
+        if job is not None and not self.stopping:
+            job.modify(next_run_time=datetime.now(UTC))
+
+    async def prune(self) -> None:
+        if pruned := await prune_outbox(self.rt):
+            log.info("pruned %d finished outbox rows", pruned)
+
+    async def gauges(self) -> None:
+        async with self.rt.sessionmaker() as db:
+            self.rt.metrics.outbox_depth.set(await pending_count(db))
+            active = await db.execute(
+                select(func.count()).select_from(Subscription).where(Subscription.active.is_(True))
+            )
+            self.rt.metrics.subscriptions_active.set(active.scalar_one())
+
+    async def shutdown(self, grace: float = 20.0) -> None:
+        """Stop taking work, let running ticks finish, then hand back any leases."""
+        self.stopping = True
+        if self.scheduler.running:
+            self.scheduler.pause()
+        running = [t for t in self._running if not t.done()]
+        if running:
+            _, pending = await asyncio.wait(running, timeout=grace)
+            for task in pending:
+                task.cancel()
+        # Only now: APScheduler's executor cancels whatever job is still running.
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        await release_leases(self.rt)
+        try:
+            await forget(self.rt.sessionmaker, owner=self.rt.owner)
+        except Exception:
+            log.exception("could not take back this replica's spend report; it goes stale")
+
+
+async def release_leases(rt: Runtime) -> None:
+    owner = rt.owner
+    try:
+        async with rt.sessionmaker() as db, db.begin():
+            await db.execute(
+                update(WatchedSession)
+                .where(WatchedSession.lease_owner == owner)
+                .values(lease_owner=None, lease_until=None)
+            )
+            await db.execute(
+                update(OutboxMessage)
+                .where(OutboxMessage.lease_owner == owner, OutboxMessage.state == State.PENDING)
+                .values(lease_owner=None, lease_until=None)
+            )
+    except Exception:
+        log.exception("could not release leases; they expire by themselves")

@@ -1,0 +1,175 @@
+"""Who hears what: the outbox rows a poll's events owe, by each subscription's
+filters and mute, plus the on-call alerts.
+
+Pure: events, subscriptions and the time in, rows out; the poller reads the
+subscriptions and writes the rows, so every rule about telling lives here and
+is tested without a process or a database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from bot.alerts.stall import ProgressCheck, StallSettings, load_progress
+from bot.alerts.stall import rows as stall_rows
+from bot.outbox.queue import OutboxRow, Thread, checkpoints_row, oncall_row, status_row, watch_row
+from bot.training.rules import eta
+from bot.training.shapes import TrainingSession
+from bot.training.snapshots import trimmed_snapshot
+from bot.training.transitions import Transition
+
+
+@dataclass
+class SessionEvent:
+    """Something to tell about one session, numbered by its per-session sequence.
+
+    `session` is None when Together no longer knows the session (gone): its
+    stored snapshot stands in for it."""
+
+    seq: int
+    session: TrainingSession | None
+    transition: Transition | None = None
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    # The step as this poll saw it, when a stall, its end or a slow start may be owed.
+    progress: ProgressCheck | None = None
+    # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
+    # and the key of what it shows.
+    watch: dict[str, Any] | None = None
+    watch_key: str | None = None
+
+
+class Watcher(NamedTuple):
+    """One active subscription, as far as telling is concerned."""
+
+    id: int
+    session_id: str
+    channel_id: str
+    root_ts: str
+    filters: frozenset[str]
+    muted_until: datetime | None = None
+    stall_after_minutes: int | None = None  # `stall=`: 0 off, None the default
+    target_step: int | None = None  # `target=`: the step the card gives an ETA for
+
+    def muted(self, now: datetime) -> bool:
+        return self.muted_until is not None and self.muted_until > now
+
+
+@dataclass
+class Notifications:
+    """The rows a poll owes: thread rows, and on-call alerts (still to be checked
+    against the alerts already sent)."""
+
+    rows: list[OutboxRow] = field(default_factory=list)
+    alerts: list[OutboxRow] = field(default_factory=list)
+
+
+def tells(filters: frozenset[str], transition: Transition) -> bool:
+    """Whether a subscription with these filters wants this status change told."""
+    return "status" in filters or ("errors-only" in filters and transition.is_error)
+
+
+def _card_watch(
+    watch: dict[str, Any], key: str, sub: Watcher, now: datetime
+) -> list[tuple[str, dict[str, Any]]]:
+    """What one subscription's card shows of the watch: the resource (spend
+    watch) and, with its own `target=`, the target and ETA; nothing when neither."""
+    if sub.target_step is None:
+        return [(key, watch)] if watch.get("spend") else []
+    progress, _ = load_progress(watch)
+    when = eta(progress, sub.target_step, now) if progress is not None else None
+    shown = watch | {"target": sub.target_step, "eta": when.isoformat() if when else None}
+    return [(f"{key}:t{sub.target_step}", shown)]
+
+
+def notifications(
+    events: Mapping[str, Sequence[SessionEvent]],
+    watchers: Iterable[Watcher],
+    *,
+    now: datetime,
+    oncall_channel: str | None,
+    stored_snapshots: Mapping[str, dict[str, Any] | None] | None = None,
+    stall: StallSettings | None = None,
+) -> Notifications:
+    """One row per (subscription, event), chosen by its filters and mute.
+
+    A status change a subscription does not want told (filtered or muted) still
+    gets a `root` row, so its root card keeps showing the current state. An
+    error also pages on-call once, linking the first subscription's thread.
+    Watchers are taken in the order given (the first one's thread is linked)."""
+    by_session: dict[str, list[Watcher]] = defaultdict(list)
+    for watcher in watchers:
+        by_session[watcher.session_id].append(watcher)
+    stored = stored_snapshots or {}
+    out = Notifications()
+    for session_id, found in events.items():
+        subs = by_session.get(session_id, [])
+        for event in found:
+            session = event.session
+            if event.watch is not None and event.watch_key and session is not None:
+                out.rows += [
+                    watch_row(
+                        Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
+                        key=key,
+                        session=session,
+                        watch=watch,
+                    )
+                    for sub in subs
+                    for key, watch in _card_watch(event.watch, event.watch_key, sub, now)
+                ]
+                continue
+            if event.progress is not None:
+                if stall is not None and session is not None:
+                    threads = [
+                        (
+                            Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
+                            sub.stall_after_minutes,
+                            sub.muted(now),
+                        )
+                        for sub in subs
+                    ]
+                    out.rows += stall_rows(
+                        event.progress, session, threads, now=now, settings=stall
+                    )
+                continue
+            snapshot = trimmed_snapshot(session) if session else stored.get(session_id)
+            for sub in subs:
+                muted = sub.muted(now)
+                thread = Thread(sub.id, session_id, sub.channel_id, sub.root_ts)
+                if event.transition is not None:
+                    told = tells(sub.filters, event.transition) and not muted
+                    out.rows.append(
+                        status_row(
+                            thread,
+                            seq=event.seq,
+                            transition=event.transition,
+                            snapshot=snapshot,
+                            told=told,
+                        )
+                    )
+                elif "checkpoints" in sub.filters and not muted:
+                    out.rows.append(
+                        checkpoints_row(
+                            thread, seq=event.seq, items=event.checkpoints, snapshot=snapshot
+                        )
+                    )
+            if (
+                event.transition is not None
+                and event.transition.is_error
+                and oncall_channel
+                and session is not None
+            ):
+                first = subs[0] if subs else None
+                out.alerts.append(
+                    oncall_row(
+                        oncall_channel,
+                        session,
+                        seq=event.seq,
+                        thread_channel=first.channel_id if first else None,
+                        thread_ts=first.root_ts if first else None,
+                    )
+                )
+    return out

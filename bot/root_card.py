@@ -1,0 +1,77 @@
+"""A watched session's root card with its watch section.
+
+Every redraw of a root card (a status change, checkpoints, a stall, a spend
+update, a command's answer) goes through here, so none drops what another shows:
+the stored watch state is read back once and drawn by `rendering.watch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.alerts.spend import float_or_none, stored_model, time_or_none
+from bot.alerts.stall import load_progress
+from bot.rendering.blocks import Message
+from bot.rendering.watch import WatchFacts, with_watch
+from bot.training.rules import eta, stalled_for
+from bot.training.shapes import CostEstimate, ModelResource
+
+
+def facts(progress: Any) -> WatchFacts:
+    """The card's watch facts from a `watched_sessions.progress` value (with a
+    subscription's `target` and its `eta`, when the poller added them)."""
+    progress = progress if isinstance(progress, dict) else {}
+    target = progress.get("target")
+    spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
+    resource = stored_model(ModelResource, spend.get("resource"))
+    price = stored_model(CostEstimate, spend.get("price"))
+    return WatchFacts(
+        resource=resource,
+        price=price,
+        ready_seconds=float_or_none(spend.get("ready_seconds")) if price is not None else None,
+        rate=float_or_none(progress.get("rate")),
+        target=target if isinstance(target, int) and not isinstance(target, bool) else None,
+        eta=time_or_none(progress.get("eta")),
+    )
+
+
+@dataclass(frozen=True)
+class CardWatch:
+    """What a subscription's root card shows beyond the session: the watch's
+    view of it (`watched_sessions.progress`) and the subscription's own
+    `target=` and stall threshold (None: no stall flag)."""
+
+    progress: Any
+    target: int | None = None
+    stall_after: timedelta | None = None
+
+
+def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | None]:
+    """The card's watch facts, and the step its stall flag names, from one
+    watch state: every redraw of a root card (status change, checkpoints,
+    stall, spend) renders from this, so none drops what another shows.
+
+    The ETA is worked out at `now` from the measured rate and the target; the
+    stall flag is up while a RUNNING session's step has not moved for
+    `stall_after`."""
+    base = facts(watch.progress)
+    progress, _ = load_progress(watch.progress)
+    target = watch.target if watch.target is not None else base.target
+    if progress is None:
+        return replace(base, target=target), None
+    frozen = stalled_for(progress, now)
+    stalled = (
+        progress.since
+        if watch.stall_after is not None and frozen is not None and frozen >= watch.stall_after
+        else None
+    )
+    when = eta(progress, target, now)
+    return replace(base, target=target, eta=when, stalled_since=stalled), progress.step
+
+
+def card_with_watch(card: Message, watch: CardWatch, *, now: datetime) -> Message:
+    """A watched session's card with its watch section (see `card_facts`)."""
+    shown, step = card_facts(watch, now=now)
+    return with_watch(card, shown, step=step)

@@ -1,0 +1,11 @@
+"""Listener packages; each exposes `register(app)`."""
+
+from slack_bolt.async_app import AsyncApp
+
+from bot.slack.listeners import actions, commands, home
+
+
+def register(app: AsyncApp) -> None:
+    commands.register(app)
+    actions.register(app)
+    home.register(app)

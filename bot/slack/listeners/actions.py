@@ -1,0 +1,199 @@
+"""Card buttons, and the buttons of an `ls` page (More, a row's Subscribe and
+Stop). The channel acted on is always the one Slack says the click came from;
+the button value only names a session (or, for More, carries a checked
+query), and is checked first."""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncApp
+
+from bot import rendering
+from bot.commands import ls as session_list
+from bot.commands import workflows
+from bot.commands.subscriptions import fetch_for_user
+from bot.rendering.watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
+from bot.slack.listeners.request import Request, button
+from bot.together.client import USER_MESSAGES, TogetherError
+from bot.training.shapes import is_session_id
+
+
+def register(app: AsyncApp) -> None:
+    app.action(rendering.SUBSCRIBE)(button("subscribe_button", subscribe, check=card_problem))
+    app.action(rendering.UNSUBSCRIBE)(button("unsubscribe_button", unsubscribe, check=card_problem))
+    app.action(rendering.REFRESH)(button("refresh_button", refresh, check=card_problem))
+    app.action(rendering.STOP)(button("stop", stop, check=card_problem))
+    app.action(rendering.WANDB)(button("wandb_button", opened_link, names_session=False))
+    app.action(LS_MORE)(button("ls_more", more_sessions, check=more_problem, names_session=False))
+    app.action(ROW_SUBSCRIBE)(button("ls_subscribe", subscribe, check=card_problem))
+    app.action(ROW_STOP)(button("ls_stop", stop_from_list, check=card_problem))
+    app.action(STOP_RESOURCE)(
+        button("stop_resource", stop_resource, check=resource_problem, names_session=False)
+    )
+
+
+def card_problem(req: Request) -> str | None:
+    """A card button must name a session and come from a channel and a user."""
+    if not is_session_id(req.session_id):
+        return USER_MESSAGES["invalid_id"]
+    if not req.channel_id or not req.user_id:
+        return "I could not tell where that click came from."
+    return None
+
+
+async def opened_link(req: Request) -> str:
+    """The W&B button is a link: Slack opens it; the click only needs its ack."""
+    return "ok"
+
+
+async def subscribe(req: Request) -> str:
+    """Subscribe this channel; on an in-channel card the card itself becomes the root."""
+    session, result = await workflows.subscribe_here(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        session_id=req.session_id,
+        asker=req.asker,
+        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
+        root_ts=req.message_ts,
+        filters=None,  # the button has no filters to give: keep the channel's
+    )
+    await req.say(
+        "This channel is already subscribed; updates go in its thread."
+        if result.already
+        else f":white_check_mark: <@{req.user_id}> subscribed this channel to `{session.id}`."
+    )
+    return "already" if result.already else "ok"
+
+
+async def unsubscribe(req: Request) -> str:
+    """The thread says who unsubscribed; only a channel that was not subscribed is answered."""
+    sub = await workflows.unsubscribe_here(
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        asker=req.asker,
+        session_id=req.session_id,
+    )
+    if sub is None:
+        await req.say("This channel is not subscribed to that session.")
+        return "not_subscribed"
+    return "ok"
+
+
+async def refresh(req: Request) -> str:
+    session = await fetch_for_user(req.rt.together, req.session_id)
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=session,
+        asker=req.asker,
+        subscribed=req.on_root_card,
+    )
+    await req.answer(card, replace_original=True)
+    return "ok"
+
+
+async def _stop_session(req: Request, *, message_ts: str | None) -> workflows.StopRequest | str:
+    """Stop the clicked session through the workflow; a Together error or a refusal is
+    told to the clicker and comes back as the outcome, a stop as the workflow's answer."""
+    try:
+        done = await workflows.stop_session(
+            settings=req.rt.settings,
+            together=req.rt.together,
+            sessionmaker=req.rt.sessionmaker,
+            slack=req.client,
+            session_id=req.session_id,
+            asker=req.asker,
+            message_ts=message_ts,
+        )
+    except TogetherError as exc:
+        await req.say(f":warning: The session was not stopped. {exc.user_message}")
+        return exc.kind
+    if done.refusal is not None:
+        await req.say(f":no_entry_sign: {done.refusal}")
+        return "refused"
+    return done
+
+
+async def stop(req: Request) -> str:
+    """Slack has already shown the confirm dialog; the workflow checks who clicked."""
+    done = await _stop_session(req, message_ts=req.message_ts)
+    if isinstance(done, str):
+        return done
+    assert done.session is not None and done.said is not None
+    if not done.said_in_thread:
+        await req.say(done.said["text"])
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=done.session,
+        asker=req.asker,
+        subscribed=req.on_root_card,
+    )
+    await req.answer(card, replace_original=True)
+    return "ok"
+
+
+def more_problem(req: Request) -> str | None:
+    """More carries the query and Together's cursor; anything else is not ours."""
+    if session_list.read_more(req.value) is None or not req.user_id:
+        return "That button is out of date or was not made by me. Run `/rl-session ls` again."
+    return None
+
+
+async def more_sessions(req: Request) -> str:
+    """The next `ls` page, as a new message under the previous one."""
+    more = session_list.read_more(req.value)
+    assert more is not None  # more_problem refused anything else
+    answer = await workflows.org_sessions_page(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        query=more.query,
+        caller=req.user_id,
+        after=more.after,
+        first_number=more.first_number,
+    )
+    return await req.answer_or_refuse(answer)
+
+
+async def stop_from_list(req: Request) -> str:
+    """A row's Stop: the same confirmation and allowlist as the card's, answered
+    under the list instead of redrawing a card over it."""
+    done = await _stop_session(req, message_ts=None)
+    if isinstance(done, str):
+        return done
+    assert done.said is not None
+    await req.say(done.said["text"])
+    return "ok"
+
+
+def resource_problem(req: Request) -> str | None:
+    """A Stop resource button must name a resource and come from a channel and a user."""
+    if not is_session_id(req.value):  # resource ids share the session ids' alphabet
+        return "That is not a model resource id."
+    if not req.channel_id or not req.user_id:
+        return "I could not tell where that click came from."
+    return None
+
+
+async def stop_resource(req: Request) -> str:
+    """Slack has shown the confirm dialog; the workflow checks who clicked."""
+    try:
+        done = await workflows.stop_resource(
+            settings=req.rt.settings,
+            together=req.rt.together,
+            slack=req.client,
+            asker=req.asker,
+            resource_id=req.value,
+            message_ts=req.message_ts,
+        )
+    except TogetherError as exc:
+        why = "Together has no such model resource." if exc.kind == "not_found" else ""
+        await req.say(f":warning: The model resource was not stopped. {why or exc.user_message}")
+        return exc.kind
+    if done.refusal is not None:
+        await req.say(f":no_entry_sign: {done.refusal}")
+        return "refused"
+    assert done.said is not None
+    await req.say(done.said["text"])
+    return "ok"

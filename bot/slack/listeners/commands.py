@@ -1,0 +1,213 @@
+"""`/rl-session`: parse, ack at once (usage and refusals go in the ack itself),
+then one workflow per verb, answered through response_url."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands import workflows
+from bot.commands.parser import Command, Problem, Verb, parse
+from bot.commands.subscriptions import fetch_for_user
+from bot.runtime import Runtime
+from bot.slack.listeners.request import Request, count, run
+from bot.store.tables import utcnow
+from bot.together.client import USER_MESSAGES
+
+COMMAND = "/rl-session"
+OTHER_COMMANDS = re.compile(rf"^(?!{re.escape(COMMAND)}$).*")
+
+
+def register(app: AsyncApp) -> None:
+    app.command(COMMAND)(on_command)
+    app.command(OTHER_COMMANDS)(ignore_other)
+
+
+async def ignore_other(ack: AsyncAck, body: dict[str, Any]) -> None:
+    """A command this app does not own (a misconfigured manifest): say so politely."""
+    await ack(response_type="ephemeral", text=f"rl-bot only answers `{COMMAND}`.")
+
+
+async def on_command(
+    ack: AsyncAck,
+    body: dict[str, Any],
+    respond: AsyncRespond,
+    client: AsyncWebClient,
+    context: AsyncBoltContext,
+) -> None:
+    rt: Runtime = context["rt"]
+    command = parse(body.get("text"))
+    if command.problem or command.verb == "help":
+        await ack(**_immediate(command))
+        count(rt, command.verb, "usage" if command.problem is None else "invalid")
+        return
+    await ack()
+    req = Request.of_command(
+        body, command.verb, command.session_id, rt=rt, client=client, respond=respond
+    )
+    handler = HANDLERS[command.verb]
+    await run(req, lambda r: handler(r, command))
+
+
+def _immediate(command: Command) -> dict[str, Any]:
+    """The ack's own answer: usage, or why the text cannot be acted on."""
+    if command.problem is Problem.INVALID_ID:
+        message = rendering.notice(f":no_entry_sign: {USER_MESSAGES['invalid_id']}")
+    elif command.problem is Problem.USAGE:
+        help_ = rendering.help_message()
+        message = {
+            "text": command.reason,
+            "blocks": [
+                *rendering.notice(f":thinking_face: {command.reason}")["blocks"],
+                *help_["blocks"],
+            ],
+        }
+    else:
+        message = rendering.help_message()
+    return {"response_type": "ephemeral", "text": message["text"], "blocks": message["blocks"]}
+
+
+def _session_id(command: Command) -> str:
+    assert command.session_id is not None  # the parser gives every id verb an id
+    return command.session_id
+
+
+async def show(req: Request, command: Command) -> str:
+    session = await fetch_for_user(req.rt.together, _session_id(command))
+    # a watched session's card also shows what the watch saw: resource, price, spend
+    card = await workflows.watched_card(
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        session=session,
+        asker=req.asker,
+    )
+    await req.answer(card, in_channel=True)
+    return "ok"
+
+
+async def subscribe(req: Request, command: Command) -> str:
+    session, result = await workflows.subscribe_here(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        session_id=_session_id(command),
+        asker=req.asker,
+        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
+        filters=command.filters,
+        stall_minutes=command.stall_minutes,
+        target_step=command.target_step,
+    )
+    what = ", ".join(sorted(result.filters))
+    if command.stall_minutes is not None:
+        what += (
+            ", stall alerts off"
+            if command.stall_minutes == 0
+            else f", stalled after {command.stall_minutes} min without progress"
+        )
+    if command.target_step is not None:
+        what += f", target step {command.target_step:,} (the card shows an ETA)"
+    options = command.stall_minutes is not None or command.target_step is not None
+    if result.filters_changed or (result.already and options):
+        text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
+    elif result.already:
+        text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."
+    else:
+        text = (
+            f":white_check_mark: Subscribed ({what}). Updates of `{session.id}` will be told "
+            "in the thread of the card I just posted."
+        )
+    await req.say(text)
+    return "already" if result.already else "ok"
+
+
+async def unsubscribe(req: Request, command: Command) -> str:
+    session_id = _session_id(command)
+    sub = await workflows.unsubscribe_here(
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        asker=req.asker,
+        session_id=session_id,
+    )
+    if sub is None:
+        return await _not_subscribed(req, session_id)
+    await req.say(f":white_check_mark: Unsubscribed this channel from `{session_id}`.")
+    return "ok"
+
+
+async def mute(req: Request, command: Command) -> str:
+    """`mute` with a duration, `unmute` without."""
+    session_id = _session_id(command)
+    change = await workflows.mute_here(
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        asker=req.asker,
+        session_id=session_id,
+        until=utcnow() + command.duration if command.duration is not None else None,
+    )
+    if not change.subscribed:
+        return await _not_subscribed(req, session_id)
+    if change.message is None:
+        await req.say(f"This channel's updates of `{session_id}` are not muted.")
+        return "not_muted"
+    await req.answer(change.message)
+    return "ok"
+
+
+async def _not_subscribed(req: Request, session_id: str) -> str:
+    await req.say(f"This channel is not subscribed to `{session_id}`.")
+    return "not_subscribed"
+
+
+async def digest(req: Request, command: Command) -> str:
+    zone = command.timezone or req.rt.settings.default_timezone
+    await workflows.digest_here(
+        sessionmaker=req.rt.sessionmaker,
+        asker=req.asker,
+        at=command.digest_time,
+        tz=zone,
+    )
+    if command.digest_time is None:
+        await req.say(":white_check_mark: The daily digest for this channel is off.")
+    else:
+        await req.say(
+            f":white_check_mark: This channel gets a daily digest at {command.digest_time} "
+            f"({zone}). `/rl-session digest off` stops it."
+        )
+    return "ok"
+
+
+async def list_here(req: Request, command: Command) -> str:
+    rows = await workflows.listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
+    await req.answer(rendering.subscription_list(rows))
+    return "ok"
+
+
+async def list_org(req: Request, command: Command) -> str:
+    """`ls`: the first page of the org's sessions, only to the caller."""
+    assert command.listing is not None  # the parser gives `ls` its query
+    answer = await workflows.org_sessions_page(
+        together=req.rt.together,
+        sessionmaker=req.rt.sessionmaker,
+        settings=req.rt.settings,
+        query=command.listing,
+        caller=req.user_id,
+        lister=req.rt.lister,
+    )
+    return await req.answer_or_refuse(answer)
+
+
+HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
+    "show": show,
+    "subscribe": subscribe,
+    "unsubscribe": unsubscribe,
+    "mute": mute,
+    "unmute": mute,
+    "digest": digest,
+    "list": list_here,
+    "ls": list_org,
+}

@@ -1,0 +1,67 @@
+"""App Home: each user's subscriptions across channels, and the sessions they created."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp, AsyncBoltContext
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands import workflows
+from bot.runtime import Runtime
+from bot.slack.listeners.request import Request, button
+
+log = logging.getLogger(__name__)
+
+
+def register(app: AsyncApp) -> None:
+    app.event("app_home_opened")(on_home_opened)
+    app.action(rendering.HOME_UNSUBSCRIBE)(
+        button(
+            "home_unsubscribe_button",
+            unsubscribe,
+            check=subscription_problem,
+            names_session=False,
+        )
+    )
+
+
+async def on_home_opened(
+    event: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+) -> None:
+    if event.get("tab", "home") != "home":
+        return
+    await _publish(context["rt"], client, str(event.get("user") or ""))
+
+
+def subscription_problem(req: Request) -> str | None:
+    """The button carries a subscription id; who may use it is checked against the clicker."""
+    value = req.value
+    if not (value.isascii() and value.isdigit()) or len(value) > 18 or not req.user_id:
+        return "That button does not name a subscription."
+    return None
+
+
+async def unsubscribe(req: Request) -> str:
+    """Only the subscriber may end a subscription from their Home tab."""
+    sub = await workflows.unsubscribe_from_home(
+        sessionmaker=req.rt.sessionmaker,
+        slack=req.client,
+        subscription_id=int(req.value),
+        user_id=req.user_id,
+    )
+    if sub is None:
+        log.warning("home unsubscribe refused", extra={"user_id": req.user_id})
+    await _publish(req.rt, req.client, req.user_id)
+    return "ok" if sub is not None else "refused"
+
+
+async def _publish(rt: Runtime, client: AsyncWebClient, user_id: str) -> None:
+    await workflows.publish_home(
+        sessionmaker=rt.sessionmaker,
+        slack=client,
+        created_by_user_map=rt.settings.created_by_user_map,
+        user_id=user_id,
+    )

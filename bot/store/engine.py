@@ -1,0 +1,62 @@
+"""One engine and one sessionmaker, built from `DATABASE_URL`.
+
+Plain `sqlite:///…` and `postgresql://…` URLs are accepted and given their
+async driver, so operators can paste the URL their platform hands them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
+
+from bot.config import async_url
+
+
+def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    aurl = async_url(url)
+    if aurl.startswith("sqlite"):
+        engine = create_async_engine(aurl, connect_args={"timeout": 30}, **kwargs)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 10)
+    return create_async_engine(aurl, pool_pre_ping=True, pool_recycle=1800, **kwargs)
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | None = None) -> Any:
+    """`INSERT … ON CONFLICT (conflict) DO NOTHING` for the database `db` talks to.
+
+    SQLite and PostgreSQL spell it alike, from their own dialect modules; `table`
+    is an ORM entity or a Core table (the Core table keeps an executemany whose
+    rows hold None in one statement: an ORM bulk insert leaves None out and splits)."""
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    return module.insert(table).on_conflict_do_nothing(index_elements=conflict)
+
+
+def upsert(db: AsyncSession, table: Any, values: dict[str, Any], *, key: Sequence[str]) -> Any:
+    """`INSERT … ON CONFLICT (key) DO UPDATE` of `values`, spelt for the database
+    `db` talks to (as `insert_ignoring`); `values` holds the key columns too."""
+    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
+    changed = {k: v for k, v in values.items() if k not in key}
+    return (
+        module.insert(table)
+        .values(**values)
+        .on_conflict_do_update(index_elements=list(key), set_=changed)
+    )

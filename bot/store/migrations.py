@@ -1,0 +1,130 @@
+"""Alembic from inside the app: `rl-bot migrate`, and the schema check at start.
+
+The running bot only compares revisions (the start-up check, `/readyz`): it reads
+the head from the migration scripts' own `revision` / `down_revision` lines and
+the database's from `alembic_version`, without importing Alembic, which with
+Mako costs the process about 8 MB for good. Alembic is imported to migrate, and
+to find the head when the scripts are not one straight line."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import os
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import inspect, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.store.engine import make_engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic's default, which migrations/env.py keeps.
+VERSION_TABLE = "alembic_version"
+
+
+def alembic_ini() -> Path:
+    ini = os.environ.get("RLBOT_ALEMBIC_INI") or str(
+        Path(__file__).resolve().parent.parent.parent / "alembic.ini"
+    )
+    if not Path(ini).is_file():
+        raise FileNotFoundError(f"alembic.ini not found at {ini}; set RLBOT_ALEMBIC_INI")
+    return Path(ini)
+
+
+def alembic_config(database_url: str) -> Config:
+    from alembic.config import Config
+
+    config = Config(str(alembic_ini()))
+    config.attributes["database_url"] = database_url
+    config.attributes["configure_logger"] = False
+    return config
+
+
+def upgrade(database_url: str) -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(database_url), "head")
+
+
+def head_revision(database_url: str) -> str | None:
+    """The newest revision of the migration scripts."""
+    return _scripts_head() or _alembic_head(database_url)
+
+
+def _alembic_head(database_url: str) -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config(database_url)).get_current_head()
+
+
+@cache
+def _scripts_head() -> str | None:
+    """The head as the scripts in `script_location/versions` say it, when they form
+    one line of plain `revision = "…"` / `down_revision = …` assignments; else None
+    (Alembic decides). The scripts do not change while the process runs."""
+    ini = alembic_ini()
+    parser = configparser.ConfigParser(defaults={"here": str(ini.parent)})
+    try:
+        parser.read(ini)
+        if parser.has_option("alembic", "version_locations"):
+            return None
+        versions = Path(parser.get("alembic", "script_location")) / "versions"
+        revisions: set[str] = set()
+        parents: set[str] = set()
+        for script in versions.glob("*.py"):
+            names = _assigned(script, ("revision", "down_revision"))
+            revision, down = names.get("revision"), names.get("down_revision")
+            if not isinstance(revision, str) or not (down is None or isinstance(down, str)):
+                return None  # a merge, a branch label, or not a literal: Alembic's job
+            revisions.add(revision)
+            if down is not None:
+                parents.add(down)
+    except (configparser.Error, OSError, SyntaxError, ValueError):
+        return None
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 and parents <= revisions else None
+
+
+def _assigned(script: Path, names: tuple[str, ...]) -> dict[str, object]:
+    """The literal values a script's module level assigns to `names`."""
+    found: dict[str, object] = {}
+    for node in ast.parse(script.read_text(encoding="utf-8")).body:
+        target: ast.expr | None = None
+        value: ast.expr | None = None
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        if isinstance(target, ast.Name) and target.id in names and value is not None:
+            found[target.id] = ast.literal_eval(value)
+    return found
+
+
+async def current_revision(database_url: str) -> str | None:
+    engine = make_engine(database_url)
+    try:
+        async with engine.connect() as conn:
+            return await read_revision(conn)
+    finally:
+        await engine.dispose()
+
+
+async def read_revision(conn: AsyncConnection) -> str | None:
+    """The revision stamped in the database (None when it has none yet), read on
+    an open async connection as Alembic reads it: the one row of alembic_version."""
+
+    def read(sync_conn: Connection) -> str | None:
+        if not inspect(sync_conn).has_table(VERSION_TABLE):
+            return None
+        stamped = sync_conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+        if len(stamped) > 1:
+            raise RuntimeError(f"{VERSION_TABLE} has more than one revision: {stamped}")
+        return str(stamped[0][0]) if stamped else None
+
+    return await conn.run_sync(read)

@@ -1,0 +1,234 @@
+"""Database tables: subscriptions, per-session watch state, operator incidents,
+the on-call alerts already sent, channel settings and job locks. The
+notification outbox's table lives with its contract, in `bot.outbox.queue`.
+
+Times are naive UTC throughout, so SQLite and PostgreSQL compare them the same
+way. Leases and outbox schedules use the database's clock (`db_now`), never a
+replica's: replicas' clocks disagree, and a lease must mean the same to all.
+Columns that hold text from Slack or Together are unbounded (`Text`); keys
+built from such text are hashed when long (`outbox.bounded_key`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    literal,
+)
+from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
+
+from bot.faults import CLOCK_SKEW
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """This process's clock, naive UTC. Leases never compare it: see `db_now`."""
+    return datetime.now(UTC).replace(tzinfo=None) + CLOCK_SKEW
+
+
+class DbNow(FunctionElement[datetime]):
+    """The database's clock, naive UTC, plus some seconds (see `db_now`)."""
+
+    type = DateTime()
+    name = "db_now"
+    inherit_cache = True
+
+
+def db_now(seconds: float | ColumnElement[Any] = 0.0) -> DbNow:
+    """SQL for "the database's now (naive UTC) + `seconds`": one clock for every replica.
+
+    `seconds` may be a bound parameter, for a different delay per row of an executemany."""
+    return DbNow(
+        seconds if isinstance(seconds, ColumnElement) else literal(float(seconds), Float())
+    )
+
+
+@compiles(DbNow, "postgresql")
+def _db_now_postgresql(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    seconds = compiler.process(element.clauses, **kw)
+    return (
+        "(statement_timestamp() AT TIME ZONE 'UTC' "
+        f"+ make_interval(secs => CAST({seconds} AS DOUBLE PRECISION)))"
+    )
+
+
+@compiles(DbNow, "sqlite")
+def _db_now_sqlite(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    # Milliseconds, padded to the microsecond text SQLAlchemy stores, so that
+    # stored times and this compare as strings.
+    seconds = compiler.process(element.clauses, **kw)
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', CAST({seconds} AS TEXT) || ' seconds')"
+
+
+@compiles(DbNow)
+def _db_now_other(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
+    raise CompileError(f"db_now() is not defined for {compiler.dialect.name}")
+
+
+# SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets BIGINT.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Subscription(Base):
+    __tablename__ = "subscriptions"
+    __table_args__ = (
+        UniqueConstraint(
+            "team_id", "channel_id", "session_id", name="uq_subscriptions_channel_session"
+        ),
+        Index("ix_subscriptions_session_active", "session_id", "active"),
+        Index("ix_subscriptions_channel_active", "channel_id", "active"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    session_id: Mapped[str] = mapped_column(String(128))
+    root_ts: Mapped[str] = mapped_column(String(32))
+    subscribed_by: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    active: Mapped[bool] = mapped_column(Boolean(), default=True)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    ended_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # Comma-separated: status, checkpoints, errors-only.
+    filters: Mapped[str] = mapped_column(String(64), default="status", server_default="status")
+    muted_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # `subscribe <id> stall=30m`: this thread's stall threshold in minutes; 0 is
+    # off, NULL is the bot's STALL_AFTER_MINUTES.
+    stall_after_minutes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA).
+    target_step: Mapped[int | None] = mapped_column(BigInteger(), nullable=True)
+
+    @property
+    def filter_set(self) -> frozenset[str]:
+        return frozenset(f for f in self.filters.split(",") if f)
+
+
+class WatchedSession(Base):
+    """What the poller last saw of one session, and who holds its lease."""
+
+    __tablename__ = "watched_sessions"
+    __table_args__ = (Index("ix_watched_sessions_due", "active", "next_poll_at"),)
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    active: Mapped[bool] = mapped_column(Boolean(), default=True)
+    last_status: Mapped[str] = mapped_column(Text())
+    snapshot: Mapped[dict[str, object]] = mapped_column(JSON())
+    # What checkpoints (and registrations) were already seen, to tell only new ones.
+    checkpoint_keys: Mapped[list[str] | None] = mapped_column(JSON(), nullable=True)
+    transition_seq: Mapped[int] = mapped_column(Integer(), default=0)
+    next_poll_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    last_polled_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    consecutive_failures: Mapped[int] = mapped_column(Integer(), default=0)
+    last_failure: Mapped[str | None] = mapped_column(Text(), nullable=True)
+    # When Together first answered "not found" in the current run of 404s: the
+    # session is told gone only once that is confirmed (NOT_FOUND_CONFIRM_SECONDS).
+    not_found_since: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
+    # session is set aside (inactive, `last_failure` says why) with one alert.
+    write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
+    # The step as the bot's polls saw it (`bot.alerts.stall.stored_progress`): when
+    # it last moved, the measured steps/min, when it was last seen.
+    progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
+    # A hash of the Together row the stored state was built from (`RawSession`): a
+    # poll whose row hashes the same changes nothing but the progress. NULL: unknown.
+    fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow, onupdate=utcnow)
+
+
+class AlertSent(Base):
+    """An on-call alert already sent (or an error that was history when the watch began).
+
+    The outbox row of an alert is pruned after `OUTBOX_RETENTION_DAYS`, but a
+    session stays in ERROR for good; this memory is kept as long as the org-wide
+    watch still lists the error (`last_seen_at`), so on-call is paged once."""
+
+    __tablename__ = "alerts_sent"
+
+    key: Mapped[str] = mapped_column(String(400), primary_key=True)
+    session_id: Mapped[str | None] = mapped_column(Text(), nullable=True)
+    alerted: Mapped[bool] = mapped_column(Boolean(), default=True)
+    sent_at: Mapped[datetime] = mapped_column(DateTime())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime())
+
+
+class Incident(Base):
+    """Operator incidents (Together key rejected, Together unreachable): one alert each."""
+
+    __tablename__ = "incidents"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    opened_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    alerted_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    seq: Mapped[int] = mapped_column(Integer(), default=0)
+
+
+class ChannelSettings(Base):
+    """Per-channel preferences: the daily digest time and its time zone."""
+
+    __tablename__ = "channel_settings"
+
+    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    channel_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    digest_time: Mapped[str | None] = mapped_column(String(5), nullable=True)
+    digest_tz: Mapped[str] = mapped_column(String(64), default="UTC")
+    last_digest_on: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    updated_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class Job(Base):
+    """A periodic job only one replica may run at a time (lease), with its own state."""
+
+    __tablename__ = "jobs"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    baseline_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class ReplicaSpend(Base):
+    """What one replica spent on Together in the last minute, as it last reported it
+    (`bot.jobs.spend_exchange`): the request budget is the whole deployment's, so each
+    replica's poller takes the others' spend off it too. `updated_at` is the
+    database's clock; a row not updated for a while is a replica gone and is pruned."""
+
+    __tablename__ = "replica_spend"
+
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)
+    # requests a minute, every consumer's (the poller's included) and every one's but the poller's
+    requests: Mapped[int] = mapped_column(Integer(), default=0)
+    others: Mapped[int] = mapped_column(Integer(), default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime())

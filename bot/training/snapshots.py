@@ -1,0 +1,130 @@
+"""What of a session is stored: only what messages are rendered from.
+
+The poller stores a snapshot of each watched session every poll and copies it
+into every outbox row; a session with thousands of checkpoints (tens of MB) must
+not be stored whole. A snapshot keeps the session's own fields, the newest few
+checkpoints of each kind with the total counts, and strings cut just past what
+any message shows, so a card rendered from it looks the same as one rendered
+from Together's full answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import cache
+from itertools import islice
+from typing import Any, Literal
+
+from bot.training.shapes import Checkpoint, TrainingSession
+from bot.training.transitions import checkpoint_keys
+
+COUNTS_KEY = "checkpoint_counts"
+KEPT_CHECKPOINTS = 5
+# Longer than every text budget in `bot.rendering`, so the card still shows its "…".
+MAX_STRING = 2100
+MAX_LIST = 20
+MAX_KEYS = 40
+MAX_DEPTH = 5
+# Values `_bounded` returns as they are.
+_PLAIN = frozenset({int, float, bool, type(None)})
+# Fields not dumped whole: trimmed apart.
+_KEPT_APART = frozenset({"metadata", "training_checkpoints", "inference_checkpoints"})
+
+CheckpointKind = Literal["training", "inference"]
+
+
+def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
+    """A bounded JSON-able dict that `TrainingSession.model_validate` reads back."""
+    # The checkpoint lists (thousands, at times) and metadata are not dumped whole:
+    # only the newest few checkpoints and metadata's W&B entry are kept below.
+    full = session.model_dump(mode="json", include=_dumped_fields(type(session)))
+    snapshot: dict[str, Any] = {
+        k: v if type(v) in _PLAIN else _bounded(v, 1) for k, v in full.items()
+    }
+    wandb = (session.metadata or {}).get("wandb")
+    snapshot["metadata"] = {"wandb": _bounded(wandb, 2)} if isinstance(wandb, dict) else None
+    for kind in ("training", "inference"):
+        checkpoints: list[Checkpoint] = list(getattr(session, f"{kind}_checkpoints"))
+        kept: Iterable[int] = range(len(checkpoints))
+        if len(checkpoints) > KEPT_CHECKPOINTS:
+            # The newest (ties as the card breaks them), kept in the API's order.
+            ranked = sorted(kept, key=lambda i: _newest_first(checkpoints[i]), reverse=True)
+            kept = sorted(ranked[:KEPT_CHECKPOINTS])
+        snapshot[f"{kind}_checkpoints"] = [
+            _bounded(checkpoints[i].model_dump(mode="json"), 2) for i in kept
+        ]
+    snapshot[COUNTS_KEY] = {
+        "training": checkpoint_count(session, "training"),
+        "inference": checkpoint_count(session, "inference"),
+    }
+    return snapshot
+
+
+@cache
+def _dumped_fields(model: type[TrainingSession]) -> set[str]:
+    return set(model.model_fields) - _KEPT_APART
+
+
+def watch_state(session: TrainingSession) -> dict[str, Any]:
+    """The watch columns that say what the bot last saw of a session.
+
+    Written from one place whenever Together tells the bot a session's state:
+    on subscribing (`subscriptions.watch`) and on every poll (`poller`), so the
+    two can never drift apart."""
+    return {
+        "last_status": session.status,
+        "snapshot": trimmed_snapshot(session),
+        "checkpoint_keys": checkpoint_keys(session),
+        # Which Together row this was built from; the poller, which has the row, sets it.
+        "fingerprint": None,
+    }
+
+
+def checkpoint_count(session: TrainingSession, kind: CheckpointKind) -> int:
+    """How many checkpoints of `kind` the session has: the stored count for a
+    trimmed snapshot, else the length of the list."""
+    listed = len(getattr(session, f"{kind}_checkpoints"))
+    counts = (session.model_extra or {}).get(COUNTS_KEY)
+    stored = counts.get(kind) if isinstance(counts, dict) else None
+    if isinstance(stored, int) and not isinstance(stored, bool) and stored > listed:
+        return stored
+    return listed
+
+
+def _newest_first(cp: Checkpoint) -> tuple[bool, float]:
+    """The order the card lists checkpoints in; undated ones last."""
+    created: datetime | None = cp.created_at
+    if created is None:
+        return (False, 0.0)
+    try:
+        return (True, (created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp())
+    except (OverflowError, OSError, ValueError):
+        return (False, 0.0)
+
+
+def _bounded(value: Any, depth: int) -> Any:
+    """`value` cut to the bounds. A poll cycle runs this over thousands of sessions:
+    plain scalars and strings are handled in the loops, without a call each."""
+    if isinstance(value, str):
+        return value[:MAX_STRING]
+    if isinstance(value, dict):
+        if depth > MAX_DEPTH:
+            return None
+        out: dict[str, Any] = {}
+        for k, v in islice(value.items(), MAX_KEYS):
+            kind = type(v)
+            if kind is str:
+                v = v[:MAX_STRING]
+            elif kind not in _PLAIN:
+                v = _bounded(v, depth + 1)
+            out[str(k)[:MAX_STRING]] = v
+        return out
+    if isinstance(value, list):
+        if depth > MAX_DEPTH:
+            return None
+        return [
+            v[:MAX_STRING] if type(v) is str else v if type(v) in _PLAIN else _bounded(v, depth + 1)
+            for v in value[:MAX_LIST]
+        ]
+    return value
