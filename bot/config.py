@@ -4,20 +4,71 @@ Secrets are `SecretStr` so that a stray `repr()` or log line never shows them.
 Which settings are required depends on the run mode, so the check is a
 function (`problems_for`) rather than pydantic's "required" flag: `rl-bot show`
 needs only the Together key, `rl-bot serve` needs Slack too.
+
+Every setting carries a plain-words description and a tier, so that
+`docs/configuration.md` (written by `bot.config_doc`) and `.env.example` follow
+this class: "user" is what a deployment sets (secrets, the database, on-call,
+allowlists, feature switches), "tuning" has defaults that suit most teams, and
+"test-only" exists for the tests' fake servers and crash injection.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
+Tier = Literal["user", "tuning", "test-only"]
+TIERS: tuple[Tier, ...] = get_args(Tier)
+
+
+def _setting(tier: Tier, default: Any, description: str, **constraints: Any) -> Any:
+    """A settings field with its description and its tier (read back by `tier_of`)."""
+    extra: JsonDict = {"tier": tier}
+    return Field(default, description=description, json_schema_extra=extra, **constraints)
+
+
+def _user(default: Any, description: str, **constraints: Any) -> Any:
+    return _setting("user", default, description, **constraints)
+
+
+def _tuning(default: Any, description: str, **constraints: Any) -> Any:
+    return _setting("tuning", default, description, **constraints)
+
+
+def _test_only(default: Any, description: str) -> Any:
+    return _setting("test-only", default, description)
+
+
+def tier_of(field: FieldInfo) -> Tier:
+    """The tier a setting was declared with; every field of `Settings` has one."""
+    extra = field.json_schema_extra
+    declared = extra.get("tier") if isinstance(extra, dict) else None
+    for tier in TIERS:
+        if declared == tier:
+            return tier
+    raise ValueError(f"a setting has no tier: {field!r}")
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether a secret is a stand-in such as `.env.example`'s `xoxb-...` rather
+    than a real value: no Slack token, signing secret or API key contains an
+    ellipsis or angle brackets, or is a bare token prefix."""
+    text = value.strip()
+    return (
+        "..." in text
+        or "…" in text
+        or (text.startswith("<") and text.endswith(">"))
+        or text in ("xoxb-", "xapp-")
+    )
 
 
 def _csv(value: object) -> object:
@@ -26,105 +77,188 @@ def _csv(value: object) -> object:
     return value
 
 
+_WEEK_MINUTES = 7 * 24 * 60
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
     )
 
-    slack_bot_token: SecretStr | None = None
-    slack_signing_secret: SecretStr | None = None
-    slack_app_token: SecretStr | None = None
-    slack_api_url: str = "https://slack.com/api/"
+    slack_bot_token: SecretStr | None = _user(
+        None, "Bot User OAuth Token (OAuth & Permissions), `xoxb-…`: serve and socket need it."
+    )
+    slack_signing_secret: SecretStr | None = _user(
+        None, "Signing Secret (Basic Information): serve checks every request with it."
+    )
+    slack_app_token: SecretStr | None = _user(
+        None,
+        "App-level token with `connections:write`, `xapp-…`: only socket (Socket Mode) needs it.",
+    )
+    slack_api_url: str = _test_only(
+        "https://slack.com/api/", "Slack Web API base URL; the tests point it at a fake Slack."
+    )
 
-    together_api_key: SecretStr | None = None
-    together_base_url: str = "https://api.together.ai/v1"
-    together_timeout_seconds: float = 10.0
-    together_max_rps: float = Field(50.0, gt=0)
-    together_outage_alert_seconds: float = 300.0
-    # A Together answer larger than this is refused unread (a transient bad response).
-    together_max_response_bytes: int = Field(4 << 20, ge=1024)
+    together_api_key: SecretStr | None = _user(
+        None, "Together API key: serve, socket and show need it; sent only to TOGETHER_BASE_URL."
+    )
+    together_base_url: str = _test_only(
+        "https://api.together.ai/v1",
+        "Together API base URL; the tests point it at a fake Together.",
+    )
+    together_timeout_seconds: float = _tuning(
+        10.0, "One deadline for a whole Together request, body included, in seconds."
+    )
+    together_max_rps: float = _tuning(50.0, "Together requests per second, at most.", gt=0)
+    together_outage_alert_seconds: float = _tuning(
+        300.0, "On-call hears once when Together has been unreachable this long (and recovered)."
+    )
+    together_max_response_bytes: int = _tuning(
+        4 << 20, "A larger Together answer is refused unread: a transient bad response.", ge=1024
+    )
 
-    database_url: str = "sqlite:///./rl-bot.db"
+    database_url: str = _user(
+        "sqlite:///./rl-bot.db",
+        "A SQLite file (one process, migrates itself) or postgresql://user:pass@host/db "
+        "(several replicas; `rl-bot migrate` first). The async driver is added for you.",
+    )
 
-    # The longest a watched session waits between polls; the interval in use is
-    # the shortest that keeps a round of polls within TOGETHER_REQUESTS_PER_MINUTE,
-    # and never below POLL_MIN_INTERVAL_SECONDS (unless this is lower).
-    poll_interval_seconds: float = Field(60.0, gt=0)
-    poll_min_interval_seconds: float = Field(5.0, gt=0)
-    # What the whole bot may spend on Together, every replica together (0: no budget,
-    # poll every POLL_INTERVAL_SECONDS); the poller sizes its interval to what the
-    # others left, on this replica and the others (`bot.jobs.spend_exchange`).
-    together_requests_per_minute: float = Field(120.0, ge=0)
-    # auto: per cycle, one GET per session or the list pages, whichever costs less.
-    poll_plan: Literal["auto", "get", "list"] = "auto"
-    poll_concurrency: int = Field(16, ge=1, le=256)
-    poll_batch_size: int = Field(5000, ge=1)
-    delivery_interval_seconds: float = Field(1.0, gt=0)
-    delivery_concurrency: int = Field(16, ge=1, le=256)
-    channel_min_interval_seconds: float = Field(1.0, ge=0)
-    lease_seconds: float = Field(120.0, gt=0)
-    # A session is told gone only after Together's JSON 404 has lasted this long
-    # (and came at least twice in a row): one 404 may be a deploy's hiccup.
-    not_found_confirm_seconds: float = Field(180.0, ge=0)
-    # Sent, dead and cancelled outbox rows are kept this long (for dedupe and digests).
-    outbox_retention_days: float = Field(30.0, ge=2)
+    poll_interval_seconds: float = _tuning(
+        60.0,
+        "The longest a watched session waits between polls; the interval in use is the "
+        "shortest that keeps a round within TOGETHER_REQUESTS_PER_MINUTE.",
+        gt=0,
+    )
+    poll_min_interval_seconds: float = _tuning(
+        5.0, "The shortest poll interval (unless POLL_INTERVAL_SECONDS is lower).", gt=0
+    )
+    together_requests_per_minute: float = _tuning(
+        120.0,
+        "What the whole bot may send to Together, every replica together (0: no budget, "
+        "poll every POLL_INTERVAL_SECONDS); the poller takes what others spent off it.",
+        ge=0,
+    )
+    poll_plan: Literal["auto", "get", "list"] = _tuning(
+        "auto", "get: one GET per session; list: the live list pages; auto: the cheaper."
+    )
+    poll_concurrency: int = _tuning(
+        16, "Concurrent Together requests per poll cycle.", ge=1, le=256
+    )
+    poll_batch_size: int = _tuning(5000, "Sessions claimed per poll batch.", ge=1)
+    delivery_interval_seconds: float = _tuning(1.0, "Seconds between outbox delivery passes.", gt=0)
+    delivery_concurrency: int = _tuning(
+        16, "Concurrent Slack posts per delivery pass.", ge=1, le=256
+    )
+    channel_min_interval_seconds: float = _tuning(
+        1.0, "The least time between two posts to one channel: bursts are paced, not dropped.", ge=0
+    )
+    lease_seconds: float = _tuning(
+        120.0,
+        "How long a replica's claim on a session or outbox row lasts, by the database's "
+        "clock, before another may take it over; keep it above Slack's 10 s timeout.",
+        gt=0,
+    )
+    not_found_confirm_seconds: float = _tuning(
+        180.0,
+        "A session is told gone only after Together's JSON 404 has lasted this long (and "
+        "came at least twice in a row): one 404 may be a deploy's hiccup.",
+        ge=0,
+    )
+    outbox_retention_days: float = _tuning(
+        30.0, "Sent, dead and cancelled outbox rows are kept this long (dedupe, digests).", ge=2
+    )
 
-    oncall_channel: str | None = None
-    oncall_mention: str | None = None
-    broadcast_errors: bool = False
+    oncall_channel: str | None = _user(
+        None, "Channel id (C…) for on-call alerts: errors, outages, the org-wide watches."
+    )
+    oncall_mention: str | None = _user(
+        None, "Who on-call alerts mention, e.g. `<!subteam^S0123ABC>` or `<@U0123ABC>`."
+    )
+    broadcast_errors: bool = _user(
+        False, "Also show error replies in the channel itself (reply_broadcast)."
+    )
 
     # NoDecode: a comma-separated list, not JSON.
-    allowed_team_ids: Annotated[frozenset[str], NoDecode] = frozenset()
-    allowed_channel_ids: Annotated[frozenset[str], NoDecode] = frozenset()
+    allowed_team_ids: Annotated[frozenset[str], NoDecode] = _user(
+        frozenset(), "Slack team ids (T…) the bot answers, comma-separated; empty: any."
+    )
+    allowed_channel_ids: Annotated[frozenset[str], NoDecode] = _user(
+        frozenset(), "Channel ids (C…/G…) the bot answers and posts in; empty: any (not App Home)."
+    )
+    stop_allowed_user_ids: Annotated[frozenset[str], NoDecode] = _user(
+        frozenset(), "User ids (U…) who may press Stop; with no user group either, nobody may."
+    )
+    stop_allowed_usergroup: str | None = _user(
+        None, "A user group id (S…) whose members may press Stop."
+    )
+    watch_all_errors: bool = _user(
+        False, "List every session in ERROR each interval; alert on-call once each, watched or not."
+    )
+    watch_all_max_pages: int = _tuning(
+        5, "Pages (100 each) per interval for the org-wide error and idle lists.", ge=1, le=100
+    )
+    stall_after_minutes: float = _tuning(
+        15.0,
+        "A watched RUNNING session whose step has not moved this long is told once in its "
+        "threads (0: off; a subscription's `stall=` overrides).",
+        ge=0,
+        le=_WEEK_MINUTES,
+    )
+    oncall_on_stall: bool = _user(False, "Also page ONCALL_CHANNEL about each stall.")
+    creating_alert_after_minutes: float = _tuning(
+        30.0,
+        "A session CREATING this long after its creation is told once (0: off).",
+        ge=0,
+        le=_WEEK_MINUTES,
+    )
+    watch_idle_resources: bool = _user(
+        False, "List the org's READY model resources each interval; alert on-call about idle ones."
+    )
+    idle_resource_alert_minutes: float = _tuning(
+        20.0,
+        "A READY model resource with no CREATING or RUNNING session this long is alerted "
+        "once, in its sessions' threads and on-call (0: every idle alert off).",
+        ge=0,
+        le=_WEEK_MINUTES,
+    )
+    spend_watch: bool = _user(
+        True,
+        "Read each watched session's model resource and price for the card (status, GPUs, "
+        "queue, estimated spend); counted in the request budget.",
+    )
+    spend_refresh_seconds: float = _tuning(
+        300.0,
+        "A resource read is reused this long unless one of its sessions changed status "
+        "(a pending, creating or stopping resource's: 60 s at most).",
+        ge=0,
+        le=24 * 3600,
+    )
+    created_by_user_map: Annotated[dict[str, str], NoDecode] = _user(
+        {}, "Together user id=Slack user id pairs, comma-separated, for `ls mine` and App Home."
+    )
+    default_timezone: str = _tuning("UTC", "Time zone of a `digest on HH:MM` that names none.")
 
-    # Who may press "Stop session": listed users, or members of one user group.
-    stop_allowed_user_ids: Annotated[frozenset[str], NoDecode] = frozenset()
-    stop_allowed_usergroup: str | None = None
-    # Org-wide error watch: list sessions in ERROR each cycle, alert on-call once each.
-    watch_all_errors: bool = False
-    watch_all_max_pages: int = Field(5, ge=1, le=100)
-    # Stall watch (README "Stall and slow-start alerts"): a RUNNING session whose
-    # step has not moved this long is told once in its threads (0: off; a
-    # subscription's `stall=` overrides), and on-call is paged if ONCALL_ON_STALL;
-    # a session still CREATING this long after its creation is told once (0: off).
-    stall_after_minutes: float = Field(15.0, ge=0, le=7 * 24 * 60)
-    oncall_on_stall: bool = False
-    creating_alert_after_minutes: float = Field(30.0, ge=0, le=7 * 24 * 60)
-    # Idle resources (README "Idle model resources"): a READY resource with no
-    # CREATING or RUNNING session for IDLE_RESOURCE_ALERT_MINUTES is alerted once
-    # in its sessions' threads and ONCALL_CHANNEL (0: off). Subscribed sessions'
-    # resources are always followed (`idle_watch.watch_subscribed_idle`);
-    # WATCH_IDLE_RESOURCES also lists READY resources org-wide for on-call.
-    watch_idle_resources: bool = False
-    idle_resource_alert_minutes: float = Field(20.0, ge=0, le=7 * 24 * 60)
-    # Spend watch: the poll cycle reads the model resource of the sessions it
-    # fetched and its price (cached an hour per shape), for the card. A read is
-    # reused for SPEND_REFRESH_SECONDS (a pending, creating or stopping resource's
-    # for at most 60 s) unless one of its sessions changed status, so a cycle
-    # reads only the due resources, once each: a GET each, or pages of the live
-    # resources list (100 a page) when fewer (`spend_watch.ResourceReader`).
-    # Charged to the poller's round in the request budget. On unless turned off.
-    # 300 s: a READY resource under a live session changes with the session (a
-    # forced stop stops it, an idle-out expires it), which is read at once; at
-    # 60 s, 2,000 resources cost a sixth of the default budget in list pages.
-    spend_watch: bool = True
-    spend_refresh_seconds: float = Field(300.0, ge=0, le=24 * 3600)
-    # Together user id -> Slack user id, for "sessions you created" in App Home.
-    created_by_user_map: Annotated[dict[str, str], NoDecode] = {}
-    default_timezone: str = "UTC"
+    host: str = _tuning("0.0.0.0", "Listen address of the HTTP server.")
+    port: int = _tuning(3000, "Listen port of the HTTP server (`--port` overrides it).")
+    max_request_body_bytes: int = _tuning(
+        1 << 20, "A larger request to /slack/events gets 413, unread.", ge=1024
+    )
+    readyz_slack_cache_seconds: float = _tuning(
+        60.0, "/readyz reuses Slack's auth.test answer this long (a failure 10 s at most).", ge=0
+    )
+    log_level: str = _tuning("INFO", "DEBUG, INFO, WARNING or ERROR.")
+    log_format: Literal["json", "console"] = _tuning(
+        "json", "json (one object per line) or console (for people)."
+    )
+    replica_id: str = Field(
+        default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}",
+        description="This process's name in leases and logs, one per replica.",
+        json_schema_extra={"tier": "tuning", "default": "<hostname>-<pid>"},
+    )
 
-    host: str = "0.0.0.0"
-    port: int = 3000
-    # A request to /slack/events larger than this is refused with 413 unread.
-    max_request_body_bytes: int = Field(1 << 20, ge=1024)
-    # /readyz reuses Slack's auth.test answer this long (a failure at most 10 s).
-    readyz_slack_cache_seconds: float = Field(60.0, ge=0)
-    log_level: str = "INFO"
-    log_format: Literal["json", "console"] = "json"
-    replica_id: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-
-    # Test-only: crash the process (SIGKILL-like `os._exit`) at a named step.
-    fault_crash_at: str | None = None
+    fault_crash_at: str | None = _test_only(
+        None, "Crash the process at a named step, for the crash tests; never in a deployment."
+    )
 
     _split_lists = field_validator(
         "allowed_team_ids", "allowed_channel_ids", "stop_allowed_user_ids", mode="before"
@@ -165,7 +299,7 @@ class Settings(BaseSettings):
         return self.slack_api_url if self.slack_api_url.endswith("/") else self.slack_api_url + "/"
 
     def secrets(self) -> list[str]:
-        """Every secret value, for log redaction."""
+        """Every secret value, for log redaction (a placeholder is no secret)."""
         values = [
             s.get_secret_value()
             for s in (
@@ -174,10 +308,8 @@ class Settings(BaseSettings):
                 self.slack_app_token,
                 self.together_api_key,
             )
-            if s is not None
+            if s is not None and not is_placeholder(s.get_secret_value())
         ]
-        from sqlalchemy.engine import make_url
-
         try:
             password = make_url(self.database_url).password
         except Exception:
@@ -191,6 +323,11 @@ class Settings(BaseSettings):
         def need(name: str, value: SecretStr | None) -> str | None:
             if value is None or not value.get_secret_value().strip():
                 problems.append(f"{name.upper()} is not set")
+                return None
+            if is_placeholder(value.get_secret_value()):
+                problems.append(
+                    f"{name.upper()} is still .env.example's placeholder: put the real value in .env"
+                )
                 return None
             return value.get_secret_value()
 
