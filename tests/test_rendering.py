@@ -559,7 +559,7 @@ def test_home_empty_state_escapes_the_id_placeholder() -> None:
         assert "<id>" not in text
 
 
-# The session behind README's example card.
+# The session behind the example card in docs/commands.md.
 README_EXAMPLE: dict[str, Any] = {
     "id": "123e4567-e89b-12d3-a456-426614174000",
     "display_name": "gsm8k-experiment-2",
@@ -607,11 +607,11 @@ README_EXAMPLE: dict[str, Any] = {
 
 
 def test_readme_example_card_is_what_the_bot_posts() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    after = readme.split("Example card, exactly as `chat.postMessage` receives it", 1)[1]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
+    after = page.split("Example card, exactly as `chat.postMessage` receives it", 1)[1]
     example = json.loads(after.split("```json\n", 1)[1].split("\n```", 1)[0])
     assert example == card(session(README_EXAMPLE)), (
-        "README's example card is out of date: paste json.dumps(card(...)) of README_EXAMPLE"
+        "docs/commands.md's example card is out of date: paste json.dumps(card(...)) of README_EXAMPLE"
     )
 
 
