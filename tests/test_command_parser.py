@@ -265,7 +265,7 @@ def test_digest_usage(text: str) -> None:
 
 
 def test_ls_takes_its_query_from_session_list() -> None:
-    from bot.commands.ls import ListQuery
+    from bot.commands.ls_query import ListQuery
 
     command = parse("ls error <@U0ANA|ana> model=Qwen/Qwen3.5-4B")
     assert command.verb == "ls" and command.problem is None

@@ -9,7 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.alerts.idle import Candidate, attached_sessions, candidate, idle_since
+from bot.alerts.idle import attached_sessions, idle_since
+from bot.alerts.idle_follow_up import Candidate, candidate
 from bot.together.client import TogetherClient, TogetherError
 from bot.training.shapes import ModelResource, TrainingSession
 from tests import together_fixtures

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.commands.ls import ListQuery, fetch_page, from_pass
+from bot.commands.ls import fetch_page, from_pass
+from bot.commands.ls_query import ListQuery
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister
 from bot.together.poll_plan import ERROR_STATUSES, LIVE_STATUSES

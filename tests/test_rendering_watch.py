@@ -1,5 +1,6 @@
-"""Stall and spend watch messages (bot/rendering/watch.py): wording, escaping and
-Block Kit limits with any values. Pure: no process."""
+"""Stall and spend watch messages (bot/rendering/watch.py) and the `ls` page
+(bot/rendering/ls_page.py): wording, escaping and Block Kit limits with any
+values. Pure: no process."""
 
 from __future__ import annotations
 
@@ -11,26 +12,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bot.rendering.ls_page import LS_MORE, LS_PAGE, SessionRow, list_title, session_list_page
 from bot.rendering.terminal import as_text
 from bot.rendering.watch import (
-    LS_MORE,
-    LS_PAGE,
     STOP_RESOURCE,
-    SessionRow,
     WatchFacts,
     creating_message,
-    duration_words,
     idle_resource_alert,
-    list_title,
-    money_words,
     resource_stop_requested_message,
     resumed_message,
-    session_list_page,
     stalled_message,
-    step_words,
     stop_resource_button,
     watch_blocks,
 )
+from bot.rendering.words import duration_words, money_words, step_words
 from bot.training.rules import rate_words
 from bot.training.shapes import CostEstimate, ModelResource, TrainingSession
 from tests.fakes.together import make_model_resource, make_session

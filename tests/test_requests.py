@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bot.commands.workflows import Asker
+from bot.commands.asker import Asker
 from bot.slack.listeners.actions import card_problem
 from bot.slack.listeners.home import subscription_problem
 from bot.slack.listeners.request import Request

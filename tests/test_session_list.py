@@ -10,17 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.commands.ls import (
-    ListQuery,
-    More,
-    creators,
-    fetch_page,
-    keep,
-    more_value,
-    parse_args,
-    read_more,
-)
-from bot.rendering.watch import session_list_page
+from bot.commands.ls import fetch_page, keep
+from bot.commands.ls_query import ListQuery, More, creators, more_value, parse_args, read_more
+from bot.rendering.ls_page import session_list_page
 from bot.together.client import TogetherClient
 from tests import together_fixtures
 from tests.block_kit import block_kit_problems
@@ -169,7 +161,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
     from datetime import timedelta
 
     from bot.commands.ls import with_progress
-    from bot.rendering.watch import SessionRow
+    from bot.rendering.ls_page import SessionRow
     from bot.training.shapes import TrainingSession
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
@@ -213,7 +205,7 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
-    from bot.rendering.watch import SessionRow
+    from bot.rendering.ls_page import SessionRow
     from bot.training.shapes import ModelResource, TrainingSession
     from tests.fakes.together import make_model_resource
 

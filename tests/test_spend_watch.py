@@ -8,13 +8,8 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from bot.alerts.spend import (
-    SPEND_REDRAW_SECONDS,
-    ResourceReader,
-    card_key,
-    stored,
-    watch_key,
-)
+from bot.alerts.resource_reader import ResourceReader
+from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, stored, watch_key
 from bot.alerts.stall import stored_progress
 from bot.rendering.watch import watch_blocks
 from bot.root_card import CardWatch, card_facts, card_with_watch, facts

@@ -1,168 +1,42 @@
-"""`/rl-session ls`: what is running across the org, one Together page at a time.
-
-`ls [running|creating|error|all] [mine|@user] [model=<name>]` lists the
-org's sessions from Together's list endpoint (100 to a page), answered only
-to the caller. `mine` and `@user` map a Slack user to Together's `created_by`
-through CREATED_BY_USER_MAP; `model=` keeps the rows of that base model. A
-"More" button carries the query and Together's cursor, so the next page is
-exactly the next page whoever clicks and however long after.
+"""`/rl-session ls`: what is running across the org, one Together page at a time
+(the query and its More button are in `bot.commands.ls_query`).
 
 The first page reuses a complete list pass another consumer in this process
 began within `SHARE_SECONDS` (the poller's live statuses, the error watch's
 ERROR) when its statuses include the query's and every row it keeps fits on one
 page: then nothing is listed again. Otherwise Together is asked, as for More.
-
-The grammar and the More value are pure; `fetch_page` is the one I/O edge.
+Sessions the bot watches show what its polls measured of them.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from functools import partial
+from typing import Any
 
-from bot.alerts.idle import ACTIVE, known_idle_since
-from bot.alerts.spend import live_resource_pages
+from bot.alerts.idle import ACTIVE
+from bot.alerts.idle_follow_up import known_idle_since
+from bot.alerts.resource_reader import live_resource_pages
 from bot.alerts.stall import load_progress
+from bot.commands.asker import Sessionmaker
+from bot.commands.card import stall_threshold
+from bot.commands.ls_query import ListQuery, More, creators, more_value
+from bot.commands.subscriptions import stored_progress
+from bot.config import Settings
 from bot.rendering.blocks import Message
-from bot.rendering.watch import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass
 from bot.training.rules import stalled_for
-from bot.training.shapes import STATUS_PREFIX, ModelResource, ResourceStatus, TrainingSession
+from bot.training.shapes import ModelResource, ResourceStatus, TrainingSession
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
 ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, Any]]]
-
-StatusFilter = Literal["running", "creating", "error", "all"]
-STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
-DEFAULT_FILTER: StatusFilter = "running"
-MAX_MODEL = 200
-MAX_CURSOR = 1000
-LS_USAGE = (
-    "Use `ls [running|creating|error|all] [mine|@user] [model=<name>]`, "
-    "e.g. `ls running mine` or `ls all model=Qwen/Qwen3.5-4B`."
-)
-_STATUSES: dict[str, list[str]] = {
-    "running": [STATUS_PREFIX + "RUNNING"],
-    "creating": [STATUS_PREFIX + "CREATING"],
-    "error": [STATUS_PREFIX + "ERROR"],
-    "all": [],
-}
-# How Slack writes a user in a command's text: `<@U123|name>` (escaped) or `<@U123>`.
-_USER_RE = re.compile(r"^<@([UW][A-Z0-9]{2,20})(?:\|[^<>]*)?>$")
 #: pages of live resources read for one `ls` page, at most (100 resources each)
 MAX_RESOURCE_PAGES = 5
-
-
-@dataclass(frozen=True)
-class ListQuery:
-    status: StatusFilter = DEFAULT_FILTER
-    #: "mine", a Slack user id, or None for everyone
-    who: str | None = None
-    model: str | None = None
-
-    @property
-    def statuses(self) -> list[str]:
-        return list(_STATUSES[self.status])
-
-
-def parse_args(args: Sequence[str]) -> ListQuery | str:
-    """The words after `ls`: a query, or what is wrong (mrkdwn, user text not echoed)."""
-    status: StatusFilter | None = None
-    who: str | None = None
-    model: str | None = None
-    for word in args:
-        lowered = word.lower()
-        if lowered in STATUS_FILTERS:
-            if status is not None:
-                return f"Give one status filter at most. {LS_USAGE}"
-            status = lowered  # type: ignore[assignment]
-        elif lowered == "mine" or _USER_RE.fullmatch(word):
-            if who is not None:
-                return f"Give `mine` or one `@user` at most. {LS_USAGE}"
-            match = _USER_RE.fullmatch(word)
-            who = match.group(1) if match else "mine"
-        elif lowered.startswith("model="):
-            name = word[len("model=") :].strip()
-            if model is not None or not name or len(name) > MAX_MODEL:
-                return f"Give one `model=<name>` (at most {MAX_MODEL} characters). {LS_USAGE}"
-            model = name
-        else:
-            return f"I did not understand that. {LS_USAGE}"
-    return ListQuery(status or DEFAULT_FILTER, who, model)
-
-
-def creators(
-    query: ListQuery, *, caller: str, user_map: Mapping[str, str]
-) -> list[str] | str | None:
-    """Together `created_by` ids the query means: None for everyone, or a
-    refusal in words when the Slack user has no CREATED_BY_USER_MAP entry."""
-    if query.who is None:
-        return None
-    slack_user = caller if query.who == "mine" else query.who
-    ids = sorted(together for together, slack in user_map.items() if slack == slack_user)
-    if ids:
-        return ids
-    whom = "you" if query.who == "mine" else f"<@{slack_user}>"
-    return (
-        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
-        "sessions are theirs. Ask your operators to add one."
-    )
-
-
-# --- the More button ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class More:
-    """What the More button carries: the query, the next page's cursor, and
-    the number of the next row."""
-
-    query: ListQuery
-    after: str
-    first_number: int
-
-
-def more_value(more: More) -> str | None:
-    """The button's value, or None when it would not fit (a huge cursor)."""
-    if not more.after or len(more.after) > MAX_CURSOR:
-        return None
-    q = more.query
-    return json.dumps(
-        {"s": q.status, "w": q.who, "m": q.model, "a": more.after, "n": more.first_number},
-        separators=(",", ":"),
-    )
-
-
-def read_more(value: str) -> More | None:
-    """A More value back, checked like any user input (None if it is not ours)."""
-    try:
-        data = json.loads(value)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    status, who, model, after, number = (data.get(k) for k in ("s", "w", "m", "a", "n"))
-    if status not in STATUS_FILTERS or not isinstance(after, str) or not after:
-        return None
-    if len(after) > MAX_CURSOR or not isinstance(number, int) or isinstance(number, bool):
-        return None
-    if who is not None and (
-        not isinstance(who, str) or (who != "mine" and not _USER_RE.fullmatch(f"<@{who}>"))
-    ):
-        return None
-    if model is not None and (not isinstance(model, str) or not 0 < len(model) <= MAX_MODEL):
-        return None
-    if not 1 <= number <= 10**9:
-        return None
-    return More(ListQuery(status, who, model), after, number)
-
-
-# --- one page --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -321,3 +195,37 @@ def with_progress(
     frozen = stalled_for(progress, now)
     stalled = stall_after is not None and frozen is not None and frozen >= stall_after
     return replace(row, rate=progress.rate, stalled=stalled, idle_resource=idle)
+
+
+async def progress_of(sessionmaker: Sessionmaker, session_ids: list[str]) -> dict[str, Any]:
+    """What the bot's polls measured of these sessions (those it watches), for `ls`."""
+    async with sessionmaker() as db:
+        return await stored_progress(db, session_ids)
+
+
+async def org_sessions_page(
+    *,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    settings: Settings,
+    query: ListQuery,
+    caller: str,
+    after: str | None = None,
+    first_number: int = 1,
+    lister: Lister | None = None,
+) -> Message | str:
+    """One `ls` page (the first, or the one More asks for), with what the bot's
+    polls measured of the sessions it watches; the first from a fresh pass of
+    `lister` (the process's own) when one covers it."""
+    return await page_message(
+        together,
+        query,
+        caller=caller,
+        user_map=settings.created_by_user_map,
+        now=utcnow(),
+        after=after,
+        first_number=first_number,
+        progress_of=partial(progress_of, sessionmaker),
+        stall_after=stall_threshold(settings),
+        lister=lister,
+    )

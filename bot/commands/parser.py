@@ -3,7 +3,7 @@
 `/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
 [errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
 `digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
-error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls`) and
+error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`) and
 `help` do what they say. Anything else is answered with usage, never sent to Together.
 """
 
@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.commands.ls import ListQuery, parse_args
+from bot.commands.ls_query import ListQuery, parse_args
 from bot.rendering.text import code_span
 from bot.training.shapes import is_session_id
 

@@ -16,10 +16,13 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, select, update
 
-from bot.alerts.idle import watch_idle_resources, watch_subscribed_idle
-from bot.alerts.spend import ResourceReader
+from bot.alerts.idle import watch_idle_resources
+from bot.alerts.idle_follow_up import watch_subscribed_idle
+from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.sender import deliver_due
-from bot.jobs.periodic import prune_outbox, send_digests, watch_all_errors
+from bot.jobs.digests import send_digests
+from bot.jobs.error_watch import watch_all_errors
+from bot.jobs.prune import prune_outbox
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.queue import OutboxMessage, State, pending_count
 from bot.poll.cycle import Planner, poll_cycle, side_window

@@ -47,8 +47,9 @@ from sqlalchemy import Table, and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.alerts.spend import Read, ResourceReader, watch_key
+from bot.alerts.resource_reader import Read, ResourceReader
 from bot.alerts.spend import stored as stored_spend
+from bot.alerts.spend import watch_key
 from bot.alerts.stall import ProgressCheck, StallSettings
 from bot.alerts.stall import check as check_progress
 from bot.config import Settings

@@ -1,8 +1,8 @@
-"""Slack messages for the stall and spend watch (issue 12): pure, no I/O.
+"""Slack messages for the stall and spend watch: pure, no I/O.
 
-The stalled / resumed / slow-start thread replies, the idle-resource alert
-with its Stop resource button, the card's resource-and-progress section and
-the `ls` page. Same rules as `bot.rendering`: every value from Together or a
+The card's resource-and-progress section, the stalled / resumed / slow-start
+thread replies, and the idle-resource alert with its Stop resource button (the
+`ls` page is in `ls_page`). Same rules as `bot.rendering`: every value from Together or a
 user goes through its escaping (`inert`, `code_span`), text is `verbatim`, and
 every message stays inside Block Kit's limits whatever the values.
 Spend is always labelled an estimate: it is Together's hourly price times the
@@ -11,7 +11,6 @@ READY time the bot itself observed, not Together's bill.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,40 +18,34 @@ from typing import Any
 
 from bot.rendering.blocks import (
     MAX_BLOCKS,
-    MAX_BUTTON_TEXT,
-    MAX_BUTTON_VALUE,
-    MAX_SECTION_TEXT,
-    STOP,
-    SUBSCRIBE,
     Message,
     button,
     context_block,
     fields_block,
-    header_block,
     message_of,
     mrkdwn,
     plain_text,
     section_block,
 )
-from bot.rendering.card import STOPPABLE, stop_button
 from bot.rendering.text import (
     ID_LIMIT,
-    NONE,
     VALUE_LIMIT,
     code_span,
     inert,
     safe_link,
     safe_mention,
-    truncate,
     user_ref,
 )
 from bot.rendering.words import (
+    duration_words,
+    gpu_words,
+    money_words,
+    resource_status_words,
     session_label,
     session_name,
     slack_date,
-    status_emoji,
     status_words,
-    timestamp,
+    step_words,
 )
 from bot.training.rules import rate_words
 from bot.training.shapes import (
@@ -64,87 +57,6 @@ from bot.training.shapes import (
 )
 
 STOP_RESOURCE = "rl_stop_resource"
-LS_MORE = "rl_ls_more"
-#: an `ls` row's buttons: the card's action ids and the row number (`rl_subscribe.7`)
-ROW_SUBSCRIBE = re.compile(rf"^{re.escape(SUBSCRIBE)}\.\d+$")
-ROW_STOP = re.compile(rf"^{re.escape(STOP)}\.\d+$")
-#: one Together list page: `ls` shows at most this many rows per message
-LS_PAGE = 100
-#: rows per section (and per actions block of their buttons: 2 each, at most 25)
-_LS_CHUNK = 12
-#: a row's name and id are cut to this, so a dozen rows fit one section
-_ROW_NAME = 60
-
-_RESOURCE_WORDS = {
-    ResourceStatus.PENDING: ":hourglass: Pending (waiting for GPUs)",
-    ResourceStatus.CREATING: ":hourglass_flowing_sand: Creating",
-    ResourceStatus.READY: ":large_green_circle: Ready (billing)",
-    ResourceStatus.ERROR: ":red_circle: Error",
-    ResourceStatus.STOPPING: ":double_vertical_bar: Stopping",
-    ResourceStatus.STOPPED: ":black_square_for_stop: Stopped",
-}
-
-
-# --- small words ------------------------------------------------------------------------------
-
-
-def duration_words(delta: timedelta) -> str:
-    """`15 min`, `2 h 5 min`, `3 d 4 h`: coarse, for people, never negative."""
-    minutes = max(int(delta.total_seconds() // 60), 0)
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
-
-
-def step_words(step: int | None) -> str:
-    """`1,234`; an absent step is a dash."""
-    if step is None:
-        return NONE
-    try:
-        return f"{step:,}"
-    except ValueError:  # more digits than Python will print
-        return "(too large to show)"
-
-
-def money_words(amount: float | None, currency: str | None) -> str | None:
-    """`$12.50` for USD, `12.50 EUR` otherwise (the code escaped); whole units
-    from 100 up so a spend estimate moves in readable steps."""
-    if amount is None or amount != amount or amount < 0 or amount > 1e12:
-        return None
-    number = f"{amount:,.0f}" if amount >= 100 else f"{amount:,.2f}"
-    code = (currency or "").strip().upper()
-    if code in ("", "USD"):
-        return f"${number}"
-    return f"{number} {inert(code, 10)}"
-
-
-def resource_status_words(resource: ModelResource) -> str:
-    """An emoji and a word; an unknown status is humanised from its name."""
-    known = _RESOURCE_WORDS.get(resource.status_enum)
-    if known is not None:
-        return known
-    raw = resource.status.strip().removeprefix("MODEL_RESOURCES_STATUS_")
-    human = raw.replace("_", " ").strip().lower().capitalize()
-    return ":grey_question: " + inert(human, 80, default="Unknown")
-
-
-def gpu_words(resource: ModelResource) -> str:
-    """`H100-80GB · 2 generator replicas`; 0 replicas means trainer only."""
-    parts = []
-    if resource.gpu_type:
-        parts.append(inert(resource.gpu_type, 40))
-    replicas = resource.replicas
-    if replicas is not None and 0 <= replicas < 10**6:
-        parts.append(
-            "trainer only"
-            if replicas == 0
-            else f"{replicas} generator replica{'s' if replicas != 1 else ''}"
-        )
-    return " · ".join(parts) or NONE
 
 
 # --- the card's resource and progress section ---------------------------------------------
@@ -416,112 +328,3 @@ def resource_stop_requested_message(user_id: str, resource: ModelResource) -> Me
         f"{resource_status_words(resource)}."
     )
     return message_of(text, [section_block(text)])
-
-
-# --- `/rl-session ls` ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SessionRow:
-    """One `ls` row: the session, plus what the watch knows of it (when it does)."""
-
-    session: TrainingSession
-    rate: float | None = None
-    resource: ModelResource | None = None
-    stalled: bool = False
-    idle_resource: bool = False
-
-
-def _row_line(number: int, row: SessionRow, now: datetime) -> str:
-    """Status first, so a cut (a very long name) never hides it or the flags."""
-    s = row.session
-    parts = [f"*{number}.* {status_emoji(s.status)} {status_words(s.status)}"]
-    name = inert(s.display_name, _ROW_NAME, default="")
-    parts.append(f"*{name}* {code_span(s.id, _ROW_NAME)}" if name else code_span(s.id, _ROW_NAME))
-    if s.step is not None:
-        parts.append(f"step {step_words(s.step)}")
-    rate = rate_words(row.rate)
-    if rate is not None:
-        parts.append(rate)
-    created, at = timestamp(s.created_at), timestamp(now)  # naive times are UTC
-    if created is not None and at is not None:
-        parts.append(f"age {duration_words(timedelta(seconds=at - created))}")
-    if row.resource is not None:
-        parts.append("resource " + resource_status_words(row.resource))
-    if row.stalled:
-        parts.append(":warning: stalled")
-    if row.idle_resource:
-        parts.append(":money_with_wings: idle resource")
-    return " · ".join(parts)
-
-
-def _row_buttons(number: int, row: SessionRow) -> list[dict[str, Any]]:
-    """Subscribe, and Stop for a live session; the number ties them to their row
-    (action ids must be unique in a message, so each carries it)."""
-    s = row.session
-    if not is_session_id(s.id):
-        return []
-    buttons = [button(f"Subscribe {number}", f"{SUBSCRIBE}.{number}", value=s.id)]
-    if s.status_enum in STOPPABLE:
-        stop = stop_button(s)
-        stop["text"] = plain_text(f"Stop {number}")
-        stop["action_id"] = f"{stop['action_id']}.{number}"
-        buttons.append(stop)
-    return buttons
-
-
-def session_list_page(
-    rows: Sequence[SessionRow],
-    *,
-    title: str,
-    now: datetime,
-    first_number: int = 1,
-    more_value: str | None = None,
-) -> Message:
-    """One page of `ls` (answered only to the caller; `title` from `list_title`,
-    already escaped): numbered rows packed a
-    dozen to a section, each followed by their Subscribe / Stop buttons, and
-    a More button when Together has another page. Up to LS_PAGE rows fit in
-    Block Kit's 50 blocks; more are counted, never dropped silently."""
-    shown = list(rows[:LS_PAGE])
-    blocks: list[dict[str, Any]] = [header_block(title or "Training sessions")]
-    if not shown:
-        blocks.append(section_block("No training sessions match."))
-    for start in range(0, len(shown), _LS_CHUNK):
-        chunk = shown[start : start + _LS_CHUNK]
-        numbers = range(first_number + start, first_number + start + len(chunk))
-        room = (MAX_SECTION_TEXT - len(chunk)) // len(chunk)
-        lines = [
-            truncate(_row_line(n, row, now), room) for n, row in zip(numbers, chunk, strict=True)
-        ]
-        blocks.append(section_block("\n".join(lines)))
-        elements = [b for n, row in zip(numbers, chunk, strict=True) for b in _row_buttons(n, row)]
-        if elements:
-            blocks.append({"type": "actions", "elements": elements[:25]})
-    hidden = len(rows) - len(shown)
-    if hidden > 0:
-        blocks.append(context_block(f"…and {hidden} more not shown"))
-    if more_value is not None and len(more_value) <= MAX_BUTTON_VALUE:
-        blocks.append({"type": "actions", "elements": [button("More", LS_MORE, value=more_value)]})
-    count = len(shown)
-    last = first_number + count - 1
-    span = f"{first_number}–{last}" if count else "none"
-    fallback = f"{title or 'Training sessions'}: sessions {span}"
-    fallback += ", more on the next page." if more_value is not None else "."
-    return message_of(fallback, blocks[:MAX_BLOCKS])
-
-
-def list_title(status_filter: str, who: str | None, model: str | None) -> str:
-    """`Running sessions · mine · model Qwen/Qwen3.5-4B` (the model escaped)."""
-    words = {
-        "running": "Running sessions",
-        "creating": "Creating sessions",
-        "error": "Sessions in error",
-        "all": "All sessions",
-    }
-    parts = [words.get(status_filter, "Sessions")]
-    if who:
-        parts.append(inert(who, 60))
-    if model:
-        parts.append("model " + inert(model, 60))
-    return truncate(" · ".join(parts), MAX_BUTTON_TEXT * 2)

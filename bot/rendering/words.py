@@ -1,13 +1,21 @@
 """How the bot words what Together says: statuses, error codes, session
-types, registrations, dates and session names. Pure, and safe to put in mrkdwn."""
+types, registrations, dates, session names, model resources and their GPUs,
+durations, steps and money. Pure, and safe to put in mrkdwn."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from bot.rendering.text import ID_LIMIT, NAME_LIMIT, NONE, VALUE_LIMIT, code_span, inert
-from bot.training.shapes import Status, TrainingSession, short_status, status_of
+from bot.training.shapes import (
+    ModelResource,
+    ResourceStatus,
+    Status,
+    TrainingSession,
+    short_status,
+    status_of,
+)
 
 _STATUS_WORDS = {
     Status.CREATING: "Creating",
@@ -150,3 +158,74 @@ def session_label(session: TrainingSession) -> str:
     id alone when there is no display name."""
     name = inert(session.display_name, NAME_LIMIT, default="")
     return f"{name} ({inert(session.id, ID_LIMIT)})" if name else session_name(session)
+
+
+# --- model resources, durations, steps and money ------------------------------------------
+
+_RESOURCE_WORDS = {
+    ResourceStatus.PENDING: ":hourglass: Pending (waiting for GPUs)",
+    ResourceStatus.CREATING: ":hourglass_flowing_sand: Creating",
+    ResourceStatus.READY: ":large_green_circle: Ready (billing)",
+    ResourceStatus.ERROR: ":red_circle: Error",
+    ResourceStatus.STOPPING: ":double_vertical_bar: Stopping",
+    ResourceStatus.STOPPED: ":black_square_for_stop: Stopped",
+}
+
+
+def duration_words(delta: timedelta) -> str:
+    """`15 min`, `2 h 5 min`, `3 d 4 h`: coarse, for people, never negative."""
+    minutes = max(int(delta.total_seconds() // 60), 0)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def step_words(step: int | None) -> str:
+    """`1,234`; an absent step is a dash."""
+    if step is None:
+        return NONE
+    try:
+        return f"{step:,}"
+    except ValueError:  # more digits than Python will print
+        return "(too large to show)"
+
+
+def money_words(amount: float | None, currency: str | None) -> str | None:
+    """`$12.50` for USD, `12.50 EUR` otherwise (the code escaped); whole units
+    from 100 up so a spend estimate moves in readable steps."""
+    if amount is None or amount != amount or amount < 0 or amount > 1e12:
+        return None
+    number = f"{amount:,.0f}" if amount >= 100 else f"{amount:,.2f}"
+    code = (currency or "").strip().upper()
+    if code in ("", "USD"):
+        return f"${number}"
+    return f"{number} {inert(code, 10)}"
+
+
+def resource_status_words(resource: ModelResource) -> str:
+    """An emoji and a word; an unknown status is humanised from its name."""
+    known = _RESOURCE_WORDS.get(resource.status_enum)
+    if known is not None:
+        return known
+    raw = resource.status.strip().removeprefix("MODEL_RESOURCES_STATUS_")
+    human = raw.replace("_", " ").strip().lower().capitalize()
+    return ":grey_question: " + inert(human, 80, default="Unknown")
+
+
+def gpu_words(resource: ModelResource) -> str:
+    """`H100-80GB · 2 generator replicas`; 0 replicas means trainer only."""
+    parts = []
+    if resource.gpu_type:
+        parts.append(inert(resource.gpu_type, 40))
+    replicas = resource.replicas
+    if replicas is not None and 0 <= replicas < 10**6:
+        parts.append(
+            "trainer only"
+            if replicas == 0
+            else f"{replicas} generator replica{'s' if replicas != 1 else ''}"
+        )
+    return " · ".join(parts) or NONE

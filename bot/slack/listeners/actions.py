@@ -8,10 +8,14 @@ from __future__ import annotations
 from slack_bolt.async_app import AsyncApp
 
 from bot import rendering
-from bot.commands import ls as session_list
-from bot.commands import workflows
+from bot.commands import stop as stopping
+from bot.commands.card import watched_card
+from bot.commands.ls import org_sessions_page
+from bot.commands.ls_query import read_more
+from bot.commands.subscribe import first_poll_seconds, subscribe_here, unsubscribe_here
 from bot.commands.subscriptions import fetch_for_user
-from bot.rendering.watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
+from bot.rendering.ls_page import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
+from bot.rendering.watch import STOP_RESOURCE
 from bot.slack.listeners.request import Request, button
 from bot.together.client import USER_MESSAGES, TogetherError
 from bot.training.shapes import is_session_id
@@ -47,13 +51,13 @@ async def opened_link(req: Request) -> str:
 
 async def subscribe(req: Request) -> str:
     """Subscribe this channel; on an in-channel card the card itself becomes the root."""
-    session, result = await workflows.subscribe_here(
+    session, result = await subscribe_here(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         session_id=req.session_id,
         asker=req.asker,
-        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
+        first_poll_in=first_poll_seconds(req.rt.settings),
         root_ts=req.message_ts,
         filters=None,  # the button has no filters to give: keep the channel's
     )
@@ -67,7 +71,7 @@ async def subscribe(req: Request) -> str:
 
 async def unsubscribe(req: Request) -> str:
     """The thread says who unsubscribed; only a channel that was not subscribed is answered."""
-    sub = await workflows.unsubscribe_here(
+    sub = await unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         asker=req.asker,
@@ -81,7 +85,7 @@ async def unsubscribe(req: Request) -> str:
 
 async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
-    card = await workflows.watched_card(
+    card = await watched_card(
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=session,
@@ -92,11 +96,11 @@ async def refresh(req: Request) -> str:
     return "ok"
 
 
-async def _stop_session(req: Request, *, message_ts: str | None) -> workflows.StopRequest | str:
+async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.StopRequest | str:
     """Stop the clicked session through the workflow; a Together error or a refusal is
     told to the clicker and comes back as the outcome, a stop as the workflow's answer."""
     try:
-        done = await workflows.stop_session(
+        done = await stopping.stop_session(
             settings=req.rt.settings,
             together=req.rt.together,
             sessionmaker=req.rt.sessionmaker,
@@ -122,7 +126,7 @@ async def stop(req: Request) -> str:
     assert done.session is not None and done.said is not None
     if not done.said_in_thread:
         await req.say(done.said["text"])
-    card = await workflows.watched_card(
+    card = await watched_card(
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=done.session,
@@ -135,16 +139,16 @@ async def stop(req: Request) -> str:
 
 def more_problem(req: Request) -> str | None:
     """More carries the query and Together's cursor; anything else is not ours."""
-    if session_list.read_more(req.value) is None or not req.user_id:
+    if read_more(req.value) is None or not req.user_id:
         return "That button is out of date or was not made by me. Run `/rl-session ls` again."
     return None
 
 
 async def more_sessions(req: Request) -> str:
     """The next `ls` page, as a new message under the previous one."""
-    more = session_list.read_more(req.value)
+    more = read_more(req.value)
     assert more is not None  # more_problem refused anything else
-    answer = await workflows.org_sessions_page(
+    answer = await org_sessions_page(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
@@ -179,7 +183,7 @@ def resource_problem(req: Request) -> str | None:
 async def stop_resource(req: Request) -> str:
     """Slack has shown the confirm dialog; the workflow checks who clicked."""
     try:
-        done = await workflows.stop_resource(
+        done = await stopping.stop_resource(
             settings=req.rt.settings,
             together=req.rt.together,
             slack=req.client,

@@ -11,8 +11,17 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.commands import workflows
+from bot.commands.card import watched_card
+from bot.commands.digest import digest_here
+from bot.commands.ls import org_sessions_page
+from bot.commands.mute import mute_here
 from bot.commands.parser import Command, Problem, Verb, parse
+from bot.commands.subscribe import (
+    first_poll_seconds,
+    listed_here,
+    subscribe_here,
+    unsubscribe_here,
+)
 from bot.commands.subscriptions import fetch_for_user
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
@@ -80,7 +89,7 @@ def _session_id(command: Command) -> str:
 async def show(req: Request, command: Command) -> str:
     session = await fetch_for_user(req.rt.together, _session_id(command))
     # a watched session's card also shows what the watch saw: resource, price, spend
-    card = await workflows.watched_card(
+    card = await watched_card(
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=session,
@@ -91,13 +100,13 @@ async def show(req: Request, command: Command) -> str:
 
 
 async def subscribe(req: Request, command: Command) -> str:
-    session, result = await workflows.subscribe_here(
+    session, result = await subscribe_here(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         session_id=_session_id(command),
         asker=req.asker,
-        first_poll_in=workflows.first_poll_seconds(req.rt.settings),
+        first_poll_in=first_poll_seconds(req.rt.settings),
         filters=command.filters,
         stall_minutes=command.stall_minutes,
         target_step=command.target_step,
@@ -127,7 +136,7 @@ async def subscribe(req: Request, command: Command) -> str:
 
 async def unsubscribe(req: Request, command: Command) -> str:
     session_id = _session_id(command)
-    sub = await workflows.unsubscribe_here(
+    sub = await unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         asker=req.asker,
@@ -142,7 +151,7 @@ async def unsubscribe(req: Request, command: Command) -> str:
 async def mute(req: Request, command: Command) -> str:
     """`mute` with a duration, `unmute` without."""
     session_id = _session_id(command)
-    change = await workflows.mute_here(
+    change = await mute_here(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         asker=req.asker,
@@ -165,7 +174,7 @@ async def _not_subscribed(req: Request, session_id: str) -> str:
 
 async def digest(req: Request, command: Command) -> str:
     zone = command.timezone or req.rt.settings.default_timezone
-    await workflows.digest_here(
+    await digest_here(
         sessionmaker=req.rt.sessionmaker,
         asker=req.asker,
         at=command.digest_time,
@@ -182,7 +191,7 @@ async def digest(req: Request, command: Command) -> str:
 
 
 async def list_here(req: Request, command: Command) -> str:
-    rows = await workflows.listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
+    rows = await listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
     await req.answer(rendering.subscription_list(rows))
     return "ok"
 
@@ -190,7 +199,7 @@ async def list_here(req: Request, command: Command) -> str:
 async def list_org(req: Request, command: Command) -> str:
     """`ls`: the first page of the org's sessions, only to the caller."""
     assert command.listing is not None  # the parser gives `ls` its query
-    answer = await workflows.org_sessions_page(
+    answer = await org_sessions_page(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,

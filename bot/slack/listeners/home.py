@@ -9,7 +9,8 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.commands import workflows
+from bot.commands.home import publish_home
+from bot.commands.subscribe import unsubscribe_from_home
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, button
 
@@ -46,7 +47,7 @@ def subscription_problem(req: Request) -> str | None:
 
 async def unsubscribe(req: Request) -> str:
     """Only the subscriber may end a subscription from their Home tab."""
-    sub = await workflows.unsubscribe_from_home(
+    sub = await unsubscribe_from_home(
         sessionmaker=req.rt.sessionmaker,
         slack=req.client,
         subscription_id=int(req.value),
@@ -59,7 +60,7 @@ async def unsubscribe(req: Request) -> str:
 
 
 async def _publish(rt: Runtime, client: AsyncWebClient, user_id: str) -> None:
-    await workflows.publish_home(
+    await publish_home(
         sessionmaker=rt.sessionmaker,
         slack=client,
         created_by_user_map=rt.settings.created_by_user_map,

@@ -19,8 +19,8 @@ from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
+from bot.commands.asker import Asker
 from bot.commands.subscriptions import SubscriptionError
-from bot.commands.workflows import Asker
 from bot.runtime import Runtime
 from bot.slack.listeners.replies import reply
 from bot.together.client import TogetherError

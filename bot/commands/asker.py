@@ -1,0 +1,25 @@
+"""Who asks, and where: what every request a person makes (a slash command, a
+card button, App Home) hands to the steps in `bot.commands`.
+
+Those steps take what they use as keywords (the sessionmaker, the Slack and
+Together clients, settings), open their own short transactions and never hold
+one across a Slack or Together call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+Sessionmaker = async_sessionmaker[AsyncSession]
+
+
+@dataclass(frozen=True)
+class Asker:
+    """Who asks, and the channel they ask in, as Slack signed them: a
+    subscription is always the one of this channel, never one a value names."""
+
+    team_id: str
+    channel_id: str
+    user_id: str

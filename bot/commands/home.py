@@ -1,0 +1,53 @@
+"""App Home: a person's own tab, with their subscriptions across channels and
+the watched sessions they created (Together user ids mapped to theirs through
+CREATED_BY_USER_MAP)."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands.asker import Sessionmaker
+from bot.commands.subscribe import display_name
+from bot.commands.subscriptions import created_watches, user_subscriptions
+
+log = logging.getLogger(__name__)
+
+
+async def publish_home(
+    *,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    created_by_user_map: dict[str, str],
+    user_id: str,
+) -> None:
+    """Publish a person's Home tab: their subscriptions across channels, and
+    the watched sessions they created (Together user ids mapped to theirs)."""
+    if not user_id:
+        return
+    mine = [
+        together_id for together_id, slack_id in created_by_user_map.items() if slack_id == user_id
+    ]
+    async with sessionmaker() as db:
+        subscriptions = await user_subscriptions(db, user_id=user_id)
+        created = await created_watches(db, created_by=mine) if mine else []
+    view = rendering.home_view(
+        [
+            rendering.HomeSubscription(
+                sub.id,
+                sub.channel_id,
+                sub.session_id,
+                display_name(watch),
+                watch.last_status if watch else None,
+            )
+            for sub, watch in subscriptions
+        ],
+        [rendering.SessionLine(w.session_id, display_name(w), w.last_status) for w in created],
+    )
+    try:
+        await slack.views_publish(user_id=user_id, view=view)
+    except SlackApiError as exc:
+        log.warning("views.publish failed: %s", exc.response.get("error"))

@@ -1,0 +1,154 @@
+"""Stop session and Stop resource: one allowlist (STOP_ALLOWED_USER_IDS,
+STOP_ALLOWED_USERGROUP) decides who may ask Together to stop either, every
+refusal and every stop is logged with who asked, and the thread (or the clicked
+message) is told who did it. Slack has already shown the confirm dialog."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.subscriptions import active_subscription
+from bot.commands.thread import post_in_thread
+from bot.config import Settings
+from bot.rendering import watch as rendering_watch
+from bot.together.client import TogetherClient, TogetherError
+from bot.training.shapes import TrainingSession
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+STOP_NOT_CONFIGURED = (
+    "Stopping sessions from Slack is not enabled here. An operator can allow it with "
+    "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
+STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """What a Stop click did: refused (why), or asked Together (its answer)."""
+
+    refusal: str | None = None
+    session: TrainingSession | None = None
+    said: rendering.Message | None = None  # who stopped it, for the thread
+    said_in_thread: bool = False
+
+
+async def may_stop(*, settings: Settings, slack: AsyncWebClient, user_id: str) -> str | None:
+    """None when the user may stop sessions, else the reason they may not."""
+    if not settings.stop_allowed_user_ids and not settings.stop_allowed_usergroup:
+        return STOP_NOT_CONFIGURED
+    if user_id in settings.stop_allowed_user_ids:
+        return None
+    if settings.stop_allowed_usergroup:
+        try:
+            members = await slack.usergroups_users_list(usergroup=settings.stop_allowed_usergroup)
+        except SlackApiError as exc:
+            log.error("cannot read the stop user group: %s", exc.response.get("error"))
+            return "I could not check the allowed user group just now; try again shortly."
+        if user_id in (members.get("users") or []):
+            return None
+    return STOP_REFUSED
+
+
+async def stop_session(
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    asker: Asker,
+    session_id: str,
+    message_ts: str | None,
+) -> StopRequest:
+    """Check who asks, ask Together to stop the session, and say who did in the
+    subscription's thread (else under the clicked card). Slack has already shown
+    the confirm dialog. A TogetherError (not stopped) is logged and raised."""
+    user_id, channel_id = asker.user_id, asker.channel_id
+    who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
+    refusal = await _may_stop_logged(settings, slack, user_id, "stop", who)
+    if refusal is not None:
+        return StopRequest(refusal=refusal)
+    session = await _stop_logged(together.stop_session(session_id), "stop", who)
+    log.info("session stop requested", extra=who | {"together_status": session.status})
+    async with sessionmaker() as db:
+        sub = await active_subscription(
+            db, team_id=asker.team_id, channel_id=channel_id, session_id=session_id
+        )
+    thread = sub.root_ts if sub is not None else message_ts
+    message = rendering.stop_requested_message(user_id, session)
+    posted = await post_in_thread(
+        slack, channel_id, thread, message, what="say who stopped the session"
+    )
+    return StopRequest(session=session, said=message, said_in_thread=posted)
+
+
+@dataclass(frozen=True)
+class ResourceStop:
+    """What a Stop resource click did: refused (why), or Together's answer."""
+
+    refusal: str | None = None
+    said: rendering.Message | None = None
+
+
+async def stop_resource(
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    slack: AsyncWebClient,
+    asker: Asker,
+    resource_id: str,
+    message_ts: str | None,
+) -> ResourceStop:
+    """The same allowlist as Stop session, then ask Together to stop the model
+    resource (never `force`: a resource with an active session stays up, and
+    Together says why); say who did under the clicked alert, and log it."""
+    user_id, channel_id = asker.user_id, asker.channel_id
+    who = {"user_id": user_id, "model_resources_id": resource_id, "channel_id": channel_id}
+    refusal = await _may_stop_logged(settings, slack, user_id, "resource stop", who)
+    if refusal is not None:
+        return ResourceStop(refusal=refusal)
+    try:
+        resource = await _stop_logged(
+            together.stop_model_resource(resource_id), "resource stop", who
+        )
+    except TogetherError as exc:
+        if exc.kind == "bad_response" and exc.status == 400:  # Together refused, and says why
+            return ResourceStop(
+                refusal="Together did not stop it: a session on it is still active "
+                "(stop that session first)."
+            )
+        raise
+    log.info("model resource stop requested", extra=who | {"together_status": resource.status})
+    message = rendering_watch.resource_stop_requested_message(user_id, resource)
+    await post_in_thread(
+        slack, channel_id, message_ts, message, what="say who stopped the resource"
+    )
+    return ResourceStop(said=message)
+
+
+async def _may_stop_logged(
+    settings: Settings, slack: AsyncWebClient, user_id: str, what: str, who: dict[str, Any]
+) -> str | None:
+    """`may_stop`, with a refusal logged as `<what> refused`."""
+    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    if refusal is not None:
+        log.warning("%s refused", what, extra=who)
+    return refusal
+
+
+async def _stop_logged(stop: Awaitable[_T], what: str, who: dict[str, Any]) -> _T:
+    """Together's answer to a stop call; a TogetherError is logged as `<what> failed` and raised."""
+    try:
+        return await stop
+    except TogetherError as exc:
+        log.warning("%s failed: %s", what, exc, extra=who | {"together": exc.kind})
+        raise

@@ -1,0 +1,151 @@
+"""Subscribing a channel to a session, ending it (from the channel or from the
+subscriber's Home tab), and the channel's own `list` of what it follows.
+
+These are the steps that touch the database, Slack and Together together;
+`bot.commands.subscriptions` holds the database steps they are made of.
+"""
+
+from __future__ import annotations
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.subscriptions import (
+    Subscribed,
+    channel_subscriptions,
+    fetch_for_user,
+    set_stall,
+    set_target,
+    subscribe,
+    unsubscribe,
+)
+from bot.commands.thread import post_in_thread, refusal_logged
+from bot.config import Settings
+from bot.outbox.queue import end_subscriptions
+from bot.store.tables import Subscription, WatchedSession, utcnow
+from bot.together.client import TogetherClient
+from bot.training.shapes import TrainingSession
+
+
+async def subscribe_here(
+    *,
+    together: TogetherClient,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    asker: Asker,
+    session_id: str,
+    first_poll_in: float,
+    root_ts: str | None = None,
+    filters: frozenset[str] | None = None,
+    stall_minutes: int | None = None,
+    target_step: int | None = None,
+) -> tuple[TrainingSession, Subscribed]:
+    """Fetch the session, then subscribe this channel to it (see `subscribe`);
+    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
+    Raises TogetherError or SubscriptionError, each worded for the person."""
+    session = await fetch_for_user(together, session_id)
+    result = await subscribe(
+        sessionmaker=sessionmaker,
+        slack=slack,
+        session=session,
+        team_id=asker.team_id,
+        channel_id=asker.channel_id,
+        user_id=asker.user_id,
+        first_poll_in=first_poll_in,
+        root_ts=root_ts,
+        filters=filters,
+    )
+    if stall_minutes is not None or target_step is not None:
+        async with sessionmaker() as db, db.begin():
+            if stall_minutes is not None:
+                await set_stall(db, result.subscription_id, stall_minutes)
+            if target_step is not None:
+                await set_target(db, result.subscription_id, target_step)
+    return session, result
+
+
+def first_poll_seconds(settings: Settings) -> float:
+    """When a new subscription's session is first polled: at the shortest interval the
+    budget may give (POLL_MIN_INTERVAL_SECONDS, or POLL_INTERVAL_SECONDS if that is
+    shorter), so a change right after subscribing is told within seconds, whatever
+    interval the poller is on. It then keeps the interval in use."""
+    return min(settings.poll_min_interval_seconds, settings.poll_interval_seconds)
+
+
+async def unsubscribe_here(
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, asker: Asker, session_id: str
+) -> Subscription | None:
+    """End this channel's subscription, say so in its thread, turn its root back.
+    None when the channel was not subscribed."""
+    async with sessionmaker() as db, db.begin():
+        sub = await unsubscribe(
+            db=db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            session_id=session_id,
+            user_id=asker.user_id,
+        )
+    if sub is not None:
+        await _announce_unsubscribed(
+            sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=asker.user_id
+        )
+    return sub
+
+
+async def unsubscribe_from_home(
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, subscription_id: int, user_id: str
+) -> Subscription | None:
+    """End a subscription from its subscriber's Home tab; None (and nothing
+    changed) unless it is active and `user_id` is the one who subscribed."""
+    async with sessionmaker() as db, db.begin():
+        sub = await db.get(Subscription, subscription_id)
+        if sub is None or not sub.active or sub.subscribed_by != user_id:
+            return None
+        await end_subscriptions(db, [sub.id], reason=f"unsubscribed by {user_id}")
+    await _announce_unsubscribed(sessionmaker=sessionmaker, slack=slack, sub=sub, user_id=user_id)
+    return sub
+
+
+async def _announce_unsubscribed(
+    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, sub: Subscription, user_id: str
+) -> None:
+    """Say so in the thread and turn the root's button back into Subscribe."""
+    message = rendering.unsubscribed_message(user_id)
+    await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
+    async with sessionmaker() as db:
+        watch = await db.get(WatchedSession, sub.session_id)
+    if watch is None or not watch.snapshot:
+        return
+    card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
+    with refusal_logged("turn the root card back", sub.channel_id):
+        await slack.chat_update(
+            channel=sub.channel_id, ts=sub.root_ts, text=card["text"], blocks=card["blocks"]
+        )
+
+
+async def listed_here(
+    *, sessionmaker: Sessionmaker, asker: Asker
+) -> list[rendering.ListedSubscription]:
+    """The asker's channel's subscriptions with their last status, filters and mute."""
+    async with sessionmaker() as db:
+        rows = await channel_subscriptions(
+            db=db, team_id=asker.team_id, channel_id=asker.channel_id
+        )
+    now = utcnow()
+    return [
+        rendering.ListedSubscription(
+            sub.session_id,
+            display_name(watch),
+            watch.last_status if watch else None,
+            filters=sub.filter_set,
+            muted_until=sub.muted_until if sub.muted_until and sub.muted_until > now else None,
+        )
+        for sub, watch in rows
+    ]
+
+
+def display_name(watch: WatchedSession | None) -> str | None:
+    """The display name in a watch's stored snapshot, if any."""
+    name = (watch.snapshot or {}).get("display_name") if watch else None
+    return name if isinstance(name, str) else None

@@ -1,0 +1,133 @@
+"""Daily digests: each channel that asked (`/rl-session digest`) gets, at its
+local time, its watched sessions and the last day's status changes. The
+channel's settings row is locked while its digest is queued, so one replica
+queues it, once a day."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.outbox.queue import (
+    DigestChange,
+    DigestPayload,
+    DigestSession,
+    Kind,
+    OutboxMessage,
+    RootPayload,
+    TransitionPayload,
+    digest_row,
+    insert_outbox,
+    read_payload,
+)
+from bot.runtime import Runtime
+from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
+
+#: a digest missed by more than this waits for tomorrow
+DIGEST_WINDOW = timedelta(hours=1)
+
+
+def _local_now(zone: str, now: datetime) -> datetime:
+    try:
+        tz = ZoneInfo(zone)
+    except (KeyError, ValueError):
+        tz = ZoneInfo("UTC")
+    return now.replace(tzinfo=ZoneInfo("UTC")).astimezone(tz)
+
+
+def digest_due(setting: ChannelSettings, now: datetime) -> str | None:
+    """The local date whose digest is due now, or None."""
+    if not setting.digest_time:
+        return None
+    local = _local_now(setting.digest_tz, now)
+    hh, mm = (int(p) for p in setting.digest_time.split(":"))
+    at = local.replace(hour=hh, minute=mm, second=0, microsecond=0)
+    if at > local:  # the window of yesterday's digest may run past midnight
+        at -= timedelta(days=1)
+    day = at.date().isoformat()
+    if at <= local < at + DIGEST_WINDOW and setting.last_digest_on != day:
+        return day
+    return None
+
+
+async def send_digests(rt: Runtime) -> int:
+    """Queue each due channel's digest in the outbox (delivery sends it)."""
+    now = utcnow()
+    queued = 0
+    async with rt.sessionmaker() as db, db.begin():
+        settings = (
+            await db.execute(
+                select(ChannelSettings)
+                .where(ChannelSettings.digest_time.is_not(None))
+                .with_for_update(skip_locked=True)
+            )
+        ).scalars()
+        for setting in settings:
+            day = digest_due(setting, now)
+            if day is None:
+                continue
+            digest = await digest_of_channel(db, setting, day, now)
+            await insert_outbox(
+                db,
+                [
+                    digest_row(
+                        team_id=setting.team_id,
+                        channel_id=setting.channel_id,
+                        day=day,
+                        sessions=digest.sessions,
+                        changes=digest.changes,
+                    )
+                ],
+            )
+            setting.last_digest_on = day
+            queued += 1
+    return queued
+
+
+async def digest_of_channel(
+    db: AsyncSession, setting: ChannelSettings, day: str, now: datetime
+) -> DigestPayload:
+    """What a channel's digest says: its watched sessions now, and the last
+    24 hours' status changes (told or not). Rendered when it is sent."""
+    watched = await db.execute(
+        select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == setting.team_id,
+            Subscription.channel_id == setting.channel_id,
+            Subscription.active.is_(True),
+        )
+    )
+    sessions = [
+        DigestSession(session_id=sid, display_name=_display(snapshot), status=status)
+        for sid, snapshot, status in watched.tuples()
+    ]
+    rows = await db.execute(
+        select(OutboxMessage.session_id, OutboxMessage.kind, OutboxMessage.payload)
+        .where(
+            OutboxMessage.channel_id == setting.channel_id,
+            OutboxMessage.kind.in_([Kind.TRANSITION, Kind.ROOT]),
+            OutboxMessage.created_at >= now - timedelta(hours=24),
+        )
+        .order_by(OutboxMessage.id)
+    )
+    changes = []
+    for sid, kind, payload in rows.tuples():
+        change = read_payload(kind, payload)
+        assert isinstance(change, TransitionPayload | RootPayload)
+        changes.append(
+            DigestChange(
+                name=_display(change.session) or str(sid),
+                old_status=change.old_status,
+                new_status=change.new_status,
+            )
+        )
+    return DigestPayload(day=day, sessions=sessions, changes=changes)
+
+
+def _display(snapshot: object) -> str | None:
+    name = snapshot.get("display_name") if isinstance(snapshot, dict) else None
+    return name if isinstance(name, str) else None
