@@ -208,20 +208,43 @@ def test_subscription_over_the_socket_is_polled_and_told_in_its_thread(
     )
 
 
+def test_a_connection_reset_reconnects_with_a_fresh_url(
+    socket_bot: BotProcess, slack: SocketModeSlack, ws: FakeSocketMode, together: FakeTogether
+) -> None:
+    first = ws.wait_connected()
+    assert healthz(socket_bot) == 200
+    issued = len(slack.issued_urls)
+
+    # A TCP reset, no close frame: the URL it was opened with is spent (the fake refuses it).
+    ws.reset_connections()
+    second = ws.wait_connected(count=2, timeout=10)
+    assert len(slack.issued_urls) > issued, "reconnected without apps.connections.open"
+    assert second.query["ticket"] != first.query["ticket"]
+    assert ws.refused == []  # the spent URL was never tried again
+    wait_until(lambda: healthz(socket_bot) == 200, timeout=5, what="healthy again")
+
+    together.add(SID)
+    show = ws.slash_command(SID, response_url=slack.response_url("after-reset"))
+    assert ws.wait_for_ack(show, timeout=5).connection == second.id
+    assert SID in json.dumps(slack.wait_for_response("after-reset"))
+    assert len(ws.connections) == 2 and ws.handler_errors == []
+
+
 def test_healthz_follows_the_socket(
     socket_bot: BotProcess, slack: SocketModeSlack, ws: FakeSocketMode, together: FakeTogether
 ) -> None:
-    ws.wait_connected()
+    first = ws.wait_connected()
     assert healthz(socket_bot) == 200
 
     # Slack's refresh: a `disconnect` message, then a new socket from a new URL.
     ws.send_disconnect()
-    ws.wait_connected(count=2, timeout=15)
-    wait_until(lambda: len(slack.calls_to("apps.connections.open")) >= 2, what="new URL")
+    second = ws.wait_connected(count=2, timeout=15)
+    assert second.query["ticket"] != first.query["ticket"]
+    assert len(slack.calls_to("apps.connections.open")) >= 2
     wait_until(lambda: healthz(socket_bot) == 200, timeout=10, what="healthy again")
     together.add(SID)
     again = ws.slash_command(SID, response_url=slack.response_url("after-refresh"))
-    ws.wait_for_ack(again, timeout=5)
+    assert ws.wait_for_ack(again, timeout=5).connection == second.id
     slack.wait_for_response("after-refresh")
 
     # Slack gone: unhealthy within a few seconds, and the process keeps running.
@@ -229,7 +252,9 @@ def test_healthz_follows_the_socket(
     wait_until(lambda: healthz(socket_bot) == 503, timeout=5, what="/healthz 503")
     body = httpx.get(f"{socket_bot.url}/healthz").json()
     assert body == {"ok": False, "socket": "disconnected"}
-    time.sleep(1)
+    # It keeps trying, each time with a fresh URL (a URL whose connect failed is not retried).
+    issued = len(slack.issued_urls)
+    wait_until(lambda: len(slack.issued_urls) >= issued + 2, timeout=15, what="fresh URLs")
     assert healthz(socket_bot) == 503 and socket_bot.proc.poll() is None
 
     # Slack back (same address): reconnected and healthy.
@@ -237,9 +262,10 @@ def test_healthz_follows_the_socket(
     ws.start()
     wait_until(lambda: healthz(socket_bot) == 200, timeout=20, what="reconnected")
     assert len(ws.connections) > connected_before
+    assert ws.refused == []
 
 
-# Transport only, and slow-ish (slack-sdk retries a failed first connect every 10 s):
+# Transport only, and slow-ish (the bot backs off between failed connects):
 # SQLite is enough.
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_unhealthy_until_slack_hands_out_a_socket(

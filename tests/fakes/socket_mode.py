@@ -8,15 +8,19 @@ How a Socket Mode client (slack-sdk's aiohttp `SocketModeClient`, under Bolt's
    answers it with `socket_url` (a `ws://127.0.0.1:<port>/link/?ticket=<n>` of a
    `FakeSocketMode`), and refuses any other token kind with `not_allowed_token_type` as
    Slack does.
-2. The client opens the websocket; the server sends `{"type": "hello", …}`.
+2. The client opens the websocket; the server sends `{"type": "hello", "num_connections", …}`.
+   Each URL is good for one connection, as Slack's are temporary: `FakeSocketMode` refuses
+   the handshake (HTTP 401, recorded in `refused`) for a URL with no ticket or a ticket
+   already used, so a client that reconnects must ask `apps.connections.open` again.
 3. Slack pushes envelopes `{"envelope_id", "type": "slash_commands"|"interactive"|
    "events_api", "accepts_response_payload", "payload": {…}}`; the client acknowledges each
    with `{"envelope_id": …}` (plus `"payload"` for a response such as an ephemeral message).
    `FakeSocketMode.slash_command(...)` / `.interactive(...)` push them and record every text
    frame the client sends back (`received`, `ack_for`, `wait_for_ack`).
 4. Slack may send `{"type": "disconnect", "reason": "refresh_requested"}` and later close
-   the socket: `send_disconnect()` and `close_connections()` do that; `stop()` takes the
-   whole server away (the client should then report itself disconnected).
+   the socket: `send_disconnect()` and `close_connections()` do that. `reset_connections()`
+   drops every socket with a TCP reset and no close frame (a network failure); `stop()`
+   takes the whole server away (the client should then report itself disconnected).
 
 The server is aiohttp in a daemon thread with its own event loop, so the test (and the
 `rl-bot socket` process under test) can be anything.
@@ -28,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -56,6 +61,8 @@ class SocketModeSlack(FakeSlack):
     def __init__(self, *args: Any, socket_url: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.socket_url = socket_url
+        #: every URL `apps.connections.open` handed out, in order
+        self.issued_urls: list[str] = []
         self._tickets = 0
 
     def _api(
@@ -71,13 +78,13 @@ class SocketModeSlack(FakeSlack):
         if not (token or "").startswith("xapp-"):
             return {"ok": False, "error": "not_allowed_token_type"}
         with self._lock:
-            url = self.socket_url
+            if self.socket_url is None:
+                return {"ok": False, "error": "internal_error"}
             self._tickets += 1
-            ticket = self._tickets
-        if url is None:
-            return {"ok": False, "error": "internal_error"}
-        sep = "&" if "?" in url else "?"
-        return {"ok": True, "url": f"{url}{sep}ticket={ticket}"}
+            sep = "&" if "?" in self.socket_url else "?"
+            url = f"{self.socket_url}{sep}ticket={self._tickets}"
+            self.issued_urls.append(url)
+        return {"ok": True, "url": url}
 
 
 @dataclass
@@ -103,6 +110,7 @@ class _Conn:
     ws: web.WebSocketResponse
     path: str
     query: dict[str, str]
+    transport: asyncio.BaseTransport | None = None
     opened_at: float = field(default_factory=time.monotonic)
     closed_at: float | None = None
 
@@ -120,6 +128,8 @@ class FakeSocketMode(Served):
         self.pushed: dict[str, tuple[dict[str, Any], float]] = {}
         #: every connection ever accepted, in order (open or closed)
         self.connections: list[_Conn] = []
+        #: handshakes refused, as (ticket or None, reason), in order
+        self.refused: list[tuple[str | None, str]] = []
         #: tracebacks of errors in the server's handlers
         self.handler_errors: list[str] = []
         self._lock = threading.RLock()
@@ -209,15 +219,34 @@ class FakeSocketMode(Served):
             await self._runner.cleanup()
             self._runner = None
 
+    def _refusal(self, ticket: str | None) -> str | None:
+        """Why a handshake with this ticket is refused, or None: a ticket is good once."""
+        if not ticket:
+            return "no ticket"
+        if any(c.query.get("ticket") == ticket for c in self.connections):
+            return "ticket already used"
+        return None
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        ticket = request.query.get("ticket")
         ws = web.WebSocketResponse(autoping=True)
-        await ws.prepare(request)
         with self._cond:
-            conn = _Conn(
-                id=len(self.connections) + 1, ws=ws, path=request.path, query=dict(request.query)
-            )
-            self.connections.append(conn)
+            refusal = self._refusal(ticket)
+            if refusal is None:
+                conn = _Conn(
+                    id=len(self.connections) + 1,
+                    ws=ws,
+                    path=request.path,
+                    query=dict(request.query),
+                    transport=request.transport,
+                )
+                self.connections.append(conn)
+            else:
+                self.refused.append((ticket, refusal))
             self._cond.notify_all()
+        if refusal is not None:
+            return web.json_response({"ok": False, "error": refusal}, status=401)
+        await ws.prepare(request)
         try:
             await ws.send_str(
                 json.dumps(
@@ -330,6 +359,21 @@ class FakeSocketMode(Served):
     def close_connections(self, code: int = 1001) -> None:
         """Close every open socket with a close frame; the server keeps listening."""
         self._call(self._close_open(code, b"closed by the test"))
+
+    def reset_connections(self) -> None:
+        """Drop every open socket with a TCP reset (no close frame); the server keeps listening."""
+        self._call(self._reset_open())
+
+    async def _reset_open(self) -> None:
+        with self._lock:
+            transports = [c.transport for c in self.connections if c.closed_at is None]
+        for transport in transports:
+            if transport is None or transport.is_closing():
+                continue
+            sock = transport.get_extra_info("socket")
+            if sock is not None:  # linger 0: close() sends RST instead of FIN
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
 
     async def _close_open(self, code: int, message: bytes) -> None:
         with self._lock:
