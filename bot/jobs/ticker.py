@@ -22,7 +22,8 @@ from bot.delivery.sender import deliver_due
 from bot.jobs.periodic import prune_outbox, send_digests, watch_all_errors
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.queue import OutboxMessage, State, pending_count
-from bot.poll.cycle import Planner, poll_cycle, side_window
+from bot.poll.cycle import poll_cycle
+from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to
