@@ -18,6 +18,7 @@ from bench.env import database, make_due, seed
 from bench.scenarios import Sizes
 from bot.config import Settings
 from bot.poll import cycle as poller
+from bot.poll import isolate
 from bot.runtime import build_runtime
 from tests.fakes import FakeTogether
 
@@ -43,26 +44,27 @@ class StatementCounter:
 
 
 class Phases:
-    """Wraps the poller's claim / fetch / write steps (module globals) with timers."""
+    """Wraps the poller's claim / fetch / write steps (module globals, where they are
+    called from) with timers."""
 
     def __init__(self) -> None:
         self.seconds: Counter[str] = Counter()
-        self._saved: dict[str, Any] = {}
+        self._saved: dict[tuple[Any, str], Any] = {}
 
     def __enter__(self) -> Phases:
-        for name, label in (
-            ("claim_due_sessions", "claim"),
-            ("learn", "fetch"),  # GETs or list pages, with the writes they overlap
-            ("record_outcomes", "write"),
+        for module, name, label in (
+            (poller, "claim_due_sessions", "claim"),
+            (poller, "learn", "fetch"),  # GETs or list pages, with the writes they overlap
+            (isolate, "record_outcomes", "write"),
         ):
-            original = getattr(poller, name)
-            self._saved[name] = original
-            setattr(poller, name, self._timed(original, label))
+            original = getattr(module, name)
+            self._saved[module, name] = original
+            setattr(module, name, self._timed(original, label))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for name, original in self._saved.items():
-            setattr(poller, name, original)
+        for (module, name), original in self._saved.items():
+            setattr(module, name, original)
 
     def _timed(self, fn: Any, label: str) -> Any:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.jobs.spend_exchange import STALE_SECONDS, Spend, deployment, exchange, forget
 from bot.jobs.ticker import Ticker
 from bot.metrics import Metrics
-from bot.poll.cycle import SIDE_WINDOW, Planner
+from bot.poll.pace import SIDE_WINDOW, Planner
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to

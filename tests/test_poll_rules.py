@@ -1,14 +1,16 @@
-"""What one poll result does to a session's watch (`poller.observe`), without a
-process or a database: the columns written and the events numbered for telling."""
+"""What one poll result does to a session's watch (`judge.observe`), and what a
+batch's results do (`judge.judge`), without a process or a database: the columns
+written and the events numbered for telling."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.poll.cycle import MAX_POLL_BACKOFF_SECONDS, observe
+from bot.poll.judge import Judgement, judge, observe
+from bot.poll.pace import MAX_POLL_BACKOFF_SECONDS
 from bot.together.client import TogetherError
-from bot.training.shapes import TrainingSession
+from bot.training.shapes import RawSession, TrainingSession, short_status
 from bot.training.snapshots import watch_state
 from bot.training.transitions import GONE, checkpoint_keys
 from tests.fakes import make_session
@@ -93,3 +95,65 @@ def test_a_request_held_back_by_a_shared_pause_is_asked_again_and_not_counted() 
     values, events = _observe(Row(consecutive_failures=0, not_found_since=NOW), held)
     assert events == []
     assert values == {"next_poll_at": NOW + timedelta(seconds=4)}  # nothing else changes
+
+
+# --- a batch judged whole (`judge.judge`) -----------------------------------------------
+
+
+@dataclass
+class StoredRow(Row):
+    progress: dict[str, object] | None = None
+    active: bool = True
+    write_failures: int = 0
+    last_failure: str | None = None
+    fingerprint: str | None = None
+
+
+def _judge(rows: dict[str, StoredRow], outcomes: dict, *, now: datetime = NOW) -> Judgement:
+    return judge(
+        rows,
+        outcomes,
+        now=now,
+        next_poll=now + timedelta(seconds=60),
+        confirm=CONFIRM,
+        interval=60.0,
+        stall_after=None,
+    )
+
+
+def test_a_row_seen_before_writes_only_what_moves_with_time() -> None:
+    raw = RawSession.of(make_session(SID, step="42"))
+    first = _judge({SID: StoredRow(checkpoint_keys=checkpoint_keys(raw.session()))}, {SID: raw})
+    assert first.events == {}
+    assert first.updates[SID]["fingerprint"] == raw.fingerprint
+    assert first.updates[SID]["write_failures"] == 0
+
+    later = NOW + timedelta(seconds=30)
+    stored = StoredRow(
+        checkpoint_keys=checkpoint_keys(raw.session()),
+        progress=first.updates[SID]["progress"],
+        fingerprint=raw.fingerprint,
+    )
+    again = _judge({SID: stored}, {SID: raw}, now=later)
+    assert again.events == {}
+    assert set(again.updates[SID]) == {"last_polled_at", "next_poll_at", "progress"}
+    assert again.updates[SID]["last_polled_at"] == later
+
+
+def test_an_ended_session_is_counted_by_its_new_status() -> None:
+    before = _session("RUNNING")
+    after = _session("STOPPED")
+    judged = _judge({SID: StoredRow(checkpoint_keys=checkpoint_keys(before))}, {SID: after})
+    assert judged.ended() == [SID]
+    assert judged.to_status() == {short_status(after.status): 1}
+    assert judged.updates[SID]["active"] is False
+
+
+def test_a_session_not_among_the_rows_is_not_judged() -> None:
+    """Its lease was lost: whoever holds it now writes it."""
+    other = "223e4567-e89b-12d3-a456-426614174000"
+    failed = TogetherError("unavailable", "HTTP 503")
+    judged = _judge({SID: StoredRow()}, {SID: failed, other: failed})
+    assert list(judged.updates) == [SID]
+    assert judged.updates[SID]["consecutive_failures"] == 1
+    assert judged.ended() == [] and judged.to_status() == {}

@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings
 from bot.outbox.queue import OutboxMessage
-from bot.poll.cycle import Fetched, record_outcomes
+from bot.poll.fetch import Fetched
+from bot.poll.record import record_outcomes
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.together.client import TogetherError, raw_sessions

@@ -25,7 +25,8 @@ from bot.jobs.error_watch import watch_all_errors
 from bot.jobs.prune import prune_outbox
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.queue import OutboxMessage, State, pending_count
-from bot.poll.cycle import Planner, poll_cycle, side_window
+from bot.poll.cycle import poll_cycle
+from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to

@@ -1,0 +1,176 @@
+"""Storing a batch so that one session the database refuses never holds back the
+others.
+
+A session whose result cannot be stored (odd API text the database refuses)
+is split off until it stands alone; it is backed off, and after
+MAX_WRITE_FAILURES polls in a row it is set aside with one operator alert.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.alerts.resource_reader import Read
+from bot.config import Settings
+from bot.outbox.queue import bounded_key, insert_outbox, operator_row
+from bot.poll.fetch import Fetched
+from bot.poll.pace import backoff
+from bot.poll.record import record_outcomes
+from bot.store.tables import WatchedSession, db_now
+
+log = logging.getLogger(__name__)
+
+# Polls in a row whose result could not be stored before a session is set aside.
+MAX_WRITE_FAILURES = 5
+
+
+async def store_apart(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    part: dict[str, Fetched],
+    *,
+    owner: str,
+    settings: Settings,
+    polled_at: datetime | None,
+    interval: float,
+    reads: Mapping[str, Read] | None = None,
+) -> tuple[dict[str, int], int]:
+    """Write `part` in one transaction. If the database refuses it, each half in
+    its own transaction, halved again where it fails, until the sessions that
+    cannot be stored stand alone (one bad session among n costs about 2·log2(n)
+    transactions). Those are counted toward being set aside, unless none at all
+    could be stored: then the fault is not in any one session, and nothing is
+    counted.
+
+    Returns how many sessions changed to each status, and the outbox rows written."""
+    refused: dict[str, DBAPIError] = {}
+    to_status: dict[str, int] = defaultdict(int)
+    totals = [0, 0]  # outbox rows, sessions stored
+
+    async def store(chunk: dict[str, Fetched]) -> None:
+        try:
+            async with sessionmaker() as db, db.begin():
+                statuses, written = await record_outcomes(
+                    db,
+                    chunk,
+                    owner=owner,
+                    settings=settings,
+                    polled_at=polled_at,
+                    interval=interval,
+                    incidents=False,
+                    reads=reads,
+                )
+        except DBAPIError as exc:
+            if not _refused_data(exc):
+                raise
+            if len(chunk) == 1:
+                refused.update(dict.fromkeys(chunk, exc))
+                return
+            if chunk is part:
+                log.warning(
+                    "could not store this batch's poll results (%s); storing each session apart",
+                    type(exc).__name__,
+                )
+            items = list(chunk.items())
+            await store(dict(items[: len(items) // 2]))
+            await store(dict(items[len(items) // 2 :]))
+            return
+        for status, n in statuses.items():
+            to_status[status] += n
+        totals[0] += written
+        totals[1] += len(chunk)
+
+    await store(part)
+    if refused and not totals[1] and len(part) > 1:
+        raise next(iter(refused.values()))
+    for session_id, exc in refused.items():
+        await _note_write_failure(sessionmaker, session_id, exc, owner=owner, settings=settings)
+    return dict(to_status), totals[0]
+
+
+def _refused_data(exc: DBAPIError) -> bool:
+    """The database refused what was written (not: the database went away)."""
+    return not exc.connection_invalidated and not isinstance(exc, OperationalError | InterfaceError)
+
+
+async def _note_write_failure(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session_id: str,
+    exc: DBAPIError,
+    *,
+    owner: str,
+    settings: Settings,
+) -> None:
+    """Count a poll whose result could not be stored; back off, and at
+    MAX_WRITE_FAILURES set the session aside with one operator alert."""
+    reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+    async with sessionmaker() as db, db.begin():
+        row = (
+            await db.execute(
+                select(
+                    WatchedSession.write_failures,
+                    WatchedSession.transition_seq,
+                    db_now().label("db_now"),
+                )
+                .where(
+                    WatchedSession.session_id == session_id,
+                    WatchedSession.lease_owner == owner,
+                )
+                .with_for_update(of=WatchedSession)
+            )
+        ).first()
+        if row is None:
+            return
+        failures = row.write_failures + 1
+        delay = backoff(failures, settings.poll_interval_seconds, None)
+        values: dict[str, Any] = {
+            "write_failures": failures,
+            "last_failure": f"could not store a poll result ({reason})",
+            "next_poll_at": row.db_now + timedelta(seconds=delay),
+            "lease_owner": None,
+            "lease_until": None,
+        }
+        log.warning(
+            "could not store a session's poll result (%d in a row): %s",
+            failures,
+            reason,
+            extra={"session_id": session_id},
+        )
+        if failures >= MAX_WRITE_FAILURES:
+            values.update(
+                active=False,
+                last_failure=f"set aside: {failures} poll results in a row could not be "
+                f"stored ({reason})",
+            )
+            log.error(
+                "session set aside: its poll results cannot be stored",
+                extra={"session_id": session_id},
+            )
+            if settings.oncall_channel:
+                await insert_outbox(
+                    db,
+                    [
+                        operator_row(
+                            settings.oncall_channel,
+                            bounded_key("set-aside", session_id, str(row.transition_seq)),
+                            "A watched session was set aside",
+                            f"{failures} polls in a row of session {session_id[:128]} could "
+                            f"not be stored ({reason}); it is no longer polled and its "
+                            "subscriptions hear nothing more. Unsubscribe and subscribe "
+                            "again to retry.",
+                        )
+                    ],
+                )
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id == session_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )

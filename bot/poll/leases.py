@@ -1,0 +1,116 @@
+"""Which replica polls which session: claims, renewals and hand-backs of leases.
+
+Replicas share the work through the database: due sessions are claimed with
+`FOR UPDATE SKIP LOCKED` and a lease, so no two replicas poll the same session
+and a crashed replica's sessions come back once its lease runs out. Leases are
+judged by the database's clock; a claim is sized to what can be fetched in half
+a lease at `TOGETHER_MAX_RPS` (`pace.claim_size`), and the leases are renewed
+while the fetch goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+
+from sqlalchemy import func, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.config import Settings
+from bot.poll.pace import claim_size, due_slack
+from bot.store.tables import WatchedSession, db_now
+
+log = logging.getLogger(__name__)
+
+
+async def claim_due_sessions(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    *,
+    owner: str,
+    settings: Settings,
+    ahead: float = 0.0,
+    limit: int | None = None,
+) -> tuple[list[str], datetime | None, int]:
+    """Lease due sessions; return their ids, the database's time of the claim, and
+    how many sessions are watched in all (what a round of polls costs; 0 when
+    `ahead`). With `ahead`, the sessions due within that many seconds instead,
+    those not failing (a failing one keeps its back-off and Retry-After)."""
+    due = [WatchedSession.next_poll_at <= db_now(due_slack(settings) + ahead)]
+    if ahead:
+        due.append(WatchedSession.consecutive_failures == 0)
+    async with sessionmaker() as db, db.begin():
+        rows = (
+            await db.execute(
+                select(WatchedSession.session_id, db_now().label("db_now"))
+                .where(
+                    WatchedSession.active.is_(True),
+                    *due,
+                    or_(
+                        WatchedSession.lease_until.is_(None),
+                        WatchedSession.lease_until < db_now(),
+                    ),
+                )
+                .order_by(WatchedSession.next_poll_at)
+                .limit(limit or claim_size(settings))
+                .with_for_update(skip_locked=True, of=WatchedSession)
+            )
+        ).all()
+        ids = [r.session_id for r in rows]
+        watched = 0
+        if ids:
+            await db.execute(
+                update(WatchedSession)
+                .where(WatchedSession.session_id.in_(ids))
+                .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
+                .execution_options(synchronize_session=False)
+            )
+        if ids and not ahead:
+            watched = (
+                await db.execute(
+                    select(func.count())
+                    .select_from(WatchedSession)
+                    .where(WatchedSession.active.is_(True))
+                )
+            ).scalar_one()
+    return ids, (rows[0].db_now if rows else None), watched
+
+
+async def release(
+    sessionmaker: async_sessionmaker[AsyncSession], ids: list[str], *, owner: str
+) -> None:
+    """Hand back the leases of sessions claimed but not polled after all."""
+    async with sessionmaker() as db, db.begin():
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id.in_(ids), WatchedSession.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
+        )
+
+
+async def keep_leases(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    ids: list[str],
+    *,
+    owner: str,
+    lease_seconds: float,
+) -> None:
+    """Renew a batch's leases every third of a lease while it is fetched; only those
+    this replica still holds (by the database's clock)."""
+    while True:
+        await asyncio.sleep(lease_seconds / 3)
+        try:
+            async with sessionmaker() as db, db.begin():
+                await db.execute(
+                    update(WatchedSession)
+                    .where(
+                        WatchedSession.session_id.in_(ids),
+                        WatchedSession.lease_owner == owner,
+                        WatchedSession.lease_until > db_now(),
+                    )
+                    .values(lease_until=db_now(lease_seconds))
+                    .execution_options(synchronize_session=False)
+                )
+        except Exception:  # the write fence still holds; the next renewal may work
+            log.warning("could not renew poll leases", exc_info=True)

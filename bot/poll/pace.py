@@ -1,0 +1,123 @@
+"""How often the poller asks: the interval, claim sizes, slack and back-off.
+
+The interval in use is the shortest that keeps a round of polls within
+`TOGETHER_REQUESTS_PER_MINUTE`, after what the other consumers (here and on the
+other replicas) spend and what the poller spends beside its plan (the spend
+watch's reads). A failing session waits longer each time, up to
+MAX_POLL_BACKOFF_SECONDS, or as long as Together's Retry-After says.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.config import Settings
+from bot.together.poll_plan import Plan, Seen, budget_interval, round_cost
+
+# The longest a failing session waits for its next poll.
+MAX_POLL_BACKOFF_SECONDS = 900.0
+# A session due this close to a tick is polled at that tick, not one tick later:
+# ticks jitter by milliseconds, and a miss costs a whole tick (up to 5 s).
+MAX_DUE_SLACK_SECONDS = 0.5
+# The side requests of a round are averaged over at least this long (`side_window`).
+SIDE_WINDOW = 300.0
+
+
+@dataclass
+class Planner:
+    """This process's view of the project (what the last list pass saw) and the
+    poll interval in use; kept across cycles, one per process."""
+
+    seen: Seen | None = None
+    interval: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    # The poller's own requests beyond its plan in a round (the spend watch's
+    # resource reads and prices), as the last cycle spent them.
+    side: float = 0.0
+    # What the other consumers spent in the last window, per minute, when the
+    # interval was last sized (the other replicas' `remote` included).
+    others: float = 0.0
+    # What the other live replicas' consumers but their pollers spent a minute, as
+    # they last reported it (`bot.jobs.spend_exchange`): the budget is the deployment's.
+    remote: float = 0.0
+
+    def interval_for(
+        self, watched: int, plan: Plan, settings: Settings, *, others: float = 0.0
+    ) -> float:
+        """The shortest interval at which a round over `watched` sessions fits what
+        the other consumers (`others` requests a minute here, `remote` on the other
+        replicas) left of the budget."""
+        self.others = others + self.remote
+        self.interval = budget_interval(
+            round_cost(watched, self.seen, plan) + self.side,
+            requests_per_minute=settings.together_requests_per_minute,
+            others_per_minute=self.others,
+            min_seconds=settings.poll_min_interval_seconds,
+            max_seconds=settings.poll_interval_seconds,
+        )
+        return self.interval
+
+    # (when, side requests, sessions claimed) of the cycles in the last `side_window`
+    cycles: deque[tuple[float, int, int]] = field(default_factory=deque)
+    side_window: float = SIDE_WINDOW
+
+    def note_side(self, spent: int, *, claimed: int, watched: int) -> None:
+        """The side requests a round costs, averaged over the cycles of the last
+        `side_window` seconds: the spend watch reads a resource once per
+        SPEND_REFRESH_SECONDS, so one cycle reads many and the next ones none, and
+        sizing from the last cycle alone would swing the interval with them. A tick
+        that claimed and spent nothing is no cycle (most ticks are: the poll job
+        ticks every few seconds and sessions fall due once an interval); counted,
+        it made the average nothing and the side cost never stretched the interval."""
+        if not claimed and not spent:
+            return
+        now = self.clock()
+        self.cycles.append((now, spent, claimed))
+        while self.cycles and now - self.cycles[0][0] > self.side_window:
+            self.cycles.popleft()
+        polled = sum(c for _, _, c in self.cycles)
+        if polled:
+            self.side = sum(s for _, s, _ in self.cycles) * max(watched, claimed) / polled
+
+
+def side_window(settings: Settings) -> float:
+    """How long the poller's side cost is averaged over: at least two refreshes of
+    the spend watch's reads (the fewer passes a window holds, the more one pass
+    coming in or dropping out swings the interval)."""
+    return max(SIDE_WINDOW, 2 * settings.spend_refresh_seconds)
+
+
+def due_slack(settings: Settings) -> float:
+    """How long before it is due a session may be claimed (see MAX_DUE_SLACK_SECONDS)."""
+    return min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
+
+
+def poll_gap(interval: float, settings: Settings) -> float:
+    """How long after this poll a session is next due, for the `interval` in use.
+
+    A session is claimed up to `due_slack` before it is due. While the request
+    budget sets the interval, that much is added, so no session is polled more
+    often than the budget allows. At the fixed ends (POLL_MIN_INTERVAL_SECONDS,
+    POLL_INTERVAL_SECONDS) nothing is: there the slack is what lets the tick at
+    the interval's end claim it (with the slack added, a tick landing on the
+    interval misses it by its jitter half the time and a change waits a whole
+    tick more)."""
+    budget_bound = settings.poll_min_interval_seconds < interval < settings.poll_interval_seconds
+    return interval + due_slack(settings) if budget_bound else interval
+
+
+def claim_size(settings: Settings) -> int:
+    """Sessions per claim: what `TOGETHER_MAX_RPS` lets us fetch in half a lease."""
+    fits = int(settings.together_max_rps * settings.lease_seconds / 2)
+    return max(1, min(settings.poll_batch_size, fits))
+
+
+def backoff(failures: int, interval: float, retry_after: float | None) -> float:
+    """How long a session waits after `failures` failed polls in a row: doubling
+    from the interval, capped, or Together's own Retry-After when it sent one."""
+    if retry_after is not None:
+        return max(retry_after, 1.0)
+    return float(min(interval * 2 ** min(failures, 10), MAX_POLL_BACKOFF_SECONDS))

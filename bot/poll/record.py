@@ -1,0 +1,225 @@
+"""Writing what a batch's polls were judged to mean: the watch rows, the outbox
+rows their events owe, the subscriptions of sessions that ended.
+
+The new state and the outbox rows for it are written in one transaction, and
+outbox rows are keyed by the session's transition sequence number, so a cycle
+that is repeated after a crash writes nothing twice. Results are written only
+for sessions whose lease this replica still holds.
+
+Statements per write do not depend on the number of subscriptions: one re-read
+of the watch rows, one subscription read, one outbox insert, one state update
+per column set, a few incident statements.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Table, and_, bindparam, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.alerts.resource_reader import Read
+from bot.alerts.stall import StallSettings
+from bot.config import Settings
+from bot.outbox.queue import insert_outbox, unalerted
+from bot.poll.audience import SessionEvent, Watcher, notifications
+from bot.poll.fetch import Fetched
+from bot.poll.incidents import track_incidents
+from bot.poll.judge import judge
+from bot.store.tables import Subscription, WatchedSession, db_now
+
+log = logging.getLogger(__name__)
+
+
+async def record_outcomes(
+    db: AsyncSession,
+    outcomes: dict[str, Fetched],
+    *,
+    owner: str,
+    settings: Settings,
+    polled_at: datetime | None = None,
+    interval: float | None = None,
+    incidents: bool = True,
+    reads: Mapping[str, Read] | None = None,
+) -> tuple[dict[str, int], int]:
+    """Write new state and outbox rows for sessions this replica still leases.
+
+    `reads` are the model resources the spend watch read this cycle, by session:
+    kept in the progress column and, when what the card shows changed, redrawn.
+
+    The fence: only sessions still leased to `owner` whose lease has not run out
+    by the database's clock are written (and locked until the commit, so no
+    claim can take them meanwhile); the rest belong to whoever took them over.
+
+    The next poll is one interval after the cycle started (`polled_at`), not after
+    it ended, so a session is polled every interval rather than every interval
+    plus a cycle plus a scheduler tick.
+
+    Returns how many sessions changed to each status, and the outbox rows written."""
+    interval = interval or settings.poll_interval_seconds
+    rows = (
+        await db.execute(
+            select(
+                WatchedSession.session_id,
+                WatchedSession.last_status,
+                WatchedSession.transition_seq,
+                WatchedSession.consecutive_failures,
+                WatchedSession.checkpoint_keys,
+                WatchedSession.not_found_since,
+                WatchedSession.progress,
+                WatchedSession.active,
+                WatchedSession.write_failures,
+                WatchedSession.last_failure,
+                WatchedSession.fingerprint,
+                db_now().label("db_now"),
+            )
+            .where(
+                WatchedSession.session_id.in_(list(outcomes)),
+                WatchedSession.lease_owner == owner,
+                WatchedSession.lease_until > db_now(),
+            )
+            .with_for_update(of=WatchedSession)
+        )
+    ).all()
+    owned = {r.session_id: r for r in rows}
+    if len(owned) < len(outcomes):
+        log.warning(
+            "lost the lease on %d sessions; not writing their results",
+            len(outcomes) - len(owned),
+        )
+    if rows:
+        now = rows[0].db_now
+    elif incidents:
+        now = (await db.execute(select(db_now()))).scalar_one()
+    else:
+        return {}, 0
+    judged = judge(
+        owned,
+        outcomes,
+        now=now,
+        next_poll=(polled_at or now) + timedelta(seconds=interval),
+        confirm=timedelta(seconds=settings.not_found_confirm_seconds),
+        interval=interval,
+        stall_after=stall_settings(settings).stall_after,
+        reads=reads,
+    )
+
+    outbox_rows = await _write_events(db, judged.events, settings=settings, now=now)
+    if judged.updates:
+        await _update_states(db, judged.updates, owner=owner)
+    ended = judged.ended()
+    if ended:
+        await db.execute(
+            update(Subscription)
+            .where(Subscription.session_id.in_(ended), Subscription.active.is_(True))
+            .values(active=False, ended_at=now, ended_reason="session ended")
+            .execution_options(synchronize_session=False)
+        )
+    if incidents:
+        await track_incidents(db, outcomes.values(), settings=settings, now=now)
+    return judged.to_status(), outbox_rows
+
+
+async def _update_states(
+    db: AsyncSession, updates: Mapping[str, dict[str, Any]], *, owner: str
+) -> None:
+    """Write each session's columns and hand back its lease, only where this
+    replica still holds it."""
+    # executemany needs the same columns in every row: group by column set.
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for session_id, values in updates.items():
+        groups[tuple(sorted(values))].append({"b_id": session_id} | values)
+    table = WatchedSession.__table__
+    assert isinstance(table, Table)
+    for columns, params in groups.items():
+        stmt = (
+            update(table)
+            .where(and_(table.c.session_id == bindparam("b_id"), table.c.lease_owner == owner))
+            .values(
+                {c: bindparam(c) for c in columns}
+                | {"lease_owner": None, "lease_until": None, "updated_at": db_now()}
+            )
+        )
+        await db.execute(stmt, params)
+
+
+async def _write_events(
+    db: AsyncSession,
+    events: dict[str, list[SessionEvent]],
+    *,
+    settings: Settings,
+    now: datetime,
+) -> int:
+    """Write the rows the events owe (`audience.notifications` decides which): one
+    read of the subscriptions, one of the alerts already sent, one insert."""
+    if not events:
+        return 0
+    subs = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.session_id,
+            Subscription.channel_id,
+            Subscription.root_ts,
+            Subscription.filters,
+            Subscription.muted_until,
+            Subscription.stall_after_minutes,
+            Subscription.target_step,
+        )
+        .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
+        .order_by(Subscription.id)
+    )
+    watchers = [
+        Watcher(
+            id=sub.id,
+            session_id=sub.session_id,
+            channel_id=sub.channel_id,
+            root_ts=sub.root_ts,
+            filters=frozenset(f for f in sub.filters.split(",") if f),
+            muted_until=sub.muted_until,
+            stall_after_minutes=sub.stall_after_minutes,
+            target_step=sub.target_step,
+        )
+        for sub in subs
+    ]
+    owed = notifications(
+        events,
+        watchers,
+        now=now,
+        oncall_channel=settings.oncall_channel,
+        stored_snapshots=await _snapshots_for_gone(db, events),
+        stall=stall_settings(settings),
+    )
+    rows = owed.rows + await unalerted(db, owed.alerts, now=now)
+    await insert_outbox(db, rows)
+    return len(rows)
+
+
+def stall_settings(settings: Settings) -> StallSettings:
+    """STALL_AFTER_MINUTES, CREATING_ALERT_AFTER_MINUTES (0: off) and ONCALL_ON_STALL."""
+    minutes = settings.stall_after_minutes
+    creating = settings.creating_alert_after_minutes
+    return StallSettings(
+        stall_after=timedelta(minutes=minutes) if minutes > 0 else None,
+        creating_after=timedelta(minutes=creating) if creating > 0 else None,
+        oncall_channel=settings.oncall_channel,
+        page_on_stall=settings.oncall_on_stall,
+    )
+
+
+async def _snapshots_for_gone(
+    db: AsyncSession, events: dict[str, list[SessionEvent]]
+) -> dict[str, Any]:
+    """The stored snapshots of sessions Together no longer knows: their last word."""
+    missing = [sid for sid, found in events.items() if any(e.session is None for e in found)]
+    if not missing:
+        return {}
+    rows = await db.execute(
+        select(WatchedSession.session_id, WatchedSession.snapshot).where(
+            WatchedSession.session_id.in_(missing)
+        )
+    )
+    return {r.session_id: r.snapshot for r in rows}
