@@ -117,6 +117,26 @@ class Settings(BaseSettings):
     port: int = 3000
     # A request to /slack/events larger than this is refused with 413 unread.
     max_request_body_bytes: int = Field(1 << 20, ge=1024)
+    body_read_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        description=(
+            "How long a request to /slack/events may take to send its whole body; "
+            "a slower one is answered 408 and its connection closed. Slack sends "
+            "its requests at once."
+        ),
+    )
+    unverified_body_budget_bytes: int = Field(
+        8 << 20,
+        ge=64 << 10,
+        description=(
+            "Bytes of /slack/events bodies not yet verified held at once, across all "
+            "connections: each request reserves its Content-Length (MAX_REQUEST_BODY_BYTES "
+            "without one) until its body is read, and one that does not fit is answered "
+            "503 at once. Bodies over 64 KiB may take only three quarters of it, "
+            "leaving room for Slack's small requests."
+        ),
+    )
     # /readyz reuses Slack's auth.test answer this long (a failure at most 10 s).
     readyz_slack_cache_seconds: float = Field(60.0, ge=0)
     log_level: str = "INFO"
