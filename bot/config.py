@@ -243,6 +243,17 @@ class Settings(BaseSettings):
     max_request_body_bytes: int = _tuning(
         1 << 20, "A larger request to /slack/events gets 413, unread.", ge=1024
     )
+    body_read_timeout_seconds: float = _tuning(
+        5.0,
+        "A request to /slack/events slower than this to send its body gets 408 and is closed.",
+        gt=0,
+    )
+    unverified_body_budget_bytes: int = _tuning(
+        8 << 20,
+        "Bytes of /slack/events bodies not yet verified held at once, all connections together; "
+        "a request that does not fit gets 503 (bodies over 64 KiB may take three quarters).",
+        ge=64 << 10,
+    )
     readyz_slack_cache_seconds: float = _tuning(
         60.0, "/readyz reuses Slack's auth.test answer this long (a failure 10 s at most).", ge=0
     )

@@ -9,6 +9,7 @@ first call. The HTTP layer serves `get_metrics().render()` at /metrics.
 from __future__ import annotations
 
 import threading
+from http import HTTPStatus
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,7 +20,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-__all__ = ["DELIVERY_OUTCOMES", "Metrics", "get_metrics"]
+__all__ = ["DELIVERY_OUTCOMES", "Metrics", "get_metrics", "status_code_label"]
 
 # Slack wants the ack within 3 s; resolve the fast end (a few ms) finely.
 ACK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0)
@@ -29,6 +30,18 @@ TOGETHER_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 POLL_CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 DELIVERY_OUTCOMES = ("sent", "retry", "dead", "duplicate_skipped", "auth_error")
+
+_KNOWN_CODES = frozenset(str(int(s)) for s in HTTPStatus)
+
+
+def status_code_label(label: str) -> str:
+    """An HTTP status code as a label: a registered code as itself, any other
+    by its class ("5xx"). Each label value is a time series kept for the life
+    of the process, and a server may answer any three digits. Labels that are
+    not digits are the client's own words (timeout, error) and kept."""
+    if not label.isdigit() or label in _KNOWN_CODES:
+        return label
+    return f"{label[0]}xx"
 
 
 class Metrics:

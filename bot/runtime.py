@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.config import Settings
-from bot.metrics import Metrics, get_metrics
+from bot.metrics import Metrics, get_metrics, status_code_label
 from bot.rate_limits import SlackRateLimitRetry
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
@@ -67,7 +67,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
     http = http or httpx.AsyncClient(limits=limits, timeout=settings.together_timeout_seconds)
 
     def observe(label: str, seconds: float) -> None:
-        metrics.together_requests.labels(status=label).inc()
+        metrics.together_requests.labels(status=status_code_label(label)).inc()
         metrics.together_request_seconds.observe(seconds)
 
     def spent(kind: str, consumer: str) -> None:

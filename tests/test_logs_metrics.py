@@ -6,10 +6,14 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from bot.logs import REDACTED, configure_logging
-from bot.metrics import Metrics, get_metrics
+from bot.metrics import Metrics, get_metrics, status_code_label
+from bot.training.shapes import Status, status_of
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotProcess, wait_until
 
 SECRET = "xoxb-1234567890-SECRET"
 OTHER = 'sk-"quoted\\tog"'  # needs JSON escaping
@@ -214,3 +218,73 @@ def test_get_metrics_is_a_lazy_singleton() -> None:
 
     assert get_metrics() is get_metrics()
     assert isinstance(mod._instance, Metrics)
+
+
+# --- labels fed from outside data -------------------------------------------------------------
+
+ODD_STATUSES = ["PAUSED", "TRAINING_SESSION_STATUS_WEIRD", "x" * 200, "running ", "é", ""]
+
+
+def test_transition_labels_are_the_known_statuses() -> None:
+    for status in Status:
+        assert status_of(status.value).value == status.value
+        assert status_of(f"TRAINING_SESSION_STATUS_{status.value}") is status
+    for odd in ODD_STATUSES:
+        assert status_of(odd).value in {"UNKNOWN", "UNSPECIFIED"}, odd
+
+
+def test_together_status_labels_are_known_codes_or_a_class() -> None:
+    assert [status_code_label(x) for x in ("200", "404", "429", "503", "418")] == [
+        "200",
+        "404",
+        "429",
+        "503",
+        "418",
+    ]
+    assert [status_code_label(x) for x in ("299", "599", "999", "100")] == [
+        "2xx",
+        "5xx",
+        "9xx",
+        "100",
+    ]
+    for word in ("timeout", "error", "too_large"):  # the client's own
+        assert status_code_label(word) == word
+    # However many odd codes come, the labels stay few.
+    assert len({status_code_label(str(code)) for code in range(100, 1000)}) < 80
+
+
+def test_odd_upstream_values_do_not_become_metric_labels(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether
+) -> None:
+    sid, broken = "123e4567-e89b-12d3-a456-426614174000", "broken-599-1"
+    together.add(sid)
+    bot.command(f"subscribe {sid}", response_url=slack.response_url("sub"))
+    slack.wait_for_response("sub")
+    odd = ["WEIRD_ONE", "WEIRD_TWO", "x" * 300]
+    for status in odd:
+        counted = sum(_samples(bot, "rlbot_transitions_total").values())
+        together.set_status(sid, status)
+        wait_until(
+            lambda c=counted: sum(_samples(bot, "rlbot_transitions_total").values()) > c,
+            what=f"the transition to {status[:20]} counted",
+        )
+    together.fail(broken, status=599)
+    bot.command(broken, response_url=slack.response_url("broken"))
+    slack.wait_for_response("broken", timeout=15)
+
+    transitions = _samples(bot, "rlbot_transitions_total")
+    assert set(transitions) <= {f'{{to_status="{s.value}"}}' for s in Status}, transitions
+    assert transitions['{to_status="UNKNOWN"}'] == len(odd)
+    requests = _samples(bot, "rlbot_together_requests_total")
+    assert '{status="599"}' not in requests and requests['{status="5xx"}'] >= 1, requests
+
+
+def _samples(bot: BotProcess, name: str) -> dict[str, float]:
+    """A metric's samples on the bot's /metrics, by their labels as written."""
+    body = httpx.get(f"{bot.url}/metrics", timeout=5).text
+    found: dict[str, float] = {}
+    for line in body.splitlines():
+        head, _, value = line.rpartition(" ")
+        if head.startswith(name + "{"):
+            found[head.removeprefix(name)] = float(value)
+    return found

@@ -8,6 +8,7 @@ run `python -m bot serve` with a bad configuration and read its exit.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -17,11 +18,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
+from pydantic import SecretStr
+from starlette.requests import Request
+from starlette.responses import Response
 
+from bot.slack.body_budget import SMALL_BODY_BYTES, BodyBudget
+from bot.slack.web import SlackRequestGate
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
 from tests.test_commands_http import Rig, shared_rig
@@ -105,6 +111,148 @@ def test_unverifiable_requests_get_401_and_do_nothing(fresh: Rig) -> None:
     assert ok.status_code == 200
     assert "Subscribed" in json.dumps(rig.slack.wait_for_response("forged"))
     assert rig.query("SELECT count(*) FROM subscriptions") == [(1,)]
+
+
+# --- bodies that never finish ----------------------------------------------------------------
+
+MIB = 1 << 20
+STALLED = 60  # connections: the bound below is the issue's 50 MB for 200, pro rata
+READ_TIMEOUT = 2.0  # BODY_READ_TIMEOUT_SECONDS for the test's bot
+
+
+def test_the_body_budget_keeps_a_quarter_for_small_bodies() -> None:
+    budget = BodyBudget(4 * MIB, MIB)
+    assert [budget.take(MIB) for _ in range(4)] == [True, True, True, False]
+    assert all(budget.take(SMALL_BODY_BYTES) for _ in range(MIB // SMALL_BODY_BYTES))
+    assert not budget.take(1)  # full
+    budget.give_back(MIB)
+    assert not budget.take(MIB)  # a large body may not take the last quarter
+    assert budget.take(SMALL_BODY_BYTES)
+    assert BodyBudget(MIB // 2, MIB).take(MIB)  # the largest allowed fits alone
+
+
+def _gate_request(body: bytes, headers: dict[str, str], *, stall: bool) -> Request:
+    """A request whose body arrives at once, or all but its last byte and then nothing."""
+    sent = body[:-1] if stall else body
+    pieces = [sent[i : i + 65536] for i in range(0, len(sent), 65536)]
+
+    async def receive() -> dict[str, Any]:
+        if pieces:
+            return {"type": "http.request", "body": pieces.pop(0), "more_body": True}
+        if stall:
+            await asyncio.Event().wait()
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    raw = headers | {"Content-Length": str(len(body))}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/slack/events",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in raw.items()],
+    }
+    return Request(scope, receive)
+
+
+def test_the_gate_cuts_off_slow_bodies_and_refuses_bodies_over_budget() -> None:
+    budget = BodyBudget(4 * MIB, MIB)
+    gate = SlackRequestGate(SecretStr(SIGNING_SECRET), MIB, budget=budget, read_timeout=0.3)
+    big = b"x" * MIB
+    forged = sign("not-the-signing-secret", big)
+    command = slash_command_body("help", response_url="https://hooks.example/x").encode()
+
+    async def go() -> None:
+        started = time.monotonic()
+        stalled = [
+            asyncio.create_task(gate.verified_body(_gate_request(big, forged, stall=True)))
+            for _ in range(3)
+        ]
+        await asyncio.sleep(0.05)
+        assert budget.held == 3 * MIB
+        over = await gate.verified_body(_gate_request(big, forged, stall=False))
+        assert isinstance(over, Response) and over.status_code == 503
+        assert over.headers["connection"] == "close"
+        # A signed command still gets through, while the large bodies hold their share.
+        signed = _gate_request(command, sign(SIGNING_SECRET, command), stall=False)
+        assert await gate.verified_body(signed) == command
+        for answer in await asyncio.gather(*stalled):
+            assert isinstance(answer, Response) and answer.status_code == 408
+            assert answer.headers["connection"] == "close"
+        assert 0.3 <= time.monotonic() - started < 2.0
+        assert budget.held == 0
+
+    asyncio.run(go())
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+async def stall_body(url: str, headers: dict[str, str], wait: float) -> float | None:
+    """Declare a 1 MiB body, send all of it but the last byte, and stop. Returns
+    the seconds from connecting until the server answered or hung up, or None if
+    it still held the connection open after `wait` seconds."""
+    parts = urlsplit(url)
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    head = (
+        f"POST /slack/events HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+        + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        + f"Content-Length: {MIB}\r\n\r\n"
+    )
+    try:
+        writer.write(head.encode() + b"x" * (MIB - 1))
+        try:
+            await asyncio.wait_for(writer.drain(), wait)
+            await asyncio.wait_for(reader.read(), wait - (time.monotonic() - started))
+        except (ConnectionError, BrokenPipeError):
+            pass  # hung up on: closed
+        except TimeoutError:
+            return None
+        return time.monotonic() - started
+    finally:
+        writer.transport.abort()
+
+
+def test_bodies_that_stop_short_are_cut_off_and_bounded(
+    start_bot: BotFactory, slack: FakeSlack
+) -> None:
+    bot = start_bot(BODY_READ_TIMEOUT_SECONDS=str(READ_TIMEOUT))
+    # Bolt asks Slack's auth.test on its first request: not during the attack.
+    assert bot.command("help", response_url=slack.response_url("warm-up")).status_code == 200
+    forged = sign("not-the-signing-secret", b"x" * MIB)
+    wait = READ_TIMEOUT + 3.0
+    peak = start = rss_mb(bot.proc.pid)
+
+    async def attack() -> tuple[list[float | None], float]:
+        nonlocal peak
+        stalls = [asyncio.create_task(stall_body(bot.url, forged, wait)) for _ in range(STALLED)]
+        await asyncio.sleep(0.5)  # every body sent and stalled by now
+        asked = time.monotonic()
+        ack = await asyncio.to_thread(
+            bot.command, "help", response_url=slack.response_url("during")
+        )
+        acked = time.monotonic() - asked
+        assert ack.status_code == 200 and "rl-bot usage" in ack.text, ack.text[:200]
+        while not all(s.done() for s in stalls):
+            peak = max(peak, rss_mb(bot.proc.pid))
+            await asyncio.sleep(0.02)
+        return [s.result() for s in stalls], acked
+
+    closed, acked = asyncio.run(attack())
+    grew = peak - start
+    still_open = sum(c is None for c in closed)
+    print(
+        f"{STALLED} stalled 1 MiB bodies: {still_open} still open after {wait:.0f}s; "
+        f"slowest closed at {max((c for c in closed if c is not None), default=0):.1f}s; "
+        f"peak RSS +{grew:.1f} MB; a signed command acked in {acked:.2f}s"
+    )
+    assert still_open == 0, f"{still_open} of {STALLED} connections still open after {wait}s"
+    assert grew <= 50 * STALLED / 200, f"RSS grew {grew:.1f} MB"
+    assert acked < 2.0
+    assert httpx.get(f"{bot.url}/healthz").status_code == 200
 
 
 # --- session ids ------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to
+from bot.training.shapes import status_of
 
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0
@@ -141,7 +142,7 @@ class Ticker:
             rt.metrics.poll_requests.labels(kind="list_page").inc(result.list_pages)
             rt.metrics.poll_requests.labels(kind="get").inc(result.gets)
             for status, n in result.to_status.items():
-                rt.metrics.transitions.labels(to_status=status).inc(n)
+                rt.metrics.transitions.labels(to_status=status_of(status).value).inc(n)
             log.info(
                 "poll cycle: %d sessions, %d failed, %d transitions in %.2fs "
                 "(plan %s: %d list pages, %d GETs, %d from the error watch's pages; "

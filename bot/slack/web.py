@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from bot.jobs.ticker import Ticker
 from bot.runtime import Runtime
+from bot.slack.body_budget import BodyBudget
 from bot.store.migrations import head_revision, read_revision
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,13 @@ def create_web_app(
     slack_check = CachedCheck(
         lambda: _slack_auth(rt), ttl=ttl, failure_ttl=min(ttl, SLACK_CHECK_FAILURE_TTL)
     )
-    gate = SlackRequestGate(rt.settings.slack_signing_secret, rt.settings.max_request_body_bytes)
+    settings = rt.settings
+    gate = SlackRequestGate(
+        settings.slack_signing_secret,
+        settings.max_request_body_bytes,
+        budget=BodyBudget(settings.unverified_body_budget_bytes, settings.max_request_body_bytes),
+        read_timeout=settings.body_read_timeout_seconds,
+    )
 
     async def events(request: Request) -> Response:
         started = time.monotonic()
@@ -119,16 +126,30 @@ class TooLarge(Exception):
 
 class SlackRequestGate:
     """What must hold before Bolt sees a request: a body of bounded size, read
-    without buffering more than the cap, and a valid Slack signature over its
-    raw bytes. Nothing of an unverified body is decoded, parsed or logged.
+    without buffering more than the cap, within `read_timeout` seconds and
+    within the `budget` of unverified bytes all requests share, and a valid
+    Slack signature over its raw bytes. Nothing of an unverified body is
+    decoded, parsed or logged.
+
+    A body that is too slow or does not fit the budget is answered with
+    `Connection: close`, so its sender's socket goes too.
 
     Bolt's own verifier is switched off (`bot.slack.app`): it runs after Bolt
     has decoded and parsed the body, and logs the whole body when it fails."""
 
-    def __init__(self, signing_secret: SecretStr | None, max_bytes: int) -> None:
+    def __init__(
+        self,
+        signing_secret: SecretStr | None,
+        max_bytes: int,
+        *,
+        budget: BodyBudget,
+        read_timeout: float,
+    ) -> None:
         secret = signing_secret.get_secret_value() if signing_secret else ""
         self._verifier = SignatureVerifier(secret) if secret.strip() else None
         self._max = max_bytes
+        self._budget = budget
+        self._read_timeout = read_timeout
 
     async def verified_body(self, request: Request) -> bytes | Response:
         declared = request.headers.get("content-length")
@@ -142,10 +163,18 @@ class SlackRequestGate:
             return self._refuse(401, "unsigned", declared)
         if not _is_int(timestamp):  # the verifier would raise on int() and answer 500
             return self._refuse(401, "bad timestamp", declared)
+        size = self._max if declared is None else int(declared)
+        if not self._budget.take(size):
+            return self._refuse(503, "unverified bodies over budget", declared, close=True)
         try:
-            body = await self._read(request)
+            async with asyncio.timeout(self._read_timeout):
+                body = await self._read(request)
         except TooLarge:
             return self._refuse(413, "too large", f">{self._max}")
+        except TimeoutError:
+            return self._refuse(408, "body too slow", declared, close=True)
+        finally:
+            self._budget.give_back(size)
         try:
             valid = self._verifier.is_valid(body, timestamp, signature)
         except UnicodeDecodeError:  # it decodes the body as UTF-8, as Slack sends it
@@ -164,9 +193,9 @@ class SlackRequestGate:
         return bytes(body)
 
     @staticmethod
-    def _refuse(status: int, why: str, size: object) -> Response:
+    def _refuse(status: int, why: str, size: object, *, close: bool = False) -> Response:
         log.info("refused a Slack request (%s)", why, extra={"status": status, "bytes": size})
-        return Response(status_code=status)
+        return Response(status_code=status, headers={"Connection": "close"} if close else None)
 
 
 def _is_int(value: str) -> bool:
