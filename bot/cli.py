@@ -104,7 +104,7 @@ def _lock_sqlite(url: str) -> str | None:
     global _sqlite_lock
     from sqlalchemy.engine import make_url
 
-    from bot.config import async_url, is_sqlite
+    from bot.database_url import async_url, is_sqlite
 
     if not is_sqlite(url):
         return None
@@ -139,7 +139,7 @@ def _lock_sqlite(url: str) -> str | None:
 
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
-    from bot.config import is_sqlite
+    from bot.database_url import is_sqlite
     from bot.store.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):

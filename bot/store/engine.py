@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
-from bot.config import async_url
+from bot.database_url import async_url
 
 
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
