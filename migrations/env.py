@@ -8,7 +8,8 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from bot.config import Settings, async_url
+from bot.config import Settings
+from bot.database_url import async_url
 from bot.outbox.queue import OutboxMessage
 from bot.store.engine import make_engine
 from bot.store.tables import Base
