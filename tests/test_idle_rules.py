@@ -11,7 +11,8 @@ import pytest
 
 from bot.alerts.idle import Candidate, attached_sessions, candidate, idle_since
 from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import ModelResource, TrainingSession
+from bot.training.resources import ModelResource
+from bot.training.sessions import TrainingSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource

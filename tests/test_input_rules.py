@@ -19,7 +19,7 @@ from bot.rate_limits import parse_retry_after
 from bot.rendering.terminal import as_text
 from bot.slack.web import CachedCheck
 from bot.together.client import MAX_RETRY_AFTER, retry_after_seconds
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import (
     KEPT_CHECKPOINTS,
     MAX_DEPTH,

@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 
 from bot.together.client import _next_cursor
-from bot.training.shapes import (
-    InferenceCheckpoint,
-    TrainingCheckpoint,
-    TrainingSession,
-)
+from bot.training.checkpoints import InferenceCheckpoint, TrainingCheckpoint
+from bot.training.sessions import TrainingSession
 from tests.fakes.together import make_old_shape_session, make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -21,7 +21,7 @@ from bot.outbox.queue import (
     read_payload,
 )
 from bot.poll.audience import SessionEvent, Watcher, notifications, tells
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
 from tests.fakes import make_session
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.alerts.stall import StallSettings, check, load_progress, rows, threshold
 from bot.outbox.queue import ProgressPayload, Thread
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from tests.fakes import make_session
 from tests.fakes.together import make_model_resource
 

@@ -23,7 +23,7 @@ from bot.poll.cycle import Fetched, record_outcomes
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.together.client import TogetherError, raw_sessions
-from bot.training.shapes import HEAD_FIELDS, RawSession, TrainingSession
+from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
 from bot.training.snapshots import watch_state
 from tests.fakes import make_session
 

@@ -31,17 +31,10 @@ from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import (
-    STATUS_PREFIX,
-    CostEstimate,
-    ModelResource,
-    ResourceStatus,
-    Status,
-    TrainingSession,
-    is_session_id,
-    status_of,
-)
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.status import STATUS_PREFIX, ResourceStatus, Status, status_of
 
 log = logging.getLogger(__name__)
 _M = TypeVar("_M", ModelResource, CostEstimate)

@@ -30,8 +30,10 @@ from pydantic import ValidationError
 
 from bot.together.client import TogetherClient, TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
-from bot.training.shapes import CostEstimate, ModelResource, ResourceStatus, TrainingSession
+from bot.training.sessions import TrainingSession
+from bot.training.status import ResourceStatus
 
 log = logging.getLogger(__name__)
 

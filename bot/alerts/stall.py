@@ -33,8 +33,9 @@ from bot.training.rules import (
     observe_progress,
     stalled_for,
 )
-from bot.training.shapes import ResourceStatus, Status, TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.status import ResourceStatus, Status
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from bot.rendering.blocks import Message
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient, TogetherError
 from bot.together.list_pass import Lister
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

@@ -56,7 +56,9 @@ from bot.rendering import watch as rendering_watch
 from bot.root_card import CardWatch
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import CostEstimate, ModelResource, Status, TrainingSession, status_of
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import TrainingSession
+from bot.training.status import Status, status_of
 
 log = logging.getLogger(__name__)
 

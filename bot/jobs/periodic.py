@@ -39,7 +39,8 @@ from bot.store.tables import (
     utcnow,
 )
 from bot.together.list_pass import Lister
-from bot.training.shapes import STATUS_PREFIX, Status, TrainingSession
+from bot.training.sessions import TrainingSession
+from bot.training.status import STATUS_PREFIX, Status
 
 log = logging.getLogger(__name__)
 DIGEST_WINDOW = timedelta(hours=1)

@@ -49,7 +49,7 @@ from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from bot.store.engine import insert_ignoring
 from bot.store.tables import AlertSent, Base, BigId, Subscription, WatchedSession, db_now, utcnow
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.transitions import Transition
 

@@ -24,7 +24,7 @@ failure (backed off, never "ended"). The interval in use is the shortest that
 keeps a round of polls within `TOGETHER_REQUESTS_PER_MINUTE`.
 
 A session whose row comes back exactly as the last poll stored it (its
-fingerprint, `bot.training.shapes.RawSession`) is not parsed, trimmed or compared
+fingerprint, `bot.training.sessions.RawSession`) is not parsed, trimmed or compared
 again: only what moves with time (its progress, its next poll) is written.
 
 Statements per cycle do not depend on the number of subscriptions: one claim,
@@ -71,8 +71,9 @@ from bot.together.poll_plan import (
     round_cost,
     seen_after,
 )
-from bot.training.shapes import RawSession, Status, TrainingSession, short_status
+from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
+from bot.training.status import Status, short_status
 from bot.training.transitions import checkpoint_news, detect, gone
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from bot.config import Settings
 from bot.outbox.queue import insert_outbox, operator_row
 from bot.store.tables import Incident
 from bot.together.client import TogetherError
-from bot.training.shapes import RawSession, TrainingSession
+from bot.training.sessions import RawSession, TrainingSession
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bot.rendering.text import ID_LIMIT, NAME_LIMIT, NONE, VALUE_LIMIT, code_span, inert
-from bot.training.shapes import Status, TrainingSession, short_status, status_of
+from bot.training.sessions import TrainingSession
+from bot.training.status import Status, short_status, status_of
 
 _STATUS_WORDS = {
     Status.CREATING: "Creating",

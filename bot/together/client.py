@@ -21,13 +21,8 @@ from pydantic import ValidationError
 
 from bot.rate_limits import parse_retry_after
 from bot.together.budget import Ledger
-from bot.training.shapes import (
-    CostEstimate,
-    ModelResource,
-    RawSession,
-    TrainingSession,
-    is_session_id,
-)
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import RawSession, TrainingSession, is_session_id
 
 log = logging.getLogger(__name__)
 

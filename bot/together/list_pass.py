@@ -28,7 +28,8 @@ from typing import Any
 
 from bot.together.client import TogetherClient, TogetherError, raw_sessions
 from bot.together.poll_plan import PAGE_SIZE
-from bot.training.shapes import STATUS_PREFIX, RawSession, TrainingSession, session_of_text
+from bot.training.sessions import RawSession, TrainingSession, session_of_text
+from bot.training.status import STATUS_PREFIX
 
 log = logging.getLogger(__name__)
 
