@@ -19,7 +19,8 @@ from bot.outbox.queue import MAX_KEY_LENGTH, bounded_key
 from bot.poll.cycle import claim_size
 from bot.store.engine import make_engine
 from bot.store.tables import db_now
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 
 
 def _sqlite_scalar(expr: Any) -> Any:

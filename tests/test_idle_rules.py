@@ -10,7 +10,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bot.alerts.idle import Candidate, attached_sessions, candidate, idle_since
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 from bot.training.sessions import TrainingSession
 from tests import together_fixtures

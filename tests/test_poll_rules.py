@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.poll.cycle import MAX_POLL_BACKOFF_SECONDS, observe
-from bot.together.client import TogetherError
+from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import watch_state
 from bot.training.transitions import GONE, checkpoint_keys

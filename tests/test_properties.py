@@ -30,7 +30,8 @@ from bot.rendering import (
 )
 from bot.rendering.terminal import as_text
 from bot.slack.listeners.commands import _immediate
-from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import USER_MESSAGES, TogetherError
 from bot.training.sessions import (
     MAX_SESSION_ID_LENGTH,
     SESSION_ID_RE,

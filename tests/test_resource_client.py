@@ -9,7 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 from bot.training.status import ResourceStatus
 from tests import together_fixtures

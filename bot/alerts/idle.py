@@ -30,7 +30,8 @@ from bot.outbox.queue import IdlePayload, Thread, idle_rows, insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import Subscription, WatchedSession, utcnow
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.snapshots import trimmed_snapshot

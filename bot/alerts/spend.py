@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words

@@ -48,7 +48,8 @@ from bot.outbox.queue import end_subscriptions
 from bot.rendering import watch as rendering_watch
 from bot.rendering.blocks import Message
 from bot.store.tables import Subscription, WatchedSession, utcnow
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
 from bot.training.sessions import TrainingSession
 

@@ -55,7 +55,8 @@ from bot.rate_limits import parse_retry_after
 from bot.rendering import watch as rendering_watch
 from bot.root_card import CardWatch
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status, status_of

@@ -58,7 +58,8 @@ from bot.poll.audience import SessionEvent, Watcher, notifications
 from bot.poll.incidents import track_incidents
 from bot.store.tables import Subscription, WatchedSession, db_now
 from bot.together.budget import POLL, SIDE_KINDS, charged_to
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import (
     ERROR_STATUSES,

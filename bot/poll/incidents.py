@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.config import Settings
 from bot.outbox.queue import insert_outbox, operator_row
 from bot.store.tables import Incident
-from bot.together.client import TogetherError
+from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from bot.commands import workflows
 from bot.commands.subscriptions import fetch_for_user
 from bot.rendering.watch import LS_MORE, ROW_STOP, ROW_SUBSCRIBE, STOP_RESOURCE
 from bot.slack.listeners.request import Request, button
-from bot.together.client import USER_MESSAGES, TogetherError
+from bot.together.errors import USER_MESSAGES, TogetherError
 from bot.training.sessions import is_session_id
 
 
