@@ -15,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 
 from bot.config import Settings
 from bot.delivery.sender import _carries
-from bot.outbox.queue import MAX_KEY_LENGTH, bounded_key
+from bot.outbox.contract.rows import MAX_KEY_LENGTH, bounded_key
 from bot.poll.cycle import claim_size
 from bot.store.engine import make_engine
 from bot.store.tables import db_now

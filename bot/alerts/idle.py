@@ -26,7 +26,9 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.alerts.spend import ResourceReader, stored_model
-from bot.outbox.queue import IdlePayload, Thread, idle_rows, insert_outbox
+from bot.outbox.contract.payloads import IdlePayload
+from bot.outbox.contract.rows import Thread, idle_rows
+from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import Subscription, WatchedSession, utcnow

@@ -34,23 +34,19 @@ from bot.alerts.stall import threshold
 from bot.config import Settings
 from bot.faults import crash_point
 from bot.metrics import Metrics
-from bot.outbox.queue import (
+from bot.outbox.contract.payloads import (
     CheckpointsPayload,
     DigestPayload,
     IdlePayload,
     Kind,
     OncallPayload,
     OperatorPayload,
-    OutboxMessage,
     Payload,
     ProgressPayload,
     RootPayload,
-    State,
     TransitionPayload,
-    claim_due,
-    end_subscriptions,
-    fence,
 )
+from bot.outbox.queue import OutboxMessage, State, claim_due, end_subscriptions, fence
 from bot.rate_limits import parse_retry_after
 from bot.rendering import watch as rendering_watch
 from bot.root_card import CardWatch

@@ -12,23 +12,17 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.outbox.queue import (
+from bot.outbox.contract.payloads import (
     DigestChange,
     DigestPayload,
     DigestSession,
     Kind,
-    OutboxMessage,
     RootPayload,
-    State,
     TransitionPayload,
-    digest_row,
-    insert_outbox,
-    oncall_key,
-    oncall_row,
     read_payload,
-    remember_alerts,
-    unalerted,
 )
+from bot.outbox.contract.rows import digest_row, oncall_key, oncall_row
+from bot.outbox.queue import OutboxMessage, State, insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import (

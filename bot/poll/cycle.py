@@ -53,7 +53,8 @@ from bot.alerts.stall import ProgressCheck, StallSettings
 from bot.alerts.stall import check as check_progress
 from bot.config import Settings
 from bot.faults import crash_point
-from bot.outbox.queue import bounded_key, insert_outbox, operator_row, unalerted
+from bot.outbox.contract.rows import bounded_key, operator_row
+from bot.outbox.queue import insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Watcher, notifications
 from bot.poll.incidents import track_incidents
 from bot.store.tables import Subscription, WatchedSession, db_now
