@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
 from bot.config import Settings
-from bot.delivery.sender import _carries
+from bot.delivery.duplicates import _carries
 from bot.outbox.contract.rows import MAX_KEY_LENGTH, bounded_key
 from bot.poll.cycle import claim_size
 from bot.store.engine import make_engine

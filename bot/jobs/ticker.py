@@ -18,7 +18,7 @@ from sqlalchemy import func, select, update
 
 from bot.alerts.idle import watch_idle_resources, watch_subscribed_idle
 from bot.alerts.spend import ResourceReader
-from bot.delivery.sender import deliver_due
+from bot.delivery.loop import deliver_due
 from bot.jobs.periodic import prune_outbox, send_digests, watch_all_errors
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.queue import OutboxMessage, State, pending_count
