@@ -12,6 +12,11 @@ claimed again after its lease; a row with an earlier attempt first looks for
 its own dedupe key in the thread's message metadata and, if Slack already has
 it, is marked sent without posting again. That is what makes at-least-once
 delivery tell each transition exactly once.
+
+This is the loop over due rows; its steps are their own modules: sending one
+row (`send`), the duplicate check (`duplicates`), the message (`messages`), the
+root card (`root_update`), what Slack's answers mean (`outcome`) and the mark
+(`record`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from bot.delivery.send import send_one
 from bot.faults import crash_point
 from bot.metrics import Metrics
 from bot.outbox.contract.payloads import Kind, OncallPayload
-from bot.outbox.queue import OutboxMessage, State, claim_due, fence
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage, claim_due, fence
 from bot.root_card import CardWatch
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.client import TogetherClient

@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 
-from bot.outbox.queue import OutboxMessage, State
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage
 from bot.rate_limits import parse_retry_after
 
 log = logging.getLogger(__name__)

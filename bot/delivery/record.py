@@ -9,7 +9,8 @@ from sqlalchemy import Float, Table, and_, bindparam, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.delivery.outcome import SendResult
-from bot.outbox.queue import OutboxMessage, State, end_subscriptions
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage, end_subscriptions
 from bot.store.tables import db_now
 
 

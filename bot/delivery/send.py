@@ -15,7 +15,8 @@ from bot.delivery.outcome import SendResult, classify, retry_later
 from bot.delivery.root_update import update_root
 from bot.faults import crash_point
 from bot.outbox.contract.payloads import Payload, RootPayload, TransitionPayload
-from bot.outbox.queue import OutboxMessage, State
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage
 from bot.root_card import CardWatch
 from bot.together.client import TogetherClient
 from bot.training.status import Status, status_of

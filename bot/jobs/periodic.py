@@ -21,8 +21,8 @@ from bot.outbox.contract.payloads import (
     TransitionPayload,
     read_payload,
 )
-from bot.outbox.contract.rows import digest_row, oncall_key, oncall_row
-from bot.outbox.queue import OutboxMessage, State, insert_outbox, remember_alerts, unalerted
+from bot.outbox.contract.rows import State, digest_row, oncall_key, oncall_row
+from bot.outbox.queue import OutboxMessage, insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import (

@@ -21,7 +21,8 @@ from bot.alerts.spend import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.periodic import prune_outbox, send_digests, watch_all_errors
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
-from bot.outbox.queue import OutboxMessage, State, pending_count
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage, pending_count
 from bot.poll.cycle import Planner, poll_cycle, side_window
 from bot.runtime import Runtime
 from bot.store.tables import Subscription, WatchedSession

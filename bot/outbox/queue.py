@@ -39,18 +39,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from bot.outbox.contract.payloads import Kind, Payload, read_payload
-from bot.outbox.contract.rows import OutboxRow
+from bot.outbox.contract.rows import OutboxRow, State
 from bot.store.engine import insert_ignoring
 from bot.store.tables import AlertSent, Base, BigId, Subscription, WatchedSession, db_now, utcnow
-
-
-class State(StrEnum):
-    """Where a row is in its delivery."""
-
-    PENDING = "pending"
-    SENT = "sent"
-    DEAD = "dead"  # Slack refused it for good
-    CANCELLED = "cancelled"  # its subscription ended first
 
 
 def _enum_column(enum: type[StrEnum], length: int) -> Enum:
@@ -120,22 +111,7 @@ async def insert_outbox(db: AsyncSession, rows: Sequence[OutboxRow]) -> None:
     stmt = insert_ignoring(db, OutboxMessage.__table__, conflict=["dedupe_key"]).values(
         next_attempt_at=db_now(), created_at=db_now()
     )
-    await db.execute(stmt, [_columns(row) for row in rows])
-
-
-def _columns(row: OutboxRow) -> dict[str, Any]:
-    """A row's columns (the payload without its kind: the column holds it)."""
-    return {
-        "dedupe_key": row.dedupe_key,
-        "kind": row.kind,
-        "subscription_id": row.subscription_id,
-        "session_id": row.session_id,
-        "channel_id": row.channel_id,
-        "thread_ts": row.thread_ts,
-        "payload": row.payload.model_dump(mode="json", exclude={"kind"}),
-        "state": State.PENDING,
-        "attempts": 0,
-    }
+    await db.execute(stmt, [row.values() for row in rows])
 
 
 class Alert(Protocol):

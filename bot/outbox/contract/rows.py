@@ -3,7 +3,7 @@
 Rows are built only here (`status_row`, `checkpoints_row`, `oncall_row`,
 `operator_row`, `digest_row`, ...): each names where it goes (a subscription's
 `Thread`, or a channel) and its dedupe key, which makes writing the same news
-twice a no-op.
+twice a no-op. A row is written PENDING; delivery moves it on (`State`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
@@ -36,6 +37,15 @@ from bot.training.transitions import Transition
 MAX_KEY_LENGTH = 200
 
 
+class State(StrEnum):
+    """Where a row is in its delivery."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    DEAD = "dead"  # Slack refused it for good
+    CANCELLED = "cancelled"  # its subscription ended first
+
+
 @dataclass(frozen=True)
 class OutboxRow:
     """A row to insert: where it goes, its dedupe key, and what it says."""
@@ -50,6 +60,20 @@ class OutboxRow:
     @property
     def kind(self) -> Kind:
         return self.payload.kind
+
+    def values(self) -> dict[str, Any]:
+        """The table's columns (the payload without its kind: the column holds it)."""
+        return {
+            "dedupe_key": self.dedupe_key,
+            "kind": self.kind,
+            "subscription_id": self.subscription_id,
+            "session_id": self.session_id,
+            "channel_id": self.channel_id,
+            "thread_ts": self.thread_ts,
+            "payload": self.payload.model_dump(mode="json", exclude={"kind"}),
+            "state": State.PENDING,
+            "attempts": 0,
+        }
 
 
 def bounded_key(*parts: str) -> str:
