@@ -26,7 +26,7 @@ from sqlalchemy import insert, text, update  # noqa: E402
 from bot.store.engine import make_engine  # noqa: E402
 from bot.store.migrations import upgrade  # noqa: E402
 from bot.store.tables import Subscription, WatchedSession, utcnow  # noqa: E402
-from bot.training.shapes import TrainingSession  # noqa: E402
+from bot.training.sessions import TrainingSession  # noqa: E402
 from bot.training.snapshots import watch_state  # noqa: E402
 from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402

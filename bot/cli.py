@@ -182,8 +182,9 @@ async def _show(settings: Settings, session_id: str, *, as_json: bool) -> int:
 
     from bot.rendering import card
     from bot.rendering.terminal import as_text
-    from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
-    from bot.training.shapes import is_session_id
+    from bot.together.client import TogetherClient
+    from bot.together.errors import USER_MESSAGES, TogetherError
+    from bot.training.sessions import is_session_id
 
     if not is_session_id(session_id):
         print(f"rl-bot: {USER_MESSAGES['invalid_id']}", file=sys.stderr)

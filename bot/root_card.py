@@ -15,8 +15,8 @@ from bot.alerts.spend import float_or_none, stored_model, time_or_none
 from bot.alerts.stall import load_progress
 from bot.rendering.blocks import Message
 from bot.rendering.watch import WatchFacts, with_watch
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import eta, stalled_for
-from bot.training.shapes import CostEstimate, ModelResource
 
 
 def facts(progress: Any) -> WatchFacts:

@@ -20,9 +20,10 @@ from bot.poll.pace import SIDE_WINDOW, Planner
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, budget_interval
-from bot.training.shapes import ModelResource
+from bot.training.resources import ModelResource
 from tests import together_fixtures
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until

@@ -14,12 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
 from bot.config import Settings
-from bot.delivery.sender import _carries
-from bot.outbox.queue import MAX_KEY_LENGTH, bounded_key
+from bot.delivery.duplicates import _carries
+from bot.outbox.contract.rows import MAX_KEY_LENGTH, bounded_key
 from bot.poll.pace import claim_size
 from bot.store.engine import make_engine
 from bot.store.tables import db_now
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 
 
 def _sqlite_scalar(expr: Any) -> Any:

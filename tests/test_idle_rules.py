@@ -11,8 +11,10 @@ import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
 from bot.alerts.idle_follow_up import Candidate, candidate
-from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import ModelResource, TrainingSession
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.resources import ModelResource
+from bot.training.sessions import TrainingSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource

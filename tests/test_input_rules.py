@@ -18,8 +18,8 @@ from bot import rendering
 from bot.rate_limits import parse_retry_after
 from bot.rendering.terminal import as_text
 from bot.slack.web import CachedCheck
-from bot.together.client import MAX_RETRY_AFTER, retry_after_seconds
-from bot.training.shapes import TrainingSession
+from bot.together.errors import MAX_RETRY_AFTER, retry_after_seconds
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import (
     KEPT_CHECKPOINTS,
     MAX_DEPTH,

@@ -13,7 +13,7 @@ import httpx
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SEND_WAIT, list_pass
 from bot.together.poll_plan import LIVE_STATUSES
-from bot.training.shapes import RawSession
+from bot.training.sessions import RawSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether, make_session
 

@@ -109,7 +109,7 @@ async def test_held_waits_for_a_running_pass_of_exactly_those_statuses(
 
 def test_from_pass_gives_up_when_the_answer_needs_a_second_page() -> None:
     from bot.together.list_pass import ListPass
-    from bot.training.shapes import RawSession
+    from bot.training.sessions import RawSession
     from tests.fakes import make_session
 
     listed = ListPass(complete=True)

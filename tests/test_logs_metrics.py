@@ -11,7 +11,7 @@ import pytest
 
 from bot.logs import REDACTED, configure_logging
 from bot.metrics import Metrics, get_metrics, status_code_label
-from bot.training.shapes import Status, status_of
+from bot.training.status import Status, status_of
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, wait_until
 

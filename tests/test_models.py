@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from bot.together.client import _next_cursor
-from bot.training.shapes import (
-    InferenceCheckpoint,
-    TrainingCheckpoint,
-    TrainingSession,
-)
+from bot.together.answers import next_cursor
+from bot.training.checkpoints import InferenceCheckpoint, TrainingCheckpoint
+from bot.training.sessions import TrainingSession
 from tests.fakes.together import make_old_shape_session, make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -217,4 +214,4 @@ def test_wandb_url_is_built_from_entity_project_and_run_id(
     ],
 )
 def test_next_cursor_reads_meta(body: dict[str, Any], expected: str | None) -> None:
-    assert _next_cursor(body, "last") == expected  # "last": the page's last session
+    assert next_cursor(body, "last") == expected  # "last": the page's last session

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from bot.outbox.queue import (
+from bot.outbox.contract.payloads import (
     CheckpointsPayload,
     DigestPayload,
     Kind,
@@ -16,12 +16,11 @@ from bot.outbox.queue import (
     OperatorPayload,
     RootPayload,
     TransitionPayload,
-    oncall_key,
-    operator_row,
     read_payload,
 )
+from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Watcher, notifications, tells
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
 from tests.fakes import make_session
 

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 
 from bot.poll.judge import Judgement, judge, observe
 from bot.poll.pace import MAX_POLL_BACKOFF_SECONDS
-from bot.together.client import TogetherError
-from bot.training.shapes import RawSession, TrainingSession, short_status
+from bot.together.errors import TogetherError
+from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
+from bot.training.status import short_status
 from bot.training.transitions import GONE, checkpoint_keys
 from tests.fakes import make_session
 

@@ -30,8 +30,14 @@ from bot.rendering import (
 )
 from bot.rendering.terminal import as_text
 from bot.slack.listeners.commands import _immediate
-from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
-from bot.training.shapes import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
+from bot.together.client import TogetherClient
+from bot.together.errors import USER_MESSAGES, TogetherError
+from bot.training.sessions import (
+    MAX_SESSION_ID_LENGTH,
+    SESSION_ID_RE,
+    TrainingSession,
+    is_session_id,
+)
 from tests.block_kit import block_kit_problems
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -39,7 +39,7 @@ from bot.rendering import (
     unsubscribed_message,
 )
 from bot.rendering.terminal import as_text
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from tests.block_kit import block_kit_problems
 
 SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"

@@ -11,7 +11,7 @@ from bot.commands.asker import Asker
 from bot.slack.listeners.actions import card_problem
 from bot.slack.listeners.home import subscription_problem
 from bot.slack.listeners.request import Request
-from bot.together.client import USER_MESSAGES
+from bot.together.errors import USER_MESSAGES
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NO_IO: dict[str, Any] = {"rt": None, "client": None, "respond": None}

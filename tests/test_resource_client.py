@@ -9,8 +9,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import ModelResource, ResourceStatus
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.resources import ModelResource
+from bot.training.status import ResourceStatus
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import DEFAULT_PRICES

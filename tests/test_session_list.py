@@ -97,7 +97,7 @@ def test_more_value_round_trips_and_refuses_anything_else() -> None:
 
 
 def test_keep_applies_the_model_and_several_creators() -> None:
-    from bot.training.shapes import TrainingSession
+    from bot.training.sessions import TrainingSession
 
     s = TrainingSession(id="s1", base_model="Qwen/Qwen3.5-4B", created_by="user_1")
     assert keep(s, ListQuery(model="qwen/qwen3.5-4b"), None)
@@ -162,7 +162,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
 
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
-    from bot.training.shapes import TrainingSession
+    from bot.training.sessions import TrainingSession
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
     since = datetime(2026, 3, 1, 10, 0)
@@ -206,7 +206,8 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
-    from bot.training.shapes import ModelResource, TrainingSession
+    from bot.training.resources import ModelResource
+    from bot.training.sessions import TrainingSession
     from tests.fakes.together import make_model_resource
 
     at = datetime(2026, 3, 1, 10, 30)

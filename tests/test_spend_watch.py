@@ -14,8 +14,9 @@ from bot.alerts.stall import stored_progress
 from bot.rendering.watch import watch_blocks
 from bot.root_card import CardWatch, card_facts, card_with_watch, facts
 from bot.together.client import TogetherClient
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
-from bot.training.shapes import CostEstimate, ModelResource, TrainingSession
+from bot.training.sessions import TrainingSession
 from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.alerts.stall import StallSettings, check, load_progress, rows, threshold
-from bot.outbox.queue import ProgressPayload, Thread
-from bot.training.shapes import TrainingSession
+from bot.outbox.contract.payloads import ProgressPayload
+from bot.outbox.contract.rows import Thread
+from bot.training.sessions import TrainingSession
 from tests.fakes import make_session
 from tests.fakes.together import make_model_resource
 

@@ -23,8 +23,9 @@ from bot.poll.fetch import Fetched
 from bot.poll.record import record_outcomes
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
-from bot.together.client import TogetherError, raw_sessions
-from bot.training.shapes import HEAD_FIELDS, RawSession, TrainingSession
+from bot.together.answers import raw_sessions
+from bot.together.errors import TogetherError
+from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
 from bot.training.snapshots import watch_state
 from tests.fakes import make_session
 

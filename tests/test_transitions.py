@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.transitions import checkpoint_keys, checkpoint_news, detect, gone
 from tests.fakes.together import make_old_shape_session, make_session
 

@@ -28,7 +28,7 @@ from bot.training.rules import (
     stall_rule,
     stalled_for,
 )
-from bot.training.shapes import ResourceStatus, Status
+from bot.training.status import ResourceStatus, Status
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

@@ -24,18 +24,18 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.outbox.queue import IdlePayload, Thread, idle_rows, insert_outbox
+from bot.outbox.contract.payloads import IdlePayload
+from bot.outbox.contract.rows import Thread, idle_rows
+from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import Subscription, utcnow
-from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import (
-    CostEstimate,
-    ModelResource,
-    Status,
-    TrainingSession,
-)
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.status import Status
 
 log = logging.getLogger(__name__)
 

@@ -30,19 +30,14 @@ from bot.alerts.idle import (
 )
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import stored_model
-from bot.outbox.queue import IdlePayload
+from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import WatchedSession, utcnow
-from bot.together.client import TogetherError
-from bot.training.shapes import (
-    STATUS_PREFIX,
-    CostEstimate,
-    ModelResource,
-    ResourceStatus,
-    is_session_id,
-    status_of,
-)
+from bot.together.errors import TogetherError
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import is_session_id
+from bot.training.status import STATUS_PREFIX, ResourceStatus, status_of
 
 log = logging.getLogger(__name__)
 

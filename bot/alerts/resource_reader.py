@@ -17,9 +17,12 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
-from bot.training.shapes import CostEstimate, ModelResource, ResourceStatus, TrainingSession
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import TrainingSession
+from bot.training.status import ResourceStatus
 
 log = logging.getLogger(__name__)
 

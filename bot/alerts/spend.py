@@ -19,8 +19,9 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from bot.alerts.resource_reader import Read
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
-from bot.training.shapes import CostEstimate, ModelResource, ResourceStatus
+from bot.training.status import ResourceStatus
 
 #: the card's spend estimate is redrawn once per this much READY time
 SPEND_REDRAW_SECONDS = 900.0

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.outbox.queue import OutboxRow, ProgressPayload, Thread, progress_row, stall_page_row
+from bot.outbox.contract.payloads import ProgressPayload
+from bot.outbox.contract.rows import OutboxRow, Thread, progress_row, stall_page_row
 from bot.training.rules import (
     STALL_AFTER,
     Progress,
@@ -33,8 +34,9 @@ from bot.training.rules import (
     observe_progress,
     stalled_for,
 )
-from bot.training.shapes import ResourceStatus, Status, TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.status import ResourceStatus, Status
 
 
 @dataclass(frozen=True)

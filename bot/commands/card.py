@@ -13,7 +13,7 @@ from bot.commands.subscriptions import active_subscription, stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.store.tables import utcnow
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 
 
 async def watched_card(

@@ -30,8 +30,10 @@ from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass
+from bot.training.resources import ModelResource
 from bot.training.rules import stalled_for
-from bot.training.shapes import ModelResource, ResourceStatus, TrainingSession
+from bot.training.sessions import TrainingSession
+from bot.training.status import ResourceStatus
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
 ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, Any]]]

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from bot.training.shapes import STATUS_PREFIX
+from bot.training.status import STATUS_PREFIX
 
 StatusFilter = Literal["running", "creating", "error", "all"]
 STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)

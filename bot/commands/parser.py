@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.commands.ls_query import ListQuery, parse_args
 from bot.rendering.text import code_span
-from bot.training.shapes import is_session_id
+from bot.training.sessions import is_session_id
 
 Verb = Literal["show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest"]
 MAX_COMMAND_TEXT = 4000

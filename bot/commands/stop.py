@@ -19,8 +19,9 @@ from bot.commands.subscriptions import active_subscription
 from bot.commands.thread import post_in_thread
 from bot.config import Settings
 from bot.rendering import watch as rendering_watch
-from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import TrainingSession
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

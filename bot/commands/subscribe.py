@@ -25,7 +25,7 @@ from bot.config import Settings
 from bot.outbox.queue import end_subscriptions
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 
 
 async def subscribe_here(

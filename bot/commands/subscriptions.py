@@ -27,7 +27,7 @@ from bot.outbox.queue import end_subscriptions
 from bot.store.engine import insert_ignoring
 from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import watch_state
 
 log = logging.getLogger(__name__)

@@ -11,18 +11,17 @@ from zoneinfo import ZoneInfo
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.outbox.queue import (
+from bot.outbox.contract.payloads import (
     DigestChange,
     DigestPayload,
     DigestSession,
     Kind,
-    OutboxMessage,
     RootPayload,
     TransitionPayload,
-    digest_row,
-    insert_outbox,
     read_payload,
 )
+from bot.outbox.contract.rows import digest_row
+from bot.outbox.queue import OutboxMessage, insert_outbox
 from bot.runtime import Runtime
 from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
 

@@ -12,12 +12,14 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import select, update
 
-from bot.outbox.queue import insert_outbox, oncall_key, oncall_row, remember_alerts, unalerted
+from bot.outbox.contract.rows import oncall_key, oncall_row
+from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import AlertSent, Subscription, utcnow
 from bot.together.list_pass import Lister
-from bot.training.shapes import STATUS_PREFIX, Status, TrainingSession
+from bot.training.sessions import TrainingSession
+from bot.training.status import STATUS_PREFIX, Status
 
 log = logging.getLogger(__name__)
 # A watch idle longer than this was switched off, not briefly down: start afresh.

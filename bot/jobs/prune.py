@@ -7,7 +7,8 @@ from datetime import timedelta
 
 from sqlalchemy import delete
 
-from bot.outbox.queue import OutboxMessage, State
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.tables import AlertSent, utcnow
 

@@ -19,18 +19,19 @@ from sqlalchemy import func, select, update
 from bot.alerts.idle import watch_idle_resources
 from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
-from bot.delivery.sender import deliver_due
+from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import watch_all_errors
 from bot.jobs.prune import prune_outbox
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
-from bot.outbox.queue import OutboxMessage, State, pending_count
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage, pending_count
 from bot.poll.cycle import poll_cycle
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to
-from bot.training.shapes import status_of
+from bot.training.status import status_of
 
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0

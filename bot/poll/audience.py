@@ -16,9 +16,16 @@ from typing import Any, NamedTuple
 
 from bot.alerts.stall import ProgressCheck, StallSettings, load_progress
 from bot.alerts.stall import rows as stall_rows
-from bot.outbox.queue import OutboxRow, Thread, checkpoints_row, oncall_row, status_row, watch_row
+from bot.outbox.contract.rows import (
+    OutboxRow,
+    Thread,
+    checkpoints_row,
+    oncall_row,
+    status_row,
+    watch_row,
+)
 from bot.training.rules import eta
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.transitions import Transition
 

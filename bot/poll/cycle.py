@@ -39,10 +39,11 @@ from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.store.tables import db_now
 from bot.together.budget import POLL, SIDE_KINDS, charged_to
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, max_pages
-from bot.training.shapes import RawSession, TrainingSession
+from bot.training.sessions import RawSession, TrainingSession
 
 
 @dataclass

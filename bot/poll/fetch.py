@@ -21,10 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.together.client import TogetherClient, TogetherError
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister, ListPass
 from bot.together.poll_plan import ERROR_STATUSES, LIVE_STATUSES, Seen, seen_after
-from bot.training.shapes import RawSession, Status, TrainingSession
+from bot.training.sessions import RawSession, TrainingSession
+from bot.training.status import Status
 
 log = logging.getLogger(__name__)
 

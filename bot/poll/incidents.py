@@ -13,10 +13,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings
-from bot.outbox.queue import insert_outbox, operator_row
+from bot.outbox.contract.rows import operator_row
+from bot.outbox.queue import insert_outbox
 from bot.store.tables import Incident
-from bot.together.client import TogetherError
-from bot.training.shapes import RawSession, TrainingSession
+from bot.together.errors import TogetherError
+from bot.training.sessions import RawSession, TrainingSession
 
 log = logging.getLogger(__name__)
 

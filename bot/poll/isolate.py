@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.resource_reader import Read
 from bot.config import Settings
-from bot.outbox.queue import bounded_key, insert_outbox, operator_row
+from bot.outbox.contract.rows import bounded_key, operator_row
+from bot.outbox.queue import insert_outbox
 from bot.poll.fetch import Fetched
 from bot.poll.pace import backoff
 from bot.poll.record import record_outcomes

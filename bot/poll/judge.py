@@ -3,7 +3,7 @@ to tell. Pure: no database, no network, no clock but the times passed in, so
 every rule here is checked without a process.
 
 A session whose row comes back exactly as the last poll stored it (its
-fingerprint, `bot.training.shapes.RawSession`) is not parsed, trimmed or compared
+fingerprint, `bot.training.sessions.RawSession`) is not parsed, trimmed or compared
 again: only what moves with time (its progress, its next poll) is written.
 """
 
@@ -22,9 +22,10 @@ from bot.alerts.stall import ProgressCheck
 from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
-from bot.together.client import TogetherError
-from bot.training.shapes import RawSession, TrainingSession, short_status
+from bot.together.errors import TogetherError
+from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
+from bot.training.status import short_status
 from bot.training.transitions import checkpoint_news, detect, gone
 
 if TYPE_CHECKING:

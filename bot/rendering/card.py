@@ -35,14 +35,10 @@ from bot.rendering.words import (
     status_words,
     timestamp,
 )
-from bot.training.shapes import (
-    Checkpoint,
-    Status,
-    TrainingCheckpoint,
-    TrainingSession,
-    is_session_id,
-)
+from bot.training.checkpoints import Checkpoint, TrainingCheckpoint
+from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.snapshots import checkpoint_count
+from bot.training.status import Status
 
 STOPPABLE = frozenset({Status.RUNNING, Status.CREATING})
 _LATEST_CHECKPOINTS = 3

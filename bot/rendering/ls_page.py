@@ -40,8 +40,9 @@ from bot.rendering.words import (
     step_words,
     timestamp,
 )
+from bot.training.resources import ModelResource
 from bot.training.rules import rate_words
-from bot.training.shapes import ModelResource, TrainingSession, is_session_id
+from bot.training.sessions import TrainingSession, is_session_id
 
 LS_MORE = "rl_ls_more"
 #: an `ls` row's buttons: the card's action ids and the row number (`rl_subscribe.7`)

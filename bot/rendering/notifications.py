@@ -38,7 +38,8 @@ from bot.rendering.words import (
     status_emoji,
     status_words,
 )
-from bot.training.shapes import Status, TrainingSession, short_status, status_of
+from bot.training.sessions import TrainingSession
+from bot.training.status import Status, short_status, status_of
 
 
 class SessionLine(NamedTuple):

@@ -31,7 +31,7 @@ from bot.rendering.text import (
     user_ref,
 )
 from bot.rendering.words import slack_date, status_emoji, status_words
-from bot.training.shapes import TrainingSession
+from bot.training.sessions import TrainingSession
 
 _CHANNEL_ID_RE = re.compile(r"[CG][A-Z0-9]{2,20}")
 _MAX_LIST_ROWS = 100

@@ -47,14 +47,10 @@ from bot.rendering.words import (
     status_words,
     step_words,
 )
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
-from bot.training.shapes import (
-    CostEstimate,
-    ModelResource,
-    ResourceStatus,
-    TrainingSession,
-    is_session_id,
-)
+from bot.training.sessions import TrainingSession, is_session_id
+from bot.training.status import ResourceStatus
 
 STOP_RESOURCE = "rl_stop_resource"
 

@@ -8,14 +8,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from bot.rendering.text import ID_LIMIT, NAME_LIMIT, NONE, VALUE_LIMIT, code_span, inert
-from bot.training.shapes import (
-    ModelResource,
-    ResourceStatus,
-    Status,
-    TrainingSession,
-    short_status,
-    status_of,
-)
+from bot.training.resources import ModelResource
+from bot.training.sessions import TrainingSession
+from bot.training.status import ResourceStatus, Status, short_status, status_of
 
 _STATUS_WORDS = {
     Status.CREATING: "Creating",

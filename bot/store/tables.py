@@ -1,12 +1,12 @@
 """Database tables: subscriptions, per-session watch state, operator incidents,
 the on-call alerts already sent, channel settings and job locks. The
-notification outbox's table lives with its contract, in `bot.outbox.queue`.
+notification outbox's table lives with its queries, in `bot.outbox.queue`.
 
 Times are naive UTC throughout, so SQLite and PostgreSQL compare them the same
 way. Leases and outbox schedules use the database's clock (`db_now`), never a
 replica's: replicas' clocks disagree, and a lease must mean the same to all.
 Columns that hold text from Slack or Together are unbounded (`Text`); keys
-built from such text are hashed when long (`outbox.bounded_key`).
+built from such text are hashed when long (`bot.outbox.contract.rows.bounded_key`).
 """
 
 from __future__ import annotations

@@ -26,9 +26,12 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.together.client import TogetherClient, TogetherError, raw_sessions
+from bot.together.answers import raw_sessions
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
 from bot.together.poll_plan import PAGE_SIZE
-from bot.training.shapes import STATUS_PREFIX, RawSession, TrainingSession, session_of_text
+from bot.training.sessions import RawSession, TrainingSession, session_of_text
+from bot.training.status import STATUS_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.training.shapes import STATUS_PREFIX, Status
+from bot.training.status import STATUS_PREFIX, Status
 
 PAGE_SIZE = 100
 LIVE_STATUSES: tuple[str, ...] = tuple(

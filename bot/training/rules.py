@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot.training.shapes import ResourceStatus, Status
+from bot.training.status import ResourceStatus, Status
 
 STALL_AFTER = timedelta(minutes=15)
 CREATING_ALERT_AFTER = timedelta(minutes=30)

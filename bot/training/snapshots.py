@@ -16,7 +16,8 @@ from functools import cache
 from itertools import islice
 from typing import Any, Literal
 
-from bot.training.shapes import Checkpoint, TrainingSession
+from bot.training.checkpoints import Checkpoint
+from bot.training.sessions import TrainingSession
 from bot.training.transitions import checkpoint_keys
 
 COUNTS_KEY = "checkpoint_counts"

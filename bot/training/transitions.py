@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bot.training.shapes import Status, TrainingSession, is_terminal, short_status, status_of
+from bot.training.sessions import TrainingSession
+from bot.training.status import Status, is_terminal, short_status, status_of
 
 # The new status of a session Together no longer knows: not one of Together's own.
 GONE = "GONE"

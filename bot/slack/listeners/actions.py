@@ -17,8 +17,8 @@ from bot.commands.subscriptions import fetch_for_user
 from bot.rendering.ls_page import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
 from bot.rendering.watch import STOP_RESOURCE
 from bot.slack.listeners.request import Request, button
-from bot.together.client import USER_MESSAGES, TogetherError
-from bot.training.shapes import is_session_id
+from bot.together.errors import USER_MESSAGES, TogetherError
+from bot.training.sessions import is_session_id
 
 
 def register(app: AsyncApp) -> None:

@@ -26,7 +26,7 @@ from bot.commands.subscriptions import fetch_for_user
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
-from bot.together.client import USER_MESSAGES
+from bot.together.errors import USER_MESSAGES
 
 COMMAND = "/rl-session"
 OTHER_COMMANDS = re.compile(rf"^(?!{re.escape(COMMAND)}$).*")

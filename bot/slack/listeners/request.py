@@ -23,7 +23,7 @@ from bot.commands.asker import Asker
 from bot.commands.subscriptions import SubscriptionError
 from bot.runtime import Runtime
 from bot.slack.listeners.replies import reply
-from bot.together.client import TogetherError
+from bot.together.errors import TogetherError
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,175 @@
+"""Delivery: send due outbox rows to Slack, once each.
+
+A row is claimed (leased, attempts + 1), fenced, sent, then marked. The fence
+is the promise between replicas: just before each post the lease is renewed by
+the database's clock, and only if this replica still holds it (a batch can
+outlive its lease when Slack is slow; another replica may have taken the rest).
+The mark only touches a row that is still pending and still ours, so neither a
+cancelled row nor another replica's row is ever changed by a late result.
+
+If the process dies between Slack accepting the post and the mark, the row is
+claimed again after its lease; a row with an earlier attempt first looks for
+its own dedupe key in the thread's message metadata and, if Slack already has
+it, is marked sent without posting again. That is what makes at-least-once
+delivery tell each transition exactly once.
+
+This is the loop over due rows; its steps are their own modules: sending one
+row (`send`), the duplicate check (`duplicates`), the message (`messages`), the
+root card (`root_update`), what Slack's answers mean (`outcome`) and the mark
+(`record`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.alerts.stall import threshold
+from bot.config import Settings
+from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, retry_later
+from bot.delivery.record import record
+from bot.delivery.send import send_one
+from bot.faults import crash_point
+from bot.metrics import Metrics
+from bot.outbox.contract.payloads import Kind, OncallPayload
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage, claim_due, fence
+from bot.root_card import CardWatch
+from bot.store.tables import Subscription, WatchedSession
+from bot.together.client import TogetherClient
+
+log = logging.getLogger(__name__)
+
+
+async def deliver_due(
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    settings: Settings,
+    owner: str,
+    metrics: Metrics | None = None,
+    limit: int = 500,
+    together: TogetherClient | None = None,
+) -> list[SendResult]:
+    """Claim, fence and send the due rows. `together`, when given, is asked for
+    what a message is better with (a slow start's place in the GPU queue)."""
+    async with sessionmaker() as db, db.begin():
+        rows = await claim_due(
+            db,
+            owner=owner,
+            limit=limit,
+            lease_seconds=settings.lease_seconds,
+            channel_gap=settings.channel_min_interval_seconds,
+        )
+        watches = await card_watches(db, rows, settings=settings) if rows else {}
+    if not rows:
+        return []
+    crash_point("deliver_after_claim", settings.fault_crash_at)
+    semaphore = asyncio.Semaphore(settings.delivery_concurrency)
+
+    async def one(row: OutboxMessage) -> SendResult:
+        async with semaphore:
+            return await _deliver_one(
+                row,
+                sessionmaker=sessionmaker,
+                slack=slack,
+                settings=settings,
+                owner=owner,
+                together=together,
+                watch=watches.get(row.subscription_id or 0),
+            )
+
+    outcomes = await asyncio.gather(*(one(r) for r in rows))
+    if metrics is not None:
+        for row, o in zip(rows, outcomes, strict=True):  # gather keeps the order
+            label = (
+                "duplicate_skipped"
+                if o.duplicate
+                else {State.PENDING: "retry", LOST: "lease_lost"}.get(o.state, o.state)
+            )
+            if o.error in AUTH_ERRORS:
+                label = "auth_error"
+            metrics.delivery_attempts.labels(outcome=label).inc()
+            if (
+                o.state == State.SENT
+                and not o.duplicate
+                and isinstance(row.typed_payload, OncallPayload)
+            ):
+                metrics.oncall_alerts.inc()
+    return outcomes
+
+
+#: kinds whose delivery redraws the subscription's root card
+_ROOT_KINDS = frozenset({Kind.TRANSITION, Kind.ROOT, Kind.CHECKPOINTS, Kind.PROGRESS})
+
+
+async def card_watches(
+    db: AsyncSession, rows: list[OutboxMessage], *, settings: Settings
+) -> dict[int, CardWatch]:
+    """What the root cards of these rows show beyond the session, by subscription:
+    the watch's current state, the thread's `target=` and stall threshold. One
+    read for the whole batch, so every redraw renders from the same state."""
+    ids = sorted(
+        {r.subscription_id for r in rows if r.subscription_id is not None and r.kind in _ROOT_KINDS}
+    )
+    if not ids:
+        return {}
+    found = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.target_step,
+            Subscription.stall_after_minutes,
+            WatchedSession.progress,
+        )
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.id.in_(ids))
+    )
+    minutes = settings.stall_after_minutes
+    default = timedelta(minutes=minutes) if minutes > 0 else None
+    return {
+        r.id: CardWatch(
+            progress=r.progress,
+            target=r.target_step,
+            stall_after=threshold(r.stall_after_minutes, default),
+        )
+        for r in found
+    }
+
+
+async def _deliver_one(
+    row: OutboxMessage,
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    settings: Settings,
+    owner: str,
+    together: TogetherClient | None = None,
+    watch: CardWatch | None = None,
+) -> SendResult:
+    """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
+    unnoticed and each result is stored as soon as it is known."""
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id}
+    async with sessionmaker() as db, db.begin():
+        held = await fence(db, row.id, owner=owner, lease_seconds=settings.lease_seconds)
+    if not held:
+        log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
+        return SendResult(row.id, LOST)
+    try:
+        outcome = await send_one(
+            row, slack=slack, settings=settings, together=together, watch=watch
+        )
+    except Exception as exc:  # never lose the row to a bug: retry it later
+        log.exception("delivery failed unexpectedly", extra=extra)
+        outcome = retry_later(row, None, type(exc).__name__)
+    try:
+        async with sessionmaker() as db, db.begin():
+            await record(db, [row], [outcome], owner=owner)
+    except Exception:
+        # The lease runs out; the next attempt finds a sent message by its dedupe key.
+        log.exception("could not record a delivery result", extra=extra)
+    return outcome

@@ -1,0 +1,150 @@
+"""The message a row posts, drawn from what the row carries (and, for a slow
+start, the model resource's place in the GPU queue, when Together gives it)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import rendering
+from bot.config import Settings
+from bot.outbox.contract.payloads import (
+    CheckpointsPayload,
+    DigestPayload,
+    IdlePayload,
+    OncallPayload,
+    OperatorPayload,
+    ProgressPayload,
+    RootPayload,
+    TransitionPayload,
+)
+from bot.outbox.queue import OutboxMessage
+from bot.rendering import watch as rendering_watch
+from bot.store.tables import utcnow
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import TrainingSession
+
+log = logging.getLogger(__name__)
+
+
+def session_of(snapshot: dict[str, Any] | None, row: OutboxMessage) -> TrainingSession:
+    """The session a row speaks of, from its snapshot (very old rows have none)."""
+    if snapshot is not None:
+        return TrainingSession.model_validate(snapshot)
+    return TrainingSession(id=row.session_id or "unknown", status="")
+
+
+async def render_row(
+    row: OutboxMessage,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None = None,
+) -> rendering.Message:
+    """The message a row posts; a root row posts none (it only edits the root card)."""
+    match row.typed_payload:
+        case TransitionPayload() as p:
+            session = (
+                session_of(p.session, row)
+                if p.session is not None
+                else TrainingSession(id=row.session_id or "unknown", status=p.old_status)
+            )
+            return rendering.transition_message(
+                session, p.old_status, p.new_status, ended=p.ended, gone=p.gone
+            )
+        case CheckpointsPayload() as p:
+            return rendering.checkpoint_message(session_of(p.session, row), p.items)
+        case DigestPayload(message=dict() as stored):  # queued before digests were data
+            if stored.get("text"):
+                return {"text": str(stored["text"]), "blocks": list(stored.get("blocks") or [])}
+            return rendering.notice("(empty digest)")
+        case DigestPayload() as p:
+            return rendering.digest_message(
+                p.day,
+                [rendering.SessionLine(s.session_id, s.display_name, s.status) for s in p.sessions],
+                [rendering.StatusChange(c.name, c.old_status, c.new_status) for c in p.changes],
+            )
+        case OncallPayload() as p:
+            permalink = None
+            if p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            return rendering.oncall_alert(
+                session_of(p.session, row), permalink=permalink, mention=settings.oncall_mention
+            )
+        case OperatorPayload() as p:
+            return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
+        case ProgressPayload() as p:
+            return await _progress_message(
+                row, p, slack=slack, settings=settings, together=together
+            )
+        case IdlePayload() as p:
+            return rendering_watch.idle_resource_alert(
+                ModelResource.model_validate(p.resource),
+                idle_since=p.idle_since,
+                now=utcnow(),
+                sessions=[session_of(s, row) for s in p.sessions],
+                price=CostEstimate(currency=p.currency or "USD", price_per_hour=p.price_per_hour)
+                if p.price_per_hour is not None
+                else None,
+                mention=settings.oncall_mention if p.page else None,
+            )
+        case RootPayload():
+            raise ValueError("a root row posts no message")
+
+
+async def _progress_message(
+    row: OutboxMessage,
+    p: ProgressPayload,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None,
+) -> rendering.Message:
+    """A stall (in the thread, or on-call's page with the thread linked), its end,
+    or a slow start."""
+    session = session_of(p.session, row)
+    if p.event == "resumed":
+        return rendering_watch.resumed_message(
+            session, old_step=p.step, new_step=p.new_step, stalled_for=timedelta(seconds=p.seconds)
+        )
+    if p.event == "creating":
+        resource = None
+        if together is not None and session.model_resources_id:
+            try:  # its place in the GPU queue, when Together gives one
+                resource = await together.get_model_resource(session.model_resources_id)
+            except TogetherError as exc:
+                log.info("no model resource for a slow start: %s", exc, extra={"outbox_id": row.id})
+        return rendering_watch.creating_message(
+            session, waited=timedelta(seconds=p.seconds), resource=resource
+        )
+    permalink = None
+    if p.page and p.thread_channel and p.thread_ts:
+        permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+    return rendering_watch.stalled_message(
+        session,
+        step=p.step,
+        since=p.since,
+        stalled_for=timedelta(seconds=p.seconds),
+        idles_out_at=p.idles_out_at,
+        idles_out_estimated=p.idles_out_estimated,
+        mention=settings.oncall_mention if p.page else None,
+        permalink=permalink,
+    )
+
+
+async def _permalink(
+    slack: AsyncWebClient, channel: str, ts: str, row: OutboxMessage
+) -> str | None:
+    try:
+        link = await slack.chat_getPermalink(channel=channel, message_ts=ts)
+    except (SlackApiError, aiohttp.ClientError, TimeoutError):
+        log.warning("no permalink for an on-call alert", extra={"outbox_id": row.id})
+        return None
+    return str(link.get("permalink") or "") or None

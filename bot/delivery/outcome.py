@@ -1,0 +1,115 @@
+"""What became of one row (`SendResult`), and how Slack's refusals decide it.
+
+A rate limit waits as long as Slack asks (bounded), a server error backs off
+and retries, a rejected token keeps the whole outbox and retries soon, a
+channel or thread gone for good kills the row and ends its subscription, and
+any other refusal is retried up to `MAX_OTHER_ATTEMPTS` times.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_sdk.errors import SlackApiError
+
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage
+from bot.rate_limits import parse_retry_after
+
+log = logging.getLogger(__name__)
+
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "is_archived",
+        "channel_is_archived",
+        "not_in_channel",
+        "thread_not_found",
+        "cannot_reply_to_message",
+        "restricted_action",
+        "access_denied",
+        "team_access_not_granted",
+        "is_inactive",
+        "ekm_access_denied",
+    }
+)
+AUTH_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "no_permission",
+        "org_login_required",
+    }
+)
+MAX_OTHER_ATTEMPTS = 5
+# The longest a row waits before Slack is asked again.
+MAX_SEND_BACKOFF_SECONDS = 300.0
+AUTH_RETRY_SECONDS = 60.0
+
+# The lease went to someone else: not sent, and nothing is recorded.
+LOST: Literal["lost"] = "lost"
+
+
+@dataclass
+class SendResult:
+    """What became of one row: its new state (or LOST), and what to store."""
+
+    row_id: int
+    state: State | Literal["lost"]
+    sent_ts: str | None = None
+    retry_in: float | None = None
+    error: str | None = None
+    end_subscription: bool = False
+    duplicate: bool = False
+
+
+def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> SendResult:
+    """What Slack's refusal of a row's post (or its root card's update) means for it."""
+    status = exc.response.status_code
+    error = str(exc.response.get("error") or f"http_{status}")
+    if status == 429 or error == "ratelimited":
+        retry_after = _retry_after(exc)
+        log.warning("Slack rate limited delivery", extra=extra | {"retry_after": retry_after})
+        return retry_later(row, retry_after, error)
+    if status >= 500:
+        return retry_later(row, None, error)
+    if error in AUTH_ERRORS:
+        log.critical(
+            "Slack rejected the bot token (%s); outbox kept, retrying in %ss",
+            error,
+            AUTH_RETRY_SECONDS,
+            extra=extra,
+        )
+        return SendResult(row.id, State.PENDING, retry_in=AUTH_RETRY_SECONDS, error=error)
+    if error in PERMANENT_ERRORS:
+        log.error("Slack refused delivery for good (%s); ending subscription", error, extra=extra)
+        return SendResult(
+            row.id, State.DEAD, error=error, end_subscription=row.subscription_id is not None
+        )
+    if row.attempts >= MAX_OTHER_ATTEMPTS:
+        log.error(
+            "giving up on outbox row after %d attempts (%s)", row.attempts, error, extra=extra
+        )
+        return SendResult(row.id, State.DEAD, error=error)
+    return retry_later(row, None, error)
+
+
+def _retry_after(exc: SlackApiError) -> float:
+    raw = exc.response.headers.get("Retry-After") or exc.response.headers.get("retry-after")
+    seconds = parse_retry_after(raw)  # `nan`, `soon`, `-5`: as if absent
+    return max(1.0, min(seconds if seconds is not None else 1.0, MAX_SEND_BACKOFF_SECONDS))
+
+
+def retry_later(row: OutboxMessage, retry_after: float | None, error: str) -> SendResult:
+    """Pending again, after `retry_after` when Slack said, else backing off by attempt."""
+    delay = (
+        retry_after
+        if retry_after is not None
+        else min(2.0 ** (row.attempts - 1), MAX_SEND_BACKOFF_SECONDS)
+    )
+    return SendResult(row.id, State.PENDING, retry_in=delay, error=error)

@@ -1,0 +1,150 @@
+"""What an outbox row tells: its `Kind`, and one pydantic payload class per kind.
+
+`Payload` is discriminated by `kind`. A row is read back only as its payload
+class (`read_payload`, `OutboxMessage.typed_payload`), and the payload is
+stored without its kind (the row's `kind` column holds it), so rows written
+before the classes existed still load.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class Kind(StrEnum):
+    """What a row tells, and so how delivery sends it."""
+
+    TRANSITION = "transition"  # a status change, told in the subscription's thread
+    ROOT = "root"  # a status change not told (filtered, muted): the root card only
+    CHECKPOINTS = "checkpoints"  # new checkpoints or registrations, in the thread
+    ONCALL = "oncall"  # an error occurrence, to the on-call channel
+    OPERATOR = "operator"  # an incident for whoever runs the bot
+    DIGEST = "digest"  # a channel's daily digest
+    PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
+    IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class _StatusChange(_Payload):
+    old_status: str
+    new_status: str
+    ended: bool = False  # the subscription ends with this message
+    gone: bool = False  # Together no longer knows the session
+    # The session as last seen (a trimmed snapshot); None only in very old rows.
+    session: dict[str, Any] | None = None
+
+
+class TransitionPayload(_StatusChange):
+    kind: Literal[Kind.TRANSITION] = Kind.TRANSITION
+
+
+class RootPayload(_StatusChange):
+    kind: Literal[Kind.ROOT] = Kind.ROOT
+    #: the watch's view of the session (`watched_sessions.progress`) for the card
+    watch: dict[str, Any] | None = None
+
+
+class CheckpointsPayload(_Payload):
+    kind: Literal[Kind.CHECKPOINTS] = Kind.CHECKPOINTS
+    # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
+    items: list[dict[str, Any]] = []
+    session: dict[str, Any] | None = None
+
+
+class OncallPayload(_Payload):
+    kind: Literal[Kind.ONCALL] = Kind.ONCALL
+    session: dict[str, Any] | None = None
+    # The first subscription's thread, linked from the alert.
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class OperatorPayload(_Payload):
+    kind: Literal[Kind.OPERATOR] = Kind.OPERATOR
+    title: str = "rl-bot"
+    detail: str = ""
+
+
+class DigestSession(BaseModel):
+    session_id: str
+    display_name: str | None
+    status: str
+
+
+class DigestChange(BaseModel):
+    name: str
+    old_status: str
+    new_status: str
+
+
+class DigestPayload(_Payload):
+    """What a digest says, rendered when it is sent like every other kind.
+    `message` is the pre-rendered message of rows queued before that."""
+
+    kind: Literal[Kind.DIGEST] = Kind.DIGEST
+    day: str = ""
+    sessions: list[DigestSession] = []
+    changes: list[DigestChange] = []
+    message: dict[str, Any] | None = None
+
+
+class ProgressPayload(_Payload):
+    """A stall, its end, or a slow start (`bot.alerts.stall`), told once per
+    episode: the dedupe key names the episode."""
+
+    kind: Literal[Kind.PROGRESS] = Kind.PROGRESS
+    event: Literal["stalled", "resumed", "creating"]
+    step: int | None = None
+    new_step: int | None = None  # resumed: the step it moved to
+    since: datetime  # stalled/resumed: when the frozen step was first seen; creating: start
+    seconds: float = 0.0  # how long it has been stalled / creating
+    rate: float | None = None  # steps per minute the bot measured, for the card
+    idles_out_at: datetime | None = None
+    #: `idles_out_at` is the bot's estimate, not the resource's `expires_at`
+    #: (rows queued before the spend watch could say were all estimates)
+    idles_out_estimated: bool = True
+    session: dict[str, Any] | None = None
+    # On-call's page for a stall: mention, and link the first subscription's thread.
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class IdlePayload(_Payload):
+    """A model resource that is ready, and billing, with no CREATING or RUNNING
+    session on it (`bot.alerts.idle`); told once per idle episode."""
+
+    kind: Literal[Kind.IDLE] = Kind.IDLE
+    resource: dict[str, Any]  # the ModelResource as Together sent it
+    idle_since: datetime
+    currency: str | None = None
+    price_per_hour: float | None = None
+    # Trimmed snapshots of the sessions that used it (the newest few).
+    sessions: list[dict[str, Any]] = []
+    page: bool = False  # on-call's copy: with ONCALL_MENTION
+
+
+Payload = Annotated[
+    TransitionPayload
+    | RootPayload
+    | CheckpointsPayload
+    | OncallPayload
+    | OperatorPayload
+    | DigestPayload
+    | ProgressPayload
+    | IdlePayload,
+    Field(discriminator="kind"),
+]
+_PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)
+
+
+def read_payload(kind: str, payload: dict[str, Any]) -> Payload:
+    """A stored payload as its class; ValueError for a kind that is none of ours."""
+    return _PAYLOAD.validate_python({**payload, "kind": kind})

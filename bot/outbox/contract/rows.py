@@ -1,0 +1,239 @@
+"""The outbox rows the bot writes, and every builder of them.
+
+Rows are built only here (`status_row`, `checkpoints_row`, `oncall_row`,
+`operator_row`, `digest_row`, ...): each names where it goes (a subscription's
+`Thread`, or a channel) and its dedupe key, which makes writing the same news
+twice a no-op. A row is written PENDING; delivery moves it on (`State`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from bot.outbox.contract.payloads import (
+    CheckpointsPayload,
+    DigestChange,
+    DigestPayload,
+    DigestSession,
+    IdlePayload,
+    Kind,
+    OncallPayload,
+    OperatorPayload,
+    Payload,
+    ProgressPayload,
+    RootPayload,
+    TransitionPayload,
+)
+from bot.training.sessions import TrainingSession
+from bot.training.snapshots import trimmed_snapshot
+from bot.training.transitions import Transition
+
+# Dedupe keys are unique-indexed; a PostgreSQL btree entry has a size limit, and
+# their parts can be API text of any length (error codes, listed session ids).
+MAX_KEY_LENGTH = 200
+
+
+class State(StrEnum):
+    """Where a row is in its delivery."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    DEAD = "dead"  # Slack refused it for good
+    CANCELLED = "cancelled"  # its subscription ended first
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """A row to insert: where it goes, its dedupe key, and what it says."""
+
+    dedupe_key: str
+    channel_id: str
+    payload: Payload
+    subscription_id: int | None = None
+    session_id: str | None = None
+    thread_ts: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        return self.payload.kind
+
+    def values(self) -> dict[str, Any]:
+        """The table's columns (the payload without its kind: the column holds it)."""
+        return {
+            "dedupe_key": self.dedupe_key,
+            "kind": self.kind,
+            "subscription_id": self.subscription_id,
+            "session_id": self.session_id,
+            "channel_id": self.channel_id,
+            "thread_ts": self.thread_ts,
+            "payload": self.payload.model_dump(mode="json", exclude={"kind"}),
+            "state": State.PENDING,
+            "attempts": 0,
+        }
+
+
+def bounded_key(*parts: str) -> str:
+    """`a:b:c`, or, when that is long, its first part and a hash of the whole."""
+    key = ":".join(parts)
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    return f"{parts[0]}:sha256:{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()}"
+
+
+class Thread(NamedTuple):
+    """A subscription's thread: where its rows go."""
+
+    subscription_id: int
+    session_id: str
+    channel_id: str
+    thread_ts: str
+
+
+def status_row(
+    thread: Thread,
+    *,
+    seq: int,
+    transition: Transition,
+    snapshot: dict[str, Any] | None,
+    told: bool,
+) -> OutboxRow:
+    """A status change for one subscription: told in its thread, or (`told`
+    False: filtered or muted) only shown on its root card."""
+    fields: dict[str, Any] = {
+        "old_status": transition.old_status,
+        "new_status": transition.new_status,
+        "ended": transition.ended,
+        "gone": transition.gone,
+        "session": snapshot,
+    }
+    payload = TransitionPayload(**fields) if told else RootPayload(**fields)
+    return _thread_row(thread, f"transition:{thread.subscription_id}:{seq}", payload)
+
+
+def watch_row(
+    thread: Thread, *, key: str, session: TrainingSession, watch: dict[str, Any]
+) -> OutboxRow:
+    """A redraw of one subscription's root card with what the spend watch saw
+    (resource, price, estimated spend), once per `key` of what it shows."""
+    payload = RootPayload(
+        old_status=session.status,
+        new_status=session.status,
+        session=trimmed_snapshot(session),
+        watch=watch,
+    )
+    return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
+
+
+def checkpoints_row(
+    thread: Thread, *, seq: int, items: list[dict[str, Any]], snapshot: dict[str, Any] | None
+) -> OutboxRow:
+    """The checkpoints that appeared in one poll, for one subscription's thread."""
+    payload = CheckpointsPayload(items=items, session=snapshot)
+    return _thread_row(thread, f"checkpoints:{thread.subscription_id}:{seq}", payload)
+
+
+def progress_row(thread: Thread, payload: ProgressPayload) -> OutboxRow:
+    """One stall, resume or slow start for one subscription's thread, once per episode."""
+    key = bounded_key(payload.event, str(thread.subscription_id), payload.since.isoformat())
+    return _thread_row(thread, key, payload)
+
+
+def stall_page_row(channel: str, session_id: str, payload: ProgressPayload) -> OutboxRow:
+    """On-call's page for one stall episode of a session (ONCALL_ON_STALL)."""
+    return OutboxRow(
+        dedupe_key=bounded_key("stall-page", session_id, payload.since.isoformat()),
+        channel_id=channel,
+        payload=payload,
+        session_id=session_id,
+    )
+
+
+def idle_rows(
+    payload: IdlePayload, *, oncall_channel: str | None, threads: Sequence[Thread]
+) -> list[OutboxRow]:
+    """One idle episode of a resource: on-call's alert and one per subscribed thread."""
+    resource_id = str(payload.resource.get("id") or "")
+    since = payload.idle_since.isoformat()
+    rows = [
+        _thread_row(
+            thread, bounded_key("idle", str(thread.subscription_id), resource_id, since), payload
+        )
+        for thread in threads
+    ]
+    if oncall_channel:
+        rows.append(
+            OutboxRow(
+                dedupe_key=bounded_key("idle-page", resource_id, since),
+                channel_id=oncall_channel,
+                payload=payload.model_copy(update={"page": True}),
+            )
+        )
+    return rows
+
+
+def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:
+    return OutboxRow(
+        dedupe_key=dedupe_key,
+        channel_id=thread.channel_id,
+        payload=payload,
+        subscription_id=thread.subscription_id,
+        session_id=thread.session_id,
+        thread_ts=thread.thread_ts,
+    )
+
+
+def oncall_key(session: TrainingSession, seq: int | None) -> str:
+    """An error occurrence's own identity, so the subscribed poller and the org-wide
+    watch never both alert; bounded, since its parts are API text."""
+    occurrence = session.error_key or (
+        session.updated_at.isoformat() if session.updated_at else f"seq{seq}"
+    )
+    return bounded_key("oncall", session.id, occurrence)
+
+
+def oncall_row(
+    channel: str,
+    session: TrainingSession,
+    *,
+    seq: int | None,
+    thread_channel: str | None,
+    thread_ts: str | None,
+) -> OutboxRow:
+    """The on-call alert for one error occurrence (see `oncall_key`)."""
+    return OutboxRow(
+        dedupe_key=oncall_key(session, seq),
+        channel_id=channel,
+        payload=OncallPayload(
+            session=trimmed_snapshot(session), thread_channel=thread_channel, thread_ts=thread_ts
+        ),
+        session_id=session.id,
+    )
+
+
+def operator_row(channel: str, key: str, title: str, detail: str) -> OutboxRow:
+    """An incident for whoever runs the bot, once per `key`."""
+    return OutboxRow(
+        dedupe_key=f"operator:{key}",
+        channel_id=channel,
+        payload=OperatorPayload(title=title, detail=detail),
+    )
+
+
+def digest_row(
+    *,
+    team_id: str,
+    channel_id: str,
+    day: str,
+    sessions: list[DigestSession],
+    changes: list[DigestChange],
+) -> OutboxRow:
+    """A channel's digest for one local day, once."""
+    return OutboxRow(
+        dedupe_key=f"digest:{team_id}:{channel_id}:{day}",
+        channel_id=channel_id,
+        payload=DigestPayload(day=day, sessions=sessions, changes=changes),
+    )

@@ -1,0 +1,100 @@
+"""Together's model-resource endpoints: the GPUs a session runs on, their
+price, and stopping them (what the spend and idle watches ask)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+
+from bot.together.answers import next_cursor, parse_each, parse_one, query_string
+from bot.together.errors import TogetherError
+from bot.together.transport import Transport
+from bot.training.resources import CostEstimate, ModelResource
+from bot.training.sessions import is_session_id
+
+
+class ModelResourceEndpoints(Transport):
+    """The model-resource half of `TogetherClient`."""
+
+    def resource_url(self, resource_id: str) -> str:
+        if not is_session_id(resource_id):  # same id alphabet: nothing that changes the path
+            raise TogetherError("invalid_id")
+        return f"{self._base}/rl/model-resources/{quote(resource_id, safe='')}"
+
+    async def get_model_resource(
+        self, resource_id: str, *, max_wait: float | None = None
+    ) -> ModelResource:
+        """One model resource: its status, GPUs, queue position and `expires_at`."""
+        data = await self._request(
+            "GET", self.resource_url(resource_id), kind="resource_get", max_wait=max_wait
+        )
+        return _parse_resource(data, resource_id)
+
+    async def list_model_resources(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        created_by: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[ModelResource], str | None]:
+        """One page of model resources and the next page's cursor (None on the last).
+
+        Same conventions as `list_sessions`: `status[]=A&status[]=B`, pagination
+        under `meta`, and a row that does not parse is skipped, not fatal."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        params: list[tuple[str, str]] = [("status[]", s) for s in statuses]
+        if created_by:
+            params.append(("created_by", created_by))
+        params.append(("limit", str(max(1, min(100, limit)))))
+        if after:
+            params.append(("after", after))
+        data = await self._request(
+            "GET",
+            f"{self._base}/rl/model-resources?{query_string(params)}",
+            kind="resource_list_page",
+        )
+        if not isinstance(data, dict):
+            raise TogetherError("bad_response", "not a list of model resources")
+        items = data.get("data") if isinstance(data.get("data"), list) else []
+        resources = parse_each(ModelResource.model_validate, items or [], "model resource")
+        return resources, next_cursor(data, resources[-1].id if resources else None)
+
+    async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
+        """Together's on-demand price per hour for this resource's own layout."""
+        data = await self._request(
+            "POST",
+            f"{self._base}/rl/model-resources/estimate-cost",
+            kind="estimate_cost",
+            body=resource.estimate_body(),
+        )
+        if not isinstance(data, dict):
+            raise TogetherError("bad_response", "not a cost estimate")
+        try:
+            estimate = CostEstimate.model_validate(data)
+        except ValidationError as exc:
+            raise TogetherError("bad_response", "not a cost estimate") from exc
+        if estimate.price_per_hour is None:
+            raise TogetherError("bad_response", "no price_per_hour")
+        return estimate
+
+    async def stop_model_resource(self, resource_id: str, *, force: bool = False) -> ModelResource:
+        """Stop a resource, releasing (and no longer paying for) its GPUs.
+
+        Without `force` Together refuses while a session on it is active; with it,
+        those sessions stop too. `force` goes both in the JSON body (Together's API
+        notes) and in the query (where together 3.1.1's client puts it)."""
+        flag = "true" if force else "false"
+        url = f"{self.resource_url(resource_id)}/stop?force={flag}"
+        data = await self._request("POST", url, kind="resource_stop", body={"force": force})
+        try:
+            return _parse_resource(data, resource_id)
+        except TogetherError:  # the stop was accepted; the body is just not a resource
+            return await self.get_model_resource(resource_id)
+
+
+def _parse_resource(data: Any, resource_id: str) -> ModelResource:
+    return parse_one(ModelResource.model_validate, data, resource_id, "model resource")
