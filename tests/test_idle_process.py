@@ -194,3 +194,35 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
     )
     assert "asked Together to stop model resource" in json.dumps(slack.wait_for_response("yes"))
     assert together.resource_stop_requests == [("res-idle", False)]
+
+
+def answered_reads(together: FakeTogether, resource_id: str) -> list[int]:
+    """The statuses of the answered GETs of one model resource, in order."""
+    return [
+        r.status
+        for r in list(together.requests)
+        if r.route == "resource" and r.session_id == resource_id and r.status
+    ]
+
+
+FOLLOW_UP_ONLY = FAST | {"WATCH_IDLE_RESOURCES": "false"}
+
+
+@pytest.mark.parametrize("queued", ["PENDING", "CREATING"])
+def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
+    queued: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """A session stopped while its resource waits for GPUs: the follow-up keeps
+    looking (PENDING and CREATING end nothing) and tells the resource idle once it
+    turned READY and sat there."""
+    together.add_resource("res-queued", queued)
+    together.add(SID, "CREATING", model_resources_id="res-queued")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"))
+    assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
+    together.set_status(SID, "STOPPED")
+    # The follow-up read the resource while it was still queued ...
+    wait_until(lambda: answered_reads(together, "res-queued"), what="a look at the resource")
+    together.set_resource("res-queued", "READY")  # ... and it turns READY afterwards
+    wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=20)
+    assert "res-queued" in (idle_posts(slack, "C123")[0].text or "")

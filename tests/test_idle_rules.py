@@ -1,5 +1,6 @@
 """When a READY model resource became idle, and which watched sessions' resources
-the subscribed follow-up looks at (bot/idle_watch.py): fast, no bot process."""
+the subscribed follow-up looks at (bot/alerts/idle.py, bot/alerts/idle_follow_up.py):
+fast, no bot process."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
-from bot.alerts.idle_follow_up import Candidate, candidate
+from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, waiting
 from bot.together.client import TogetherClient, TogetherError
-from bot.training.shapes import ModelResource, TrainingSession
+from bot.training.shapes import ModelResource, ResourceStatus, TrainingSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource
@@ -106,7 +107,7 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
 
 
 def test_a_follow_up_that_is_over_or_waits_is_left_alone() -> None:
-    for done in ("alerted", "busy", "not ready"):
+    for done in ("alerted", "busy", "stopped", "error"):
         assert look(idle_check={"resource_id": RID, "done": done}) is None
     later = (NOW + timedelta(minutes=5)).isoformat()
     assert look(idle_check={"resource_id": RID, "check_at": later}) is None
@@ -132,3 +133,13 @@ async def test_attached_sessions_reads_every_page(
     assert len(lists) == 3 and all(q["model_resources_id"] == [RID] for q in lists)
     with pytest.raises(TogetherError):  # a page not read must never make it look idle
         await attached_sessions(client, RID, max_pages=2)
+
+
+def test_a_resource_not_ready_yet_is_looked_at_again_a_quarter_threshold_later() -> None:
+    after = timedelta(minutes=20)
+    for status in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.STOPPING):
+        mark = waiting(status, now=NOW, after=after)
+        assert "done" not in mark and mark["waiting"] == status.value
+        assert mark["check_at"] == (NOW + timedelta(minutes=5)).isoformat()
+        assert look(idle_check={"resource_id": RID} | mark) is None  # not before then
+    assert {ResourceStatus.STOPPED, ResourceStatus.ERROR} == ENDED

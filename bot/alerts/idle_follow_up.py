@@ -53,6 +53,8 @@ IDLE_CHECK = "idle_check"
 #: an ended session's resource is followed for at most this long after its last poll
 FOLLOW_FOR = timedelta(days=1)
 _NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value for s in ACTIVE)
+#: a resource in one of these will never be READY again: its follow-up is over
+ENDED = frozenset({ResourceStatus.STOPPED, ResourceStatus.ERROR})
 
 
 @dataclass(frozen=True)
@@ -77,8 +79,8 @@ def candidate(
 ) -> Candidate | None:
     """Whether an ended watched session's resource is worth a look now: the session
     is not CREATING or RUNNING, the resource was not last read as anything but
-    READY, and its follow-up is not over (alerted, taken by another session, no
-    longer READY) nor waiting for a later time. Pure."""
+    READY, and its follow-up is not over (alerted, taken by another session,
+    stopped or failed) nor waiting for a later time. Pure."""
     if status_of(last_status) in ACTIVE:
         return None
     progress = progress if isinstance(progress, dict) else {}
@@ -111,11 +113,12 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
     rows it wrote. See README "Idle model resources": a watched session that
     ended (stopped, failed, expired: no longer polled) leaves its resource to be
     looked at (the spend watch's read at its last poll when fresh, else one
-    GET); a READY one has its sessions
-    listed, and once no CREATING or RUNNING session has been on it for
-    IDLE_RESOURCE_ALERT_MINUTES (`idle_since`, the org-wide watch's rule) its
-    sessions' threads, and on-call when set, get the idle alert (the org-wide
-    watch's dedupe keys: told once, whichever watch finds it first)."""
+    GET); one still queued or starting is looked at again later, one STOPPED or
+    in ERROR is done with, and a READY one has its sessions listed, and once no
+    CREATING or RUNNING session has been on it for IDLE_RESOURCE_ALERT_MINUTES
+    (`idle_since`, the org-wide watch's rule) its sessions' threads, and on-call
+    when set, get the idle alert (the org-wide watch's dedupe keys: told once,
+    whichever watch finds it first)."""
     settings = rt.settings
     after = timedelta(minutes=settings.idle_resource_alert_minutes)
     if after <= timedelta(0):
@@ -206,8 +209,11 @@ async def _look(
     resource = next((c.fresh for c in on_it if c.fresh is not None), None)
     if resource is None:
         resource = await together.get_model_resource(resource_id, max_wait=5)
-    if resource.status_enum is not ResourceStatus.READY:
-        return {"done": "not ready"}, None
+    status = resource.status_enum
+    if status in ENDED:
+        return {"done": status.value.lower()}, None
+    if status is not ResourceStatus.READY:
+        return waiting(status, now=now, after=after), None
     sessions = await attached_sessions(
         together, resource_id, max_pages=rt.settings.watch_all_max_pages
     )
@@ -226,6 +232,14 @@ async def _look(
     ids = sorted({s.id for s in sessions} | {c.session_id for c in on_it})
     payload = idle_payload(resource, sessions, since=since, price=price)
     return {"done": "alerted", "idle_since": since.isoformat()}, (payload, ids)
+
+
+def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[str, Any]:
+    """The mark of a resource not READY yet (queued for GPUs, starting) nor ended:
+    it may still turn READY and sit idle, so it is looked at again, often enough
+    that its alert comes at most a quarter of IDLE_RESOURCE_ALERT_MINUTES late.
+    Pure."""
+    return {"waiting": status.value, "check_at": (now + after / 4).isoformat()}
 
 
 async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
