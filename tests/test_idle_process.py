@@ -226,3 +226,26 @@ def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
     together.set_resource("res-queued", "READY")  # ... and it turns READY afterwards
     wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=20)
     assert "res-queued" in (idle_posts(slack, "C123")[0].text or "")
+
+
+def test_one_resources_impossible_date_silences_no_other_resources_alert(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Resource A says it changed at the end of year 9999 (`since + threshold` is
+    past what a date can hold); resource B is simply idle. A's bad date keeps A
+    from being alerted and nothing else: B's alert is written."""
+    together.add_resource("res-a-future", "READY", updated_at="9999-12-31T23:59:59Z")
+    together.add_resource("res-b-idle", "READY")
+    together.add(SID, "RUNNING", model_resources_id="res-a-future")
+    together.add(SID_BUSY, "RUNNING", model_resources_id="res-b-idle")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    for sid, channel in ((SID, "C123"), (SID_BUSY, "C456")):
+        token = f"sub-{channel}"
+        bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+        assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    together.set_status(SID, "STOPPED")
+    together.set_status(SID_BUSY, "STOPPED")
+    wait_until(lambda: idle_posts(slack, "C456"), what="B's idle alert", timeout=20)
+    assert "res-b-idle" in (idle_posts(slack, "C456")[0].text or "")
+    assert idle_posts(slack, "C123") == []
+    assert "Traceback" not in bot.log()

@@ -12,8 +12,11 @@ import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
 from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, waiting
+from bot.alerts.stall import check as stall_check
 from bot.together.client import TogetherClient, TogetherError
+from bot.training.rules import Progress, idles_out_at
 from bot.training.shapes import ModelResource, ResourceStatus, TrainingSession
+from bot.training.time_bounds import later, naive_utc, span
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource
@@ -143,3 +146,56 @@ def test_a_resource_not_ready_yet_is_looked_at_again_a_quarter_threshold_later()
         assert mark["check_at"] == (NOW + timedelta(minutes=5)).isoformat()
         assert look(idle_check={"resource_id": RID} | mark) is None  # not before then
     assert {ResourceStatus.STOPPED, ResourceStatus.ERROR} == ENDED
+
+
+# --- Together's dates and timeouts at the edges of what a datetime holds -----------------------
+
+INT64_MAX = 9223372036854775807
+
+
+def test_a_huge_inactive_timeout_clamps_the_idle_out_time() -> None:
+    progress = Progress(step=5, since=datetime(2026, 12, 1, 10, 0), running=True)
+    at = idles_out_at(progress, expires_at=None, inactive_timeout=INT64_MAX)
+    assert at == datetime.max
+    assert idles_out_at(progress, expires_at=None, inactive_timeout=60) == datetime(
+        2026, 12, 1, 10, 1
+    )
+
+
+def test_time_sums_from_outside_clamp_instead_of_overflowing() -> None:
+    end = datetime(9999, 12, 31, 23, 59, 59)
+    assert later(end, timedelta(minutes=20)) == datetime.max
+    assert later(datetime(1, 1, 1, tzinfo=UTC), -timedelta(days=1)) == datetime.min.replace(
+        tzinfo=UTC
+    )
+    assert later(NOW, timedelta(minutes=1)) == NOW + timedelta(minutes=1)
+    assert span(INT64_MAX) == timedelta.max
+    assert span(-INT64_MAX) == timedelta.min
+    assert span(float("nan")) == timedelta(0) and span(90) == timedelta(seconds=90)
+    # A date at the edge, with an offset, is past the edge in UTC.
+    assert naive_utc(datetime.fromisoformat("9999-12-31T23:59:59-05:00")) == datetime.max
+    assert naive_utc(datetime.fromisoformat("0001-01-01T00:00:00+05:00")) == datetime.min
+    ready_at_the_end = resource("9999-12-31T23:59:59-05:00")
+    assert idle_since(ready_at_the_end, []) == datetime.max
+
+
+def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
+    stored = {
+        "step": "5",
+        "since": "2026-12-01T09:00:00",
+        "running": True,
+        "seen_at": "2026-12-01T09:59:00",
+        "spend": {
+            "status": "READY",
+            "resource": {"expires_at": "9999-12-31T23:59:59-05:00", "inactive_timeout": INT64_MAX},
+        },
+    }
+    running = TrainingSession(
+        id="s",
+        status="TRAINING_SESSION_STATUS_RUNNING",
+        step=5,
+        created_at="0001-01-01T00:00:00+05:00",
+    )
+    _, got = stall_check(stored, running, now=NOW)
+    assert got is not None and got.expires_at == datetime.max
+    assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX

@@ -24,7 +24,6 @@ from bot.alerts.idle import (
     attached_sessions,
     idle_payload,
     idle_since,
-    naive_utc,
     threads_of,
     write_idle_alerts,
 )
@@ -43,6 +42,7 @@ from bot.training.shapes import (
     is_session_id,
     status_of,
 )
+from bot.training.time_bounds import later, naive_utc
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +184,9 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
         except TogetherError as exc:
             log.info("could not follow up an idle resource: %s", exc.kind)
             continue
+        except Exception:  # this resource's data; the others' alerts are still written
+            log.exception("could not follow up idle resource %s", resource_id)
+            continue
         mark, alert = outcome
         for c in on_it:
             marks[c.session_id] = {"resource_id": resource_id} | mark
@@ -222,7 +225,8 @@ async def _look(
         # Another session took it: its own watch (if any) follows it when it ends.
         return {"done": "busy"}, None
     if now - since < after:
-        return {"check_at": (since + after).isoformat(), "idle_since": since.isoformat()}, None
+        due = later(since, after)
+        return {"check_at": due.isoformat(), "idle_since": since.isoformat()}, None
     price = next((c.price for c in on_it if c.price is not None), None)
     if price is None:
         try:
@@ -239,7 +243,7 @@ def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[
     it may still turn READY and sit idle, so it is looked at again, often enough
     that its alert comes at most a quarter of IDLE_RESOURCE_ALERT_MINUTES late.
     Pure."""
-    return {"waiting": status.value, "check_at": (now + after / 4).isoformat()}
+    return {"waiting": status.value, "check_at": later(now, after / 4).isoformat()}
 
 
 async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
