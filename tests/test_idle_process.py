@@ -249,3 +249,30 @@ def test_one_resources_impossible_date_silences_no_other_resources_alert(
     assert "res-b-idle" in (idle_posts(slack, "C456")[0].text or "")
     assert idle_posts(slack, "C123") == []
     assert "Traceback" not in bot.log()
+
+
+def test_a_resource_together_says_is_gone_is_asked_about_once(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Together answers 404 for the resource a stopped session leaves: the follow-up
+    is over, not asked again every interval for a day. Another session's queued
+    resource, looked at on every run, shows the runs go on."""
+    together.add_resource("res-queued", "PENDING")
+    together.add(SID, "RUNNING", model_resources_id="res-gone")
+    together.add(SID_OTHER, "CREATING", model_resources_id="res-queued")
+    together.fail("res-gone", status=404)  # Together's own JSON 404, for good
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    for sid, channel in ((SID, "C123"), (SID_OTHER, "C456")):
+        token = f"sub-{channel}"
+        bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+        assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    together.set_status(SID, "STOPPED")
+    together.set_status(SID_OTHER, "STOPPED")
+    assert wait_until(lambda: answered_reads(together, "res-gone"), what="a look") == [404]
+    looked = len(answered_reads(together, "res-queued"))
+    wait_until(
+        lambda: len(answered_reads(together, "res-queued")) >= looked + 3,
+        what="three more runs of the follow-up",
+    )
+    assert answered_reads(together, "res-gone") == [404]
+    assert idle_posts(slack, "C123") == []

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
-from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, waiting
+from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer, waiting
 from bot.alerts.stall import check as stall_check
 from bot.together.client import TogetherClient, TogetherError
 from bot.training.rules import Progress, idles_out_at
@@ -199,3 +199,18 @@ def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
     _, got = stall_check(stored, running, now=NOW)
     assert got is not None and got.expires_at == datetime.max
     assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX
+
+
+def test_only_an_answer_that_asking_again_cannot_change_ends_the_follow_up() -> None:
+    assert final_answer(TogetherError("not_found", status=404)) == "gone"
+    assert final_answer(TogetherError("invalid_id")) == "refused"
+    assert final_answer(TogetherError("bad_response", status=400)) == "refused"
+    for retry in (
+        TogetherError("bad_response", "body is not JSON", status=200),
+        TogetherError("unavailable", "HTTP 404 without Together's error", status=404),
+        TogetherError("unavailable", status=503),
+        TogetherError("rate_limited", status=429),
+        TogetherError("auth", status=401),
+    ):
+        assert final_answer(retry) is None
+    assert look(idle_check={"resource_id": RID, "done": "gone"}) is None

@@ -211,7 +211,12 @@ async def _look(
     together = rt.together
     resource = next((c.fresh for c in on_it if c.fresh is not None), None)
     if resource is None:
-        resource = await together.get_model_resource(resource_id, max_wait=5)
+        try:
+            resource = await together.get_model_resource(resource_id, max_wait=5)
+        except TogetherError as exc:
+            if (over := final_answer(exc)) is None:
+                raise
+            return {"done": over}, None
     status = resource.status_enum
     if status in ENDED:
         return {"done": status.value.lower()}, None
@@ -236,6 +241,20 @@ async def _look(
     ids = sorted({s.id for s in sessions} | {c.session_id for c in on_it})
     payload = idle_payload(resource, sessions, since=since, price=price)
     return {"done": "alerted", "idle_since": since.isoformat()}, (payload, ids)
+
+
+def final_answer(exc: TogetherError) -> str | None:
+    """The mark of an answer that will not change by asking again (Together's own
+    404, a 4xx refusal, an id it cannot take): the follow-up is over, rather than
+    asking every interval until FOLLOW_FOR runs out. None: worth asking again
+    (a timeout, a 5xx, a rate limit, the key refused). Pure."""
+    if exc.kind == "not_found":
+        return "gone"
+    if exc.kind == "invalid_id" or (
+        exc.kind == "bad_response" and exc.status is not None and 400 <= exc.status < 500
+    ):
+        return "refused"
+    return None
 
 
 def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[str, Any]:
