@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -276,3 +277,22 @@ def test_a_resource_together_says_is_gone_is_asked_about_once(
     )
     assert answered_reads(together, "res-gone") == [404]
     assert idle_posts(slack, "C123") == []
+
+
+def test_a_failed_later_page_of_ready_resources_keeps_the_alerts_already_found(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """The org-wide watch finds an idle resource on the first page of READY
+    resources; the second page fails (Together's 500, every time). What the first
+    page showed is still alerted."""
+    long_ago = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    together.add_resource("res-idle", "READY", updated_at=long_ago)
+    for i in range(120):  # a second page; READY just now, so not idle yet
+        together.add_resource(f"res-fill-{i:03d}", "READY")
+    together.fail(None, status=500, matching="after=res-fill-")
+    start_bot(**FAST | {"IDLE_RESOURCE_ALERT_MINUTES": "60"})
+    wait_until(lambda: idle_posts(slack, OPS), what="the idle alert on-call", timeout=20)
+    [page] = idle_posts(slack, OPS)
+    assert "res-idle" in (page.text or "")
+    failed = [r for r in list(together.requests) if "after=res-fill-" in r.path]
+    assert failed and all(r.status == 500 for r in failed)  # the second page did fail
