@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, wait_until
+from tests.support import BotFactory, query, wait_until
 
 SID = "7c3e4567-e89b-12d3-a456-426614174000"
 SID_BUSY = "8d3e4567-e89b-12d3-a456-426614174000"
@@ -296,3 +296,30 @@ def test_a_failed_later_page_of_ready_resources_keeps_the_alerts_already_found(
     assert "res-idle" in (page.text or "")
     failed = [r for r in list(together.requests) if "after=res-fill-" in r.path]
     assert failed and all(r.status == 500 for r in failed)  # the second page did fail
+
+
+def test_the_follow_ups_own_marks_do_not_keep_an_ended_watch_in_its_window(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """The follow-up looks at watches that ended within a day (and at most so many
+    of them). Its marks must not move when a watch ended, or a resource that never
+    turns READY would be looked at for ever and the watch never pruned."""
+    together.add_resource("res-queued", "PENDING")
+    together.add(SID, "CREATING", model_resources_id="res-queued")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"))
+    assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
+    together.set_status(SID, "STOPPED")
+
+    def ended_at() -> Any:
+        rows = query(db_url, "SELECT active, updated_at FROM watched_sessions")
+        return rows[0][1] if rows and not rows[0][0] else None
+
+    wait_until(lambda: answered_reads(together, "res-queued"), what="a look")
+    first = wait_until(ended_at, what="the watch ended")
+    looked = len(answered_reads(together, "res-queued"))
+    wait_until(
+        lambda: len(answered_reads(together, "res-queued")) >= looked + 3,
+        what="three more looks, each marked",
+    )
+    assert ended_at() == first

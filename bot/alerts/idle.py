@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.outbox.queue import IdlePayload, Thread, idle_rows, insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import Subscription, utcnow
+from bot.store.tables import Subscription, db_now
 from bot.together.client import TogetherClient, TogetherError
 from bot.training.shapes import (
     CostEstimate,
@@ -71,7 +71,8 @@ async def watch_idle_resources(rt: Runtime) -> int:
         )
         if job is None:
             return 0
-    payloads = await _idle(rt, after=after)
+        now = (await db.execute(select(db_now()))).scalar_one()
+    payloads = await _idle(rt, now=now, after=after)
     async with rt.sessionmaker() as db, db.begin():
         written = await write_idle_alerts(db, payloads, oncall_channel=settings.oncall_channel)
         await release_job(db, "watch_idle_resources", owner=rt.owner)
@@ -162,14 +163,15 @@ def idle_payload(
     )
 
 
-async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, list[str]]]:
+async def _idle(
+    rt: Runtime, *, now: datetime, after: timedelta
+) -> list[tuple[IdlePayload, list[str]]]:
     """The READY resources idle for `after`, each with the ids of all its sessions.
 
     A page that cannot be read ends the walk, not the run: the resources already
     found idle are alerted all the same (the rest are looked at next run). One
     resource that cannot be judged is skipped; the others may still be idle."""
     together = rt.together
-    now = utcnow()
     found: list[tuple[IdlePayload, list[str]]] = []
     cursor: str | None = None
     for _ in range(rt.settings.watch_all_max_pages):

@@ -32,7 +32,7 @@ from bot.alerts.spend import stored_model
 from bot.outbox.queue import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import WatchedSession, utcnow
+from bot.store.tables import WatchedSession, db_now
 from bot.together.client import TogetherError
 from bot.training.shapes import (
     STATUS_PREFIX,
@@ -52,6 +52,8 @@ SUBSCRIBED_JOB = "watch_subscribed_idle"
 IDLE_CHECK = "idle_check"
 #: an ended session's resource is followed for at most this long after its last poll
 FOLLOW_FOR = timedelta(days=1)
+#: the most ended watches one run reads, the most recently ended first
+FOLLOW_UP_ROWS = 1000
 _NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value for s in ACTIVE)
 #: a resource in one of these will never be READY again: its follow-up is over
 ENDED = frozenset({ResourceStatus.STOPPED, ResourceStatus.ERROR})
@@ -140,22 +142,31 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
 
 async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | None) -> int:
     settings = rt.settings
-    now = utcnow()
     async with rt.sessionmaker() as db:
-        rows = await db.execute(
-            select(
-                WatchedSession.session_id,
-                WatchedSession.last_status,
-                WatchedSession.progress,
-                WatchedSession.snapshot,
-            ).where(
-                # A session still polled (even STOPPING) is left to its poller: it
-                # is looked at once it ended, idle since Together's own times.
-                WatchedSession.active.is_(False),
-                WatchedSession.last_status.not_in(_NOT_IDLE),
-                WatchedSession.updated_at > now - FOLLOW_FOR,
+        now = (await db.execute(select(db_now()))).scalar_one()
+        rows = (
+            await db.execute(
+                select(
+                    WatchedSession.session_id,
+                    WatchedSession.last_status,
+                    WatchedSession.progress,
+                    WatchedSession.snapshot,
+                )
+                .where(
+                    # A session still polled (even STOPPING) is left to its poller: it
+                    # is looked at once it ended, idle since Together's own times.
+                    WatchedSession.active.is_(False),
+                    WatchedSession.last_status.not_in(_NOT_IDLE),
+                    # `updated_at` is when the poller last wrote it (the follow-up's
+                    # marks leave it alone), so this window ends.
+                    WatchedSession.updated_at > db_now(-FOLLOW_FOR.total_seconds()),
+                )
+                .order_by(WatchedSession.updated_at.desc())
+                .limit(FOLLOW_UP_ROWS)
             )
-        )
+        ).all()
+        if len(rows) == FOLLOW_UP_ROWS:
+            log.warning("idle follow-up: %d ended watches or more; the oldest wait", len(rows))
         found = [
             c
             for r in rows
@@ -267,7 +278,8 @@ def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[
 
 async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
     """Note where each ended session's follow-up stands, in its progress column
-    (rows the poller no longer writes)."""
+    (rows the poller no longer writes). `updated_at` stays when the watch ended: it
+    bounds how long the follow-up goes on and when the watch is pruned."""
     if not marks:
         return
     rows = await db.execute(
@@ -281,7 +293,7 @@ async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
         await db.execute(
             update(WatchedSession)
             .where(WatchedSession.session_id == r.session_id, WatchedSession.active.is_(False))
-            .values(progress=progress)
+            .values(progress=progress, updated_at=WatchedSession.updated_at)
             .execution_options(synchronize_session=False)
         )
 
