@@ -168,6 +168,13 @@ class Settings(BaseSettings):
     outbox_retention_days: float = _tuning(
         30.0, "Sent, dead and cancelled outbox rows are kept this long (dedupe, digests).", ge=2
     )
+    watch_retention_days: float = _tuning(
+        30.0,
+        "Ended subscriptions (and their sent messages) are deleted this long after they "
+        "ended, and a watched session no subscription refers to any more this long after "
+        "its watch stopped.",
+        ge=2,
+    )
 
     oncall_channel: str | None = _user(
         None, "Channel id (C…) for on-call alerts: errors, outages, the org-wide watches."

@@ -74,3 +74,83 @@ def test_two_replicas_subscribing_at_once_leave_one_subscription_and_one_root(
     assert len(posted) == 2 and len(deleted) == 1  # the race really happened
     assert sum("Subscribed" in x for x in answers) == 1
     assert sum("a moment ago" in x or "already subscribed" in x for x in answers) == 1
+
+
+OLD, RECENT = datetime(2000, 1, 1), datetime(2999, 1, 1)
+
+
+def test_ended_subscriptions_and_unwatched_sessions_past_retention_are_deleted(
+    start_bot: BotFactory, db_url: str
+) -> None:
+    """WATCH_RETENTION_DAYS: a subscription that ended long ago goes with its sent
+    messages, unless one is still pending; a watch inactive as long goes once no
+    subscription names it. Active ones, and ones that ended recently, stay."""
+    subs = [  # (id, session, active, ended_at)
+        (1, "s-old", False, OLD),
+        (2, "s-pending", False, OLD),
+        (3, "s-recent", False, RECENT),
+        (4, "s-active", True, None),
+    ]
+    for sub_id, session, active, ended in subs:
+        query(
+            db_url,
+            "INSERT INTO subscriptions (id, team_id, channel_id, session_id, root_ts, "
+            "subscribed_by, created_at, active, ended_at, filters) VALUES (:id, 'T1', "
+            "'CNOWHERE', :s, '1.0', 'U1', :old, :a, :e, 'status')",
+            id=sub_id,
+            s=session,
+            a=active,
+            e=ended,
+            old=OLD,
+        )
+    watches = [  # (session, active, updated_at)
+        ("s-old", False, OLD),
+        ("s-pending", False, OLD),
+        ("s-recent", False, OLD),
+        ("s-active", True, OLD),
+        ("s-lonely", False, OLD),
+        ("s-fresh", False, RECENT),
+    ]
+    for session, active, updated in watches:
+        query(
+            db_url,
+            "INSERT INTO watched_sessions (session_id, active, last_status, snapshot, "
+            "transition_seq, next_poll_at, consecutive_failures, write_failures, updated_at) "
+            "VALUES (:s, :a, 'TRAINING_SESSION_STATUS_STOPPED', '{}', 0, :later, 0, 0, :u)",
+            s=session,
+            a=active,
+            u=updated,
+            later=RECENT,
+        )
+    for key, sub_id, state in [
+        ("sent-1", 1, "sent"),
+        ("sent-2", 2, "sent"),
+        ("due-2", 2, "pending"),
+    ]:
+        query(
+            db_url,
+            "INSERT INTO outbox (dedupe_key, kind, subscription_id, channel_id, payload, state, "
+            "attempts, next_attempt_at, created_at) VALUES (:k, 'operator', :sub, 'CNOWHERE', "
+            "'{}', :st, 0, :later, :later)",
+            k=key,
+            sub=sub_id,
+            st=state,
+            later=RECENT,
+        )
+    bot = start_bot()  # the prune job runs at start, then hourly
+    wait_until(
+        lambda: query(db_url, "SELECT id FROM subscriptions ORDER BY id") == [(2,), (3,), (4,)],
+        what="the long-ended subscription deleted",
+    )
+    wait_until(
+        lambda: (
+            query(db_url, "SELECT session_id FROM watched_sessions ORDER BY session_id")
+            == [("s-active",), ("s-fresh",), ("s-pending",), ("s-recent",)]
+        ),
+        what="the unwatched sessions deleted",
+    )
+    assert query(db_url, "SELECT dedupe_key FROM outbox ORDER BY dedupe_key") == [
+        ("due-2",),
+        ("sent-2",),
+    ]
+    assert "pruned 1 ended subscriptions and 2 watches" in bot.log()

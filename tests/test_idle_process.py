@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotFactory, wait_until
+from tests.support import BotFactory, query, wait_until
 
 SID = "7c3e4567-e89b-12d3-a456-426614174000"
 SID_BUSY = "8d3e4567-e89b-12d3-a456-426614174000"
@@ -194,3 +195,131 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
     )
     assert "asked Together to stop model resource" in json.dumps(slack.wait_for_response("yes"))
     assert together.resource_stop_requests == [("res-idle", False)]
+
+
+def answered_reads(together: FakeTogether, resource_id: str) -> list[int]:
+    """The statuses of the answered GETs of one model resource, in order."""
+    return [
+        r.status
+        for r in list(together.requests)
+        if r.route == "resource" and r.session_id == resource_id and r.status
+    ]
+
+
+FOLLOW_UP_ONLY = FAST | {"WATCH_IDLE_RESOURCES": "false"}
+
+
+@pytest.mark.parametrize("queued", ["PENDING", "CREATING"])
+def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
+    queued: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """A session stopped while its resource waits for GPUs: the follow-up keeps
+    looking (PENDING and CREATING end nothing) and tells the resource idle once it
+    turned READY and sat there."""
+    together.add_resource("res-queued", queued)
+    together.add(SID, "CREATING", model_resources_id="res-queued")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"))
+    assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
+    together.set_status(SID, "STOPPED")
+    # The follow-up read the resource while it was still queued ...
+    wait_until(lambda: answered_reads(together, "res-queued"), what="a look at the resource")
+    together.set_resource("res-queued", "READY")  # ... and it turns READY afterwards
+    wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=20)
+    assert "res-queued" in (idle_posts(slack, "C123")[0].text or "")
+
+
+def test_one_resources_impossible_date_silences_no_other_resources_alert(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Resource A says it changed at the end of year 9999 (`since + threshold` is
+    past what a date can hold); resource B is simply idle. A's bad date keeps A
+    from being alerted and nothing else: B's alert is written."""
+    together.add_resource("res-a-future", "READY", updated_at="9999-12-31T23:59:59Z")
+    together.add_resource("res-b-idle", "READY")
+    together.add(SID, "RUNNING", model_resources_id="res-a-future")
+    together.add(SID_BUSY, "RUNNING", model_resources_id="res-b-idle")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    for sid, channel in ((SID, "C123"), (SID_BUSY, "C456")):
+        token = f"sub-{channel}"
+        bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+        assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    together.set_status(SID, "STOPPED")
+    together.set_status(SID_BUSY, "STOPPED")
+    wait_until(lambda: idle_posts(slack, "C456"), what="B's idle alert", timeout=20)
+    assert "res-b-idle" in (idle_posts(slack, "C456")[0].text or "")
+    assert idle_posts(slack, "C123") == []
+    assert "Traceback" not in bot.log()
+
+
+def test_a_resource_together_says_is_gone_is_asked_about_once(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Together answers 404 for the resource a stopped session leaves: the follow-up
+    is over, not asked again every interval for a day. Another session's queued
+    resource, looked at on every run, shows the runs go on."""
+    together.add_resource("res-queued", "PENDING")
+    together.add(SID, "RUNNING", model_resources_id="res-gone")
+    together.add(SID_OTHER, "CREATING", model_resources_id="res-queued")
+    together.fail("res-gone", status=404)  # Together's own JSON 404, for good
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    for sid, channel in ((SID, "C123"), (SID_OTHER, "C456")):
+        token = f"sub-{channel}"
+        bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+        assert "Subscribed" in json.dumps(slack.wait_for_response(token))
+    together.set_status(SID, "STOPPED")
+    together.set_status(SID_OTHER, "STOPPED")
+    assert wait_until(lambda: answered_reads(together, "res-gone"), what="a look") == [404]
+    looked = len(answered_reads(together, "res-queued"))
+    wait_until(
+        lambda: len(answered_reads(together, "res-queued")) >= looked + 3,
+        what="three more runs of the follow-up",
+    )
+    assert answered_reads(together, "res-gone") == [404]
+    assert idle_posts(slack, "C123") == []
+
+
+def test_a_failed_later_page_of_ready_resources_keeps_the_alerts_already_found(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """The org-wide watch finds an idle resource on the first page of READY
+    resources; the second page fails (Together's 500, every time). What the first
+    page showed is still alerted."""
+    long_ago = (datetime.now(UTC) - timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    together.add_resource("res-idle", "READY", updated_at=long_ago)
+    for i in range(120):  # a second page; READY just now, so not idle yet
+        together.add_resource(f"res-fill-{i:03d}", "READY")
+    together.fail(None, status=500, matching="after=res-fill-")
+    start_bot(**FAST | {"IDLE_RESOURCE_ALERT_MINUTES": "60"})
+    wait_until(lambda: idle_posts(slack, OPS), what="the idle alert on-call", timeout=20)
+    [page] = idle_posts(slack, OPS)
+    assert "res-idle" in (page.text or "")
+    failed = [r for r in list(together.requests) if "after=res-fill-" in r.path]
+    assert failed and all(r.status == 500 for r in failed)  # the second page did fail
+
+
+def test_the_follow_ups_own_marks_do_not_keep_an_ended_watch_in_its_window(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """The follow-up looks at watches that ended within a day (and at most so many
+    of them). Its marks must not move when a watch ended, or a resource that never
+    turns READY would be looked at for ever and the watch never pruned."""
+    together.add_resource("res-queued", "PENDING")
+    together.add(SID, "CREATING", model_resources_id="res-queued")
+    bot = start_bot(**FOLLOW_UP_ONLY)
+    bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"))
+    assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
+    together.set_status(SID, "STOPPED")
+
+    def ended_at() -> Any:
+        rows = query(db_url, "SELECT active, updated_at FROM watched_sessions")
+        return rows[0][1] if rows and not rows[0][0] else None
+
+    wait_until(lambda: answered_reads(together, "res-queued"), what="a look")
+    first = wait_until(ended_at, what="the watch ended")
+    looked = len(answered_reads(together, "res-queued"))
+    wait_until(
+        lambda: len(answered_reads(together, "res-queued")) >= looked + 3,
+        what="three more looks, each marked",
+    )
+    assert ended_at() == first

@@ -1,5 +1,6 @@
 """When a READY model resource became idle, and which watched sessions' resources
-the subscribed follow-up looks at (bot/idle_watch.py): fast, no bot process."""
+the subscribed follow-up looks at (bot/alerts/idle.py, bot/alerts/idle_follow_up.py):
+fast, no bot process."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
-from bot.alerts.idle_follow_up import Candidate, candidate
+from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer, waiting
+from bot.alerts.stall import check as stall_check
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
+from bot.training.rules import Progress, idles_out_at
 from bot.training.sessions import TrainingSession
+from bot.training.status import ResourceStatus
+from bot.training.time_bounds import later, naive_utc, span
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource
@@ -108,7 +113,7 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
 
 
 def test_a_follow_up_that_is_over_or_waits_is_left_alone() -> None:
-    for done in ("alerted", "busy", "not ready"):
+    for done in ("alerted", "busy", "stopped", "error"):
         assert look(idle_check={"resource_id": RID, "done": done}) is None
     later = (NOW + timedelta(minutes=5)).isoformat()
     assert look(idle_check={"resource_id": RID, "check_at": later}) is None
@@ -134,3 +139,81 @@ async def test_attached_sessions_reads_every_page(
     assert len(lists) == 3 and all(q["model_resources_id"] == [RID] for q in lists)
     with pytest.raises(TogetherError):  # a page not read must never make it look idle
         await attached_sessions(client, RID, max_pages=2)
+
+
+def test_a_resource_not_ready_yet_is_looked_at_again_a_quarter_threshold_later() -> None:
+    after = timedelta(minutes=20)
+    for status in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.STOPPING):
+        mark = waiting(status, now=NOW, after=after)
+        assert "done" not in mark and mark["waiting"] == status.value
+        assert mark["check_at"] == (NOW + timedelta(minutes=5)).isoformat()
+        assert look(idle_check={"resource_id": RID} | mark) is None  # not before then
+    assert {ResourceStatus.STOPPED, ResourceStatus.ERROR} == ENDED
+
+
+# --- Together's dates and timeouts at the edges of what a datetime holds -----------------------
+
+INT64_MAX = 9223372036854775807
+
+
+def test_a_huge_inactive_timeout_clamps_the_idle_out_time() -> None:
+    progress = Progress(step=5, since=datetime(2026, 12, 1, 10, 0), running=True)
+    at = idles_out_at(progress, expires_at=None, inactive_timeout=INT64_MAX)
+    assert at == datetime.max
+    assert idles_out_at(progress, expires_at=None, inactive_timeout=60) == datetime(
+        2026, 12, 1, 10, 1
+    )
+
+
+def test_time_sums_from_outside_clamp_instead_of_overflowing() -> None:
+    end = datetime(9999, 12, 31, 23, 59, 59)
+    assert later(end, timedelta(minutes=20)) == datetime.max
+    assert later(datetime(1, 1, 1, tzinfo=UTC), -timedelta(days=1)) == datetime.min.replace(
+        tzinfo=UTC
+    )
+    assert later(NOW, timedelta(minutes=1)) == NOW + timedelta(minutes=1)
+    assert span(INT64_MAX) == timedelta.max
+    assert span(-INT64_MAX) == timedelta.min
+    assert span(float("nan")) == timedelta(0) and span(90) == timedelta(seconds=90)
+    # A date at the edge, with an offset, is past the edge in UTC.
+    assert naive_utc(datetime.fromisoformat("9999-12-31T23:59:59-05:00")) == datetime.max
+    assert naive_utc(datetime.fromisoformat("0001-01-01T00:00:00+05:00")) == datetime.min
+    ready_at_the_end = resource("9999-12-31T23:59:59-05:00")
+    assert idle_since(ready_at_the_end, []) == datetime.max
+
+
+def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
+    stored = {
+        "step": "5",
+        "since": "2026-12-01T09:00:00",
+        "running": True,
+        "seen_at": "2026-12-01T09:59:00",
+        "spend": {
+            "status": "READY",
+            "resource": {"expires_at": "9999-12-31T23:59:59-05:00", "inactive_timeout": INT64_MAX},
+        },
+    }
+    running = TrainingSession(
+        id="s",
+        status="TRAINING_SESSION_STATUS_RUNNING",
+        step=5,
+        created_at="0001-01-01T00:00:00+05:00",
+    )
+    _, got = stall_check(stored, running, now=NOW)
+    assert got is not None and got.expires_at == datetime.max
+    assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX
+
+
+def test_only_an_answer_that_asking_again_cannot_change_ends_the_follow_up() -> None:
+    assert final_answer(TogetherError("not_found", status=404)) == "gone"
+    assert final_answer(TogetherError("invalid_id")) == "refused"
+    assert final_answer(TogetherError("bad_response", status=400)) == "refused"
+    for retry in (
+        TogetherError("bad_response", "body is not JSON", status=200),
+        TogetherError("unavailable", "HTTP 404 without Together's error", status=404),
+        TogetherError("unavailable", status=503),
+        TogetherError("rate_limited", status=429),
+        TogetherError("auth", status=401),
+    ):
+        assert final_answer(retry) is None
+    assert look(idle_check={"resource_id": RID, "done": "gone"}) is None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -29,13 +29,14 @@ from bot.outbox.contract.rows import Thread, idle_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import Subscription, utcnow
+from bot.store.tables import Subscription, db_now
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.status import Status
+from bot.training.time_bounds import naive_utc
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,6 @@ ACTIVE = frozenset({Status.CREATING, Status.RUNNING})
 SHOWN_SESSIONS = 10
 #: `subscriptions.ended_reason` when the poller ended it because the session ended
 SESSION_ENDED = "session ended"
-
-
-def naive_utc(when: datetime | None) -> datetime | None:
-    """Naive UTC, as the database's times are."""
-    if when is None or when.tzinfo is None:
-        return when
-    return when.astimezone(UTC).replace(tzinfo=None)
 
 
 def idle_since(resource: ModelResource, sessions: Sequence[TrainingSession]) -> datetime | None:
@@ -77,11 +71,8 @@ async def watch_idle_resources(rt: Runtime) -> int:
         )
         if job is None:
             return 0
-    try:
-        payloads = await _idle(rt, after=after)
-    except TogetherError as exc:
-        log.warning("idle-resource watch could not list resources: %s", exc)
-        payloads = []
+        now = (await db.execute(select(db_now()))).scalar_one()
+    payloads = await _idle(rt, now=now, after=after)
     async with rt.sessionmaker() as db, db.begin():
         written = await write_idle_alerts(db, payloads, oncall_channel=settings.oncall_channel)
         await release_job(db, "watch_idle_resources", owner=rt.owner)
@@ -172,32 +163,54 @@ def idle_payload(
     )
 
 
-async def _idle(rt: Runtime, *, after: timedelta) -> list[tuple[IdlePayload, list[str]]]:
-    """The READY resources idle for `after`, each with the ids of all its sessions."""
+async def _idle(
+    rt: Runtime, *, now: datetime, after: timedelta
+) -> list[tuple[IdlePayload, list[str]]]:
+    """The READY resources idle for `after`, each with the ids of all its sessions.
+
+    A page that cannot be read ends the walk, not the run: the resources already
+    found idle are alerted all the same (the rest are looked at next run). One
+    resource that cannot be judged is skipped; the others may still be idle."""
     together = rt.together
-    now = utcnow()
     found: list[tuple[IdlePayload, list[str]]] = []
     cursor: str | None = None
     for _ in range(rt.settings.watch_all_max_pages):
-        resources, cursor = await together.list_model_resources(status=[READY], after=cursor)
+        try:
+            resources, cursor = await together.list_model_resources(status=[READY], after=cursor)
+        except TogetherError as exc:
+            log.warning("idle-resource watch could not list resources: %s", exc)
+            break
         for resource in resources:
             try:
-                sessions = await attached_sessions(
-                    together, resource.id, max_pages=rt.settings.watch_all_max_pages
-                )
+                alert = await _judge(rt, resource, now=now, after=after)
             except TogetherError as exc:  # this one is not known idle; the others may be
                 log.info("could not list a resource's sessions: %s", exc.kind)
                 continue
-            since = idle_since(resource, sessions)
-            if since is None or now - since < after:
+            except Exception:
+                log.exception("could not judge idle resource %s", resource.id)
                 continue
-            price = None
-            try:
-                price = await together.estimate_cost(resource)
-            except TogetherError as exc:
-                log.info("no price for an idle resource: %s", exc)
-            payload = idle_payload(resource, sessions, since=since, price=price)
-            found.append((payload, [s.id for s in sessions]))
+            if alert is not None:
+                found.append(alert)
         if cursor is None:
             break
     return found
+
+
+async def _judge(
+    rt: Runtime, resource: ModelResource, *, now: datetime, after: timedelta
+) -> tuple[IdlePayload, list[str]] | None:
+    """One READY resource's alert, when it has been idle for `after`."""
+    together = rt.together
+    sessions = await attached_sessions(
+        together, resource.id, max_pages=rt.settings.watch_all_max_pages
+    )
+    since = idle_since(resource, sessions)
+    if since is None or now - since < after:
+        return None
+    price = None
+    try:
+        price = await together.estimate_cost(resource)
+    except TogetherError as exc:
+        log.info("no price for an idle resource: %s", exc)
+    payload = idle_payload(resource, sessions, since=since, price=price)
+    return payload, [s.id for s in sessions]

@@ -24,7 +24,6 @@ from bot.alerts.idle import (
     attached_sessions,
     idle_payload,
     idle_since,
-    naive_utc,
     threads_of,
     write_idle_alerts,
 )
@@ -33,11 +32,12 @@ from bot.alerts.spend import stored_model
 from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import WatchedSession, utcnow
+from bot.store.tables import WatchedSession, db_now
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
 from bot.training.status import STATUS_PREFIX, ResourceStatus, status_of
+from bot.training.time_bounds import later, naive_utc
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,11 @@ SUBSCRIBED_JOB = "watch_subscribed_idle"
 IDLE_CHECK = "idle_check"
 #: an ended session's resource is followed for at most this long after its last poll
 FOLLOW_FOR = timedelta(days=1)
+#: the most ended watches one run reads, the most recently ended first
+FOLLOW_UP_ROWS = 1000
 _NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value for s in ACTIVE)
+#: a resource in one of these will never be READY again: its follow-up is over
+ENDED = frozenset({ResourceStatus.STOPPED, ResourceStatus.ERROR})
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,8 @@ def candidate(
 ) -> Candidate | None:
     """Whether an ended watched session's resource is worth a look now: the session
     is not CREATING or RUNNING, the resource was not last read as anything but
-    READY, and its follow-up is not over (alerted, taken by another session, no
-    longer READY) nor waiting for a later time. Pure."""
+    READY, and its follow-up is not over (alerted, taken by another session,
+    stopped or failed) nor waiting for a later time. Pure."""
     if status_of(last_status) in ACTIVE:
         return None
     progress = progress if isinstance(progress, dict) else {}
@@ -106,11 +110,12 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
     rows it wrote. See README "Idle model resources": a watched session that
     ended (stopped, failed, expired: no longer polled) leaves its resource to be
     looked at (the spend watch's read at its last poll when fresh, else one
-    GET); a READY one has its sessions
-    listed, and once no CREATING or RUNNING session has been on it for
-    IDLE_RESOURCE_ALERT_MINUTES (`idle_since`, the org-wide watch's rule) its
-    sessions' threads, and on-call when set, get the idle alert (the org-wide
-    watch's dedupe keys: told once, whichever watch finds it first)."""
+    GET); one still queued or starting is looked at again later, one STOPPED or
+    in ERROR is done with, and a READY one has its sessions listed, and once no
+    CREATING or RUNNING session has been on it for IDLE_RESOURCE_ALERT_MINUTES
+    (`idle_since`, the org-wide watch's rule) its sessions' threads, and on-call
+    when set, get the idle alert (the org-wide watch's dedupe keys: told once,
+    whichever watch finds it first)."""
     settings = rt.settings
     after = timedelta(minutes=settings.idle_resource_alert_minutes)
     if after <= timedelta(0):
@@ -132,22 +137,31 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
 
 async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | None) -> int:
     settings = rt.settings
-    now = utcnow()
     async with rt.sessionmaker() as db:
-        rows = await db.execute(
-            select(
-                WatchedSession.session_id,
-                WatchedSession.last_status,
-                WatchedSession.progress,
-                WatchedSession.snapshot,
-            ).where(
-                # A session still polled (even STOPPING) is left to its poller: it
-                # is looked at once it ended, idle since Together's own times.
-                WatchedSession.active.is_(False),
-                WatchedSession.last_status.not_in(_NOT_IDLE),
-                WatchedSession.updated_at > now - FOLLOW_FOR,
+        now = (await db.execute(select(db_now()))).scalar_one()
+        rows = (
+            await db.execute(
+                select(
+                    WatchedSession.session_id,
+                    WatchedSession.last_status,
+                    WatchedSession.progress,
+                    WatchedSession.snapshot,
+                )
+                .where(
+                    # A session still polled (even STOPPING) is left to its poller: it
+                    # is looked at once it ended, idle since Together's own times.
+                    WatchedSession.active.is_(False),
+                    WatchedSession.last_status.not_in(_NOT_IDLE),
+                    # `updated_at` is when the poller last wrote it (the follow-up's
+                    # marks leave it alone), so this window ends.
+                    WatchedSession.updated_at > db_now(-FOLLOW_FOR.total_seconds()),
+                )
+                .order_by(WatchedSession.updated_at.desc())
+                .limit(FOLLOW_UP_ROWS)
             )
-        )
+        ).all()
+        if len(rows) == FOLLOW_UP_ROWS:
+            log.warning("idle follow-up: %d ended watches or more; the oldest wait", len(rows))
         found = [
             c
             for r in rows
@@ -176,6 +190,9 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
         except TogetherError as exc:
             log.info("could not follow up an idle resource: %s", exc.kind)
             continue
+        except Exception:  # this resource's data; the others' alerts are still written
+            log.exception("could not follow up idle resource %s", resource_id)
+            continue
         mark, alert = outcome
         for c in on_it:
             marks[c.session_id] = {"resource_id": resource_id} | mark
@@ -200,9 +217,17 @@ async def _look(
     together = rt.together
     resource = next((c.fresh for c in on_it if c.fresh is not None), None)
     if resource is None:
-        resource = await together.get_model_resource(resource_id, max_wait=5)
-    if resource.status_enum is not ResourceStatus.READY:
-        return {"done": "not ready"}, None
+        try:
+            resource = await together.get_model_resource(resource_id, max_wait=5)
+        except TogetherError as exc:
+            if (over := final_answer(exc)) is None:
+                raise
+            return {"done": over}, None
+    status = resource.status_enum
+    if status in ENDED:
+        return {"done": status.value.lower()}, None
+    if status is not ResourceStatus.READY:
+        return waiting(status, now=now, after=after), None
     sessions = await attached_sessions(
         together, resource_id, max_pages=rt.settings.watch_all_max_pages
     )
@@ -211,7 +236,8 @@ async def _look(
         # Another session took it: its own watch (if any) follows it when it ends.
         return {"done": "busy"}, None
     if now - since < after:
-        return {"check_at": (since + after).isoformat(), "idle_since": since.isoformat()}, None
+        due = later(since, after)
+        return {"check_at": due.isoformat(), "idle_since": since.isoformat()}, None
     price = next((c.price for c in on_it if c.price is not None), None)
     if price is None:
         try:
@@ -223,9 +249,32 @@ async def _look(
     return {"done": "alerted", "idle_since": since.isoformat()}, (payload, ids)
 
 
+def final_answer(exc: TogetherError) -> str | None:
+    """The mark of an answer that will not change by asking again (Together's own
+    404, a 4xx refusal, an id it cannot take): the follow-up is over, rather than
+    asking every interval until FOLLOW_FOR runs out. None: worth asking again
+    (a timeout, a 5xx, a rate limit, the key refused). Pure."""
+    if exc.kind == "not_found":
+        return "gone"
+    if exc.kind == "invalid_id" or (
+        exc.kind == "bad_response" and exc.status is not None and 400 <= exc.status < 500
+    ):
+        return "refused"
+    return None
+
+
+def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[str, Any]:
+    """The mark of a resource not READY yet (queued for GPUs, starting) nor ended:
+    it may still turn READY and sit idle, so it is looked at again, often enough
+    that its alert comes at most a quarter of IDLE_RESOURCE_ALERT_MINUTES late.
+    Pure."""
+    return {"waiting": status.value, "check_at": later(now, after / 4).isoformat()}
+
+
 async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
     """Note where each ended session's follow-up stands, in its progress column
-    (rows the poller no longer writes)."""
+    (rows the poller no longer writes). `updated_at` stays when the watch ended: it
+    bounds how long the follow-up goes on and when the watch is pruned."""
     if not marks:
         return
     rows = await db.execute(
@@ -239,7 +288,7 @@ async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
         await db.execute(
             update(WatchedSession)
             .where(WatchedSession.session_id == r.session_id, WatchedSession.active.is_(False))
-            .values(progress=progress)
+            .values(progress=progress, updated_at=WatchedSession.updated_at)
             .execution_options(synchronize_session=False)
         )
 

@@ -37,6 +37,7 @@ from bot.training.rules import (
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.status import ResourceStatus, Status
+from bot.training.time_bounds import naive_utc
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def _like(when: datetime | None, now: datetime) -> datetime | None:
     if when is None or (when.tzinfo is None) == (now.tzinfo is None):
         return when
     if now.tzinfo is None:
-        return when.astimezone(UTC).replace(tzinfo=None)
+        return naive_utc(when)
     return when.replace(tzinfo=UTC)
 
 

@@ -1,16 +1,20 @@
-"""Outbox pruning: finished outbox rows, and alerts the error watch no longer
-lists, are dropped past OUTBOX_RETENTION_DAYS so the tables stay small."""
+"""Retention: finished outbox rows, alerts the error watch no longer lists, ended
+subscriptions and watches nobody refers to any more are dropped, so the tables
+(and the idle follow-up's walk over ended watches) stay small.
+
+Cut-offs are the database's clock, like every other time the replicas share.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from sqlalchemy import delete
+from sqlalchemy import delete, exists, func, select
 
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.runtime import Runtime
-from bot.store.tables import AlertSent, utcnow
+from bot.store.tables import AlertSent, Subscription, WatchedSession, db_now
+
+DAY_SECONDS = 86400.0
 
 
 async def prune_outbox(rt: Runtime) -> int:
@@ -18,7 +22,7 @@ async def prune_outbox(rt: Runtime) -> int:
 
     Remembered alerts go only once the error watch has not listed their error
     for as long: a session still in ERROR keeps its alert remembered."""
-    cutoff = utcnow() - timedelta(days=rt.settings.outbox_retention_days)
+    cutoff = db_now(-rt.settings.outbox_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():
         result = await db.execute(
             delete(OutboxMessage)
@@ -30,4 +34,54 @@ async def prune_outbox(rt: Runtime) -> int:
             .where(AlertSent.last_seen_at < cutoff)
             .execution_options(synchronize_session=False)
         )
+    return _count(result)
+
+
+async def prune_watches(rt: Runtime) -> tuple[int, int]:
+    """Drop subscriptions that ended more than WATCH_RETENTION_DAYS ago, then the
+    watched sessions that have been inactive as long and that no subscription
+    refers to any more; returns how many of each.
+
+    A subscription's outbox rows go with it (their dedupe keys name its id,
+    which a new subscription may be given again), but one with a message still
+    pending is kept until that is sent. A watched session is kept while any
+    subscription names it, active or ended recently: its follow-up and `ls`
+    still read it."""
+    cutoff = db_now(-rt.settings.watch_retention_days * DAY_SECONDS)
+    ended = select(Subscription.id).where(
+        Subscription.active.is_(False),
+        func.coalesce(Subscription.ended_at, Subscription.created_at) < cutoff,
+        ~exists().where(
+            OutboxMessage.subscription_id == Subscription.id, OutboxMessage.state == State.PENDING
+        ),
+    )
+    async with rt.sessionmaker() as db, db.begin():
+        # Its rows first, whether or not the database enforces the foreign key.
+        await db.execute(
+            delete(OutboxMessage)
+            .where(OutboxMessage.subscription_id.in_(ended))
+            .execution_options(synchronize_session=False)
+        )
+        subscriptions = await db.execute(
+            delete(Subscription)
+            .where(Subscription.id.in_(ended))
+            .execution_options(synchronize_session=False)
+        )
+        watches = await db.execute(
+            delete(WatchedSession)
+            .where(
+                WatchedSession.active.is_(False),
+                WatchedSession.updated_at < cutoff,
+                ~exists().where(Subscription.session_id == WatchedSession.session_id),
+                ~exists().where(
+                    OutboxMessage.session_id == WatchedSession.session_id,
+                    OutboxMessage.state == State.PENDING,
+                ),
+            )
+            .execution_options(synchronize_session=False)
+        )
+    return _count(subscriptions), _count(watches)
+
+
+def _count(result: object) -> int:
     return int(getattr(result, "rowcount", 0) or 0)

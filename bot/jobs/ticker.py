@@ -22,7 +22,7 @@ from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import watch_all_errors
-from bot.jobs.prune import prune_outbox
+from bot.jobs.prune import prune_outbox, prune_watches
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
@@ -215,6 +215,9 @@ class Ticker:
     async def prune(self) -> None:
         if pruned := await prune_outbox(self.rt):
             log.info("pruned %d finished outbox rows", pruned)
+        subscriptions, watches = await prune_watches(self.rt)
+        if subscriptions or watches:
+            log.info("pruned %d ended subscriptions and %d watches", subscriptions, watches)
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from bot.training.status import ResourceStatus, Status
+from bot.training.time_bounds import later, span
 
 STALL_AFTER = timedelta(minutes=15)
 CREATING_ALERT_AFTER = timedelta(minutes=30)
@@ -192,15 +193,16 @@ def idles_out_at(
 
     Together's `expires_at` when the resource gives it; otherwise the last
     step change seen plus the resource's `inactive_timeout` (a session start
-    and every operation count as activity, so this is a lower bound)."""
+    and every operation count as activity, so this is a lower bound). A timeout
+    past the last date there is gives that date."""
     if expires_at is not None:
         return expires_at
     timeout = (
-        timedelta(seconds=inactive_timeout)
+        span(inactive_timeout)
         if inactive_timeout is not None and inactive_timeout > 0
         else DEFAULT_INACTIVE_TIMEOUT
     )
-    return progress.since + timeout
+    return later(progress.since, timeout)
 
 
 def eta(progress: Progress, target: int | None, now: datetime) -> datetime | None:
@@ -215,7 +217,7 @@ def eta(progress: Progress, target: int | None, now: datetime) -> datetime | Non
     minutes = (target - progress.step) / progress.rate
     if minutes > 60 * 24 * 365:  # a year or more: not an ETA anyone can use
         return None
-    return now + timedelta(minutes=minutes)
+    return later(now, span(minutes * 60))
 
 
 # --- slow start ------------------------------------------------------------------------------

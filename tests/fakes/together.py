@@ -330,6 +330,8 @@ class TogetherFault:
     remaining: int | None = None
     delay: float | None = None
     disconnect: bool = False
+    #: only requests whose target (path and query) contains this text, e.g. one page's cursor
+    matching: str | None = None
     hits: int = 0
 
 
@@ -579,6 +581,7 @@ class FakeTogether(FakeHTTPServer):
         times: int | None = None,
         delay: float | None = None,
         disconnect: bool = False,
+        matching: str | None = None,
     ) -> TogetherFault:
         """Script a fault for one session id (or every request, for None).
 
@@ -588,6 +591,8 @@ class FakeTogether(FakeHTTPServer):
           response follows.
         - `disconnect`: close the connection without answering.
         - `times`: how many requests it applies to (None: until `clear_faults`).
+        - `matching`: only requests whose target (path and query) contains this text,
+          e.g. `after=<cursor>` to fail one page of a list.
         Session-specific faults win over global ones; among equals, the oldest first.
         """
         fault = TogetherFault(
@@ -599,6 +604,7 @@ class FakeTogether(FakeHTTPServer):
             remaining=times,
             delay=delay,
             disconnect=disconnect,
+            matching=matching,
         )
         with self._lock:
             self._faults.append(fault)
@@ -612,10 +618,11 @@ class FakeTogether(FakeHTTPServer):
             else:
                 self._faults = [f for f in self._faults if f.session_id not in ids]
 
-    def _take_fault(self, session_id: str | None) -> TogetherFault | None:
+    def _take_fault(self, session_id: str | None, target: str = "") -> TogetherFault | None:
         with self._lock:
-            candidates = [f for f in self._faults if f.session_id == session_id and session_id]
-            candidates += [f for f in self._faults if f.session_id is None]
+            faults = [f for f in self._faults if f.matching is None or f.matching in target]
+            candidates = [f for f in faults if f.session_id == session_id and session_id]
+            candidates += [f for f in faults if f.session_id is None]
             if not candidates:
                 return None
             fault = candidates[0]
@@ -695,7 +702,7 @@ class FakeTogether(FakeHTTPServer):
     def _respond(
         self, request: Request, route: str, session_id: str | None, auth: str | None
     ) -> Response:
-        fault = self._take_fault(session_id)
+        fault = self._take_fault(session_id, request.target)
         if fault is not None:
             if fault.delay:
                 self.sleep(fault.delay)
