@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -87,3 +87,71 @@ def test_a_nul_in_a_listed_error_stops_no_other_page(
         assert query(db_url, "SELECT count(*) FROM outbox WHERE kind = 'oncall'") == [(4,)]
     time.sleep(0.5)
     assert [paged_for(slack, sid(i)) for i in (1, 2, 3, 4)] == [1, 1, 1, 1]
+
+
+# --- 2. replicas whose clocks disagree -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first_skew", "second_skew"),
+    [("0", "3720"), ("3720", "0")],
+    ids=["second-ahead", "first-ahead"],
+)
+def test_replicas_an_hour_apart_page_every_new_error_once(
+    first_skew: str,
+    second_skew: str,
+    start_bot: BotFactory,
+    slack: FakeSlack,
+    together: FakeTogether,
+    db_url: str,
+) -> None:
+    """One replica's clock is 1 h 2 min ahead (past the watch's restart window):
+    the watch's times are the database's, so neither replica takes the other's
+    runs for a watch switched off, and no error is judged by the wrong clock."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
+    for i in range(1, 9):
+        together.add(sid(i), display_name=f"run-{i}")
+    start_bot(**ENV, REPLICA_ID="r0", FAULT_CLOCK_SKEW_SECONDS=first_skew)
+    wait_watch_runs(together, 2)  # the baseline
+    start_bot(**ENV, REPLICA_ID="r1", FAULT_CLOCK_SKEW_SECONDS=second_skew)
+    wait_watch_runs(together, 4)  # both replicas run the watch by turns
+    for i in range(1, 9):
+        together.set_status(sid(i), "ERROR", error=error())
+    wait_until(
+        lambda: all(paged_for(slack, sid(i)) for i in range(1, 9)),
+        timeout=30,
+        what="all 8 new errors paged",
+    )
+    wait_watch_runs(together, 4)
+    assert [paged_for(slack, sid(i)) for i in range(1, 9)] == [1] * 8
+    # The job's times are the database's own, not either replica's.
+    [(baseline, last_run)] = query(
+        db_url, "SELECT baseline_at, last_run_at FROM jobs WHERE name = 'watch_all_errors'"
+    )
+    now = datetime.now(UTC).replace(tzinfo=None)
+    assert abs(baseline - now) < timedelta(minutes=5) > abs(last_run - now)
+
+
+# --- 3. times out of range -----------------------------------------------------------------
+
+YEAR_1 = "0001-01-01T00:00:00+05:00"  # before datetime.min once in UTC
+YEAR_9999 = "9999-12-31T23:59:59-05:00"  # past datetime.max once in UTC
+
+
+def test_error_times_out_of_range_never_stop_the_watch(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """A time that has no UTC equivalent says nothing of when the error happened:
+    the watch goes by the session's other time, and pages every new error."""
+    for i in range(1, 5):
+        together.add(sid(i), display_name=f"run-{i}")
+    start_bot(**ENV)
+    wait_watch_runs(together, 2)
+    together.set_status(sid(1), "ERROR", error=error(occurred_at=YEAR_1))
+    together.set_status(sid(2), "ERROR", error=error(occurred_at=YEAR_9999))
+    together.set_status(sid(3), "ERROR", created_at=YEAR_1, error=error())
+    together.set_status(sid(4), "ERROR", error=error())
+    wait_until(lambda: all(paged_for(slack, sid(i)) for i in range(1, 5)), what="all four pages")
+    wait_watch_runs(together, 3)
+    assert [paged_for(slack, sid(i)) for i in range(1, 5)] == [1] * 4

@@ -8,7 +8,7 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +22,7 @@ from bot.outbox.queue import Kind, OutboxMessage
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.list_pass import ListPass
 from bot.training.shapes import RawSession, TrainingSession
+from bot.training.times import naive_utc
 from tests.fakes import make_session
 
 OPS = "COPS"
@@ -111,3 +112,14 @@ def test_a_nul_in_an_error_code_is_paged_under_a_storable_key(db_url: str) -> No
     nul["error"]["code"] = "CODE_\x00_NUL"
     rows = run(db_url, FakeLister(), [[], [nul, errored(2)], [nul, errored(2)]])
     assert sorted(s for kind, s in rows if kind == Kind.ONCALL) == [sid(1), sid(2)]
+
+
+@pytest.mark.parametrize(
+    "text", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"], ids=["year-1", "year-9999"]
+)
+def test_a_time_with_no_utc_equivalent_reads_as_none(text: str) -> None:
+    assert naive_utc(datetime.fromisoformat(text)) is None
+    assert naive_utc(datetime(2026, 1, 1, 5, tzinfo=timezone(timedelta(hours=5)))) == datetime(
+        2026, 1, 1
+    )
+    assert naive_utc(datetime(1, 1, 1)) == datetime(1, 1, 1)  # naive: already UTC

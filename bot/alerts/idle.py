@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,6 +36,7 @@ from bot.training.shapes import (
     TrainingSession,
 )
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.times import naive_utc
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +47,6 @@ ACTIVE = frozenset({Status.CREATING, Status.RUNNING})
 SHOWN_SESSIONS = 10
 #: `subscriptions.ended_reason` when the poller ended it because the session ended
 SESSION_ENDED = "session ended"
-
-
-def naive_utc(when: datetime | None) -> datetime | None:
-    """Naive UTC, as the database's times are."""
-    if when is None or when.tzinfo is None:
-        return when
-    return when.astimezone(UTC).replace(tzinfo=None)
 
 
 def idle_since(resource: ModelResource, sessions: Sequence[TrainingSession]) -> datetime | None:

@@ -24,7 +24,6 @@ from bot.alerts.idle import (
     attached_sessions,
     idle_payload,
     idle_since,
-    naive_utc,
     threads_of,
     write_idle_alerts,
 )
@@ -43,6 +42,7 @@ from bot.training.shapes import (
     is_session_id,
     status_of,
 )
+from bot.training.times import naive_utc
 
 log = logging.getLogger(__name__)
 

@@ -35,6 +35,7 @@ from bot.training.rules import (
 )
 from bot.training.shapes import ResourceStatus, Status, TrainingSession
 from bot.training.snapshots import trimmed_snapshot
+from bot.training.times import naive_utc
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def _like(when: datetime | None, now: datetime) -> datetime | None:
     if when is None or (when.tzinfo is None) == (now.tzinfo is None):
         return when
     if now.tzinfo is None:
-        return when.astimezone(UTC).replace(tzinfo=None)
+        return naive_utc(when)
     return when.replace(tzinfo=UTC)
 
 

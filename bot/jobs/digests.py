@@ -24,7 +24,7 @@ from bot.outbox.queue import (
     read_payload,
 )
 from bot.runtime import Runtime
-from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
+from bot.store.tables import ChannelSettings, Subscription, WatchedSession, db_now
 
 #: a digest missed by more than this waits for tomorrow
 DIGEST_WINDOW = timedelta(hours=1)
@@ -54,10 +54,13 @@ def digest_due(setting: ChannelSettings, now: datetime) -> str | None:
 
 
 async def send_digests(rt: Runtime) -> int:
-    """Queue each due channel's digest in the outbox (delivery sends it)."""
-    now = utcnow()
+    """Queue each due channel's digest in the outbox (delivery sends it).
+
+    Due by the database's clock, as the outbox rows it counts are stamped: a
+    replica whose clock is off by an hour would otherwise miss the window."""
     queued = 0
     async with rt.sessionmaker() as db, db.begin():
+        now = (await db.execute(select(db_now()))).scalar_one()
         settings = (
             await db.execute(
                 select(ChannelSettings)

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import select, update
 
@@ -30,24 +29,19 @@ from bot.outbox.queue import (
 from bot.runtime import Runtime
 from bot.store.engine import database_gone
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import AlertSent, Subscription, utcnow
+from bot.store.tables import AlertSent, Subscription, db_now
 from bot.together.list_pass import Lister, ListPass
 from bot.training.shapes import STATUS_PREFIX, Status, TrainingSession
+from bot.training.times import naive_utc
 
 log = logging.getLogger(__name__)
 # A watch idle longer than this was switched off, not briefly down: start afresh.
 WATCH_RESTART_AFTER = timedelta(hours=1)
 # Together's timestamps come from Together's clock, whole seconds at times; the baseline
-# from ours. An error stamped this little before the baseline is still news: whatever
-# the baseline run itself listed is remembered as history, so this re-pages nothing.
+# from the database's. An error stamped this little before the baseline is still news:
+# whatever the baseline run itself listed is remembered as history, so this re-pages nothing.
 BASELINE_CLOCK_SLACK = timedelta(seconds=60)
 ERROR_STATUS = STATUS_PREFIX + Status.ERROR.value
-
-
-def _naive_utc(dt: datetime | None) -> datetime | None:
-    if dt is None:
-        return None
-    return dt.astimezone(ZoneInfo("UTC")).replace(tzinfo=None) if dt.tzinfo else dt
 
 
 async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
@@ -68,7 +62,8 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
         job = await claim_job(db, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds)
         if job is None:
             return 0
-        now = utcnow()
+        # Every time the watch keeps is the database's: replicas' clocks may disagree.
+        now = (await db.execute(select(db_now()))).scalar_one()
         idle = now - job.last_run_at if job.last_run_at else None
         starting = job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER)
         if starting:
@@ -116,8 +111,10 @@ def _memos(listed: ListPass, *, starting: bool, baseline: datetime) -> list[_Mem
 
 
 def _is_news(session: TrainingSession, baseline: datetime) -> bool:
-    """The error happened since the watch began (by Together's stamp)."""
-    when = _naive_utc((session.error.occurred_at if session.error else None) or session.updated_at)
+    """The error happened since the watch began, by Together's stamp: when it
+    occurred, else when the session last changed (a time out of range is none)."""
+    occurred = session.error.occurred_at if session.error else None
+    when = naive_utc(occurred) or naive_utc(session.updated_at)
     return when is not None and when >= baseline - BASELINE_CLOCK_SLACK
 
 
@@ -168,7 +165,7 @@ async def _write(rt: Runtime, memos: Sequence[_Memo], *, starting: bool) -> int:
     settings = rt.settings
     channel = settings.oncall_channel or ""
     async with rt.sessionmaker() as db, db.begin():
-        now = utcnow()
+        now = (await db.execute(select(db_now()))).scalar_one()
         if starting:
             # Errors from before the watch began (or was switched back on) are history.
             await remember_alerts(db, memos, now=now, alerted=False)

@@ -9,7 +9,7 @@ from sqlalchemy import delete
 
 from bot.outbox.queue import OutboxMessage, State
 from bot.runtime import Runtime
-from bot.store.tables import AlertSent, utcnow
+from bot.store.tables import AlertSent, db_now
 
 
 async def prune_outbox(rt: Runtime) -> int:
@@ -17,7 +17,8 @@ async def prune_outbox(rt: Runtime) -> int:
 
     Remembered alerts go only once the error watch has not listed their error
     for as long: a session still in ERROR keeps its alert remembered."""
-    cutoff = utcnow() - timedelta(days=rt.settings.outbox_retention_days)
+    # The database's clock, as the rows' own times are.
+    cutoff = db_now(-timedelta(days=rt.settings.outbox_retention_days).total_seconds())
     async with rt.sessionmaker() as db, db.begin():
         result = await db.execute(
             delete(OutboxMessage)
