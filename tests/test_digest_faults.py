@@ -1,5 +1,6 @@
 """The daily digest through real `rl-bot serve` processes and the Slack- and
-Together-shaped servers: it is due by the database's clock, not a replica's."""
+Together-shaped servers: it counts status changes only (not the root card's
+redraws), and it is due by the database's clock, not a replica's."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeSlack
+from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 pytestmark = pytest.mark.slow
+
+SID = "5d3e4567-e89b-12d3-a456-426614174000"
+SID2 = "6d3e4567-e89b-12d3-a456-426614174000"
+RID = "7d3e4567-e89b-12d3-a456-426614174000"
 
 
 def ask(bot: BotProcess, slack: FakeSlack, text: str, channel: str = "C123") -> str:
@@ -24,6 +29,20 @@ def ask(bot: BotProcess, slack: FakeSlack, text: str, channel: str = "C123") -> 
     assert r.status_code == 200, r.text
     answer: Any = r.json() if r.content.strip() else slack.wait_for_response(token)
     return json.dumps(answer, ensure_ascii=False)
+
+
+def subscribe(bot: BotProcess, slack: FakeSlack, sid: str) -> str:
+    assert "Subscribed" in ask(bot, slack, f"subscribe {sid}")
+    return [
+        c.ts
+        for c in slack.successful_posts("C123")
+        if c.thread_ts is None and c.ts and sid in json.dumps(c.blocks)
+    ][-1]
+
+
+def card(slack: FakeSlack, root: str) -> str:
+    updates = slack.updates("C123", root)
+    return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
 
 
 def digests(slack: FakeSlack) -> list[str]:
@@ -40,6 +59,37 @@ def now_minute() -> str:
     if now.hour == 23 and now.minute == 59:
         time.sleep(61 - now.second)
     return datetime.now(UTC).strftime("%H:%M")
+
+
+def test_the_digest_counts_status_changes_not_card_redraws(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """The spend watch redraws a card (a `root` row whose status does not change)
+    and a muted thread's status change is shown on its card only (also a `root`
+    row): the digest counts the change, not the redraws."""
+    together.add_resource(RID, "READY")
+    together.add(SID, "RUNNING", model_resources_id=RID, display_name="steady-run")
+    together.add(SID2, "RUNNING", display_name="moving-run")
+    bot = start_bot(SPEND_WATCH="true")
+    root = subscribe(bot, slack, SID)
+    root2 = subscribe(bot, slack, SID2)
+    wait_until(lambda: "Spend so far" in card(slack, root), what="the spend redraw")
+    assert "muted" in ask(bot, slack, f"mute {SID2} 2h")
+    together.set_status(SID2, "STOPPING")
+    wait_until(lambda: "Stopping" in card(slack, root2), what="the muted change on its card")
+    redraws = query(
+        db_url, "SELECT count(*) FROM outbox WHERE kind = 'root' AND dedupe_key LIKE 'watch:%'"
+    )
+    assert redraws[0][0] >= 1  # what the digest counted as changes
+
+    at = now_minute()
+    assert f"daily digest at {at} (UTC)" in ask(bot, slack, f"digest on {at}")
+    bot.stop()
+    start_bot(SPEND_WATCH="true")  # a new replica's digest tick runs at once
+    wait_until(lambda: digests(slack), timeout=20, what="the digest")
+    [digest] = digests(slack)
+    assert "2 watched sessions, 1 change." in digest, digest
+    assert "Running → Stopping" in digest and "Running → Running" not in digest
 
 
 def test_the_digest_is_due_by_the_database_clock(
