@@ -68,6 +68,12 @@ def test_bounded_keys_keep_short_keys_and_hash_long_ones() -> None:
     assert len(bounded_key("oncall", "x" * 10_000, "")) <= MAX_KEY_LENGTH
 
 
+def test_bounded_keys_hash_a_nul_which_postgresql_text_refuses() -> None:
+    key = bounded_key("oncall", "abc", "CODE_\x00|2026")
+    assert "\x00" not in key and key.startswith("oncall:sha256:")
+    assert key != bounded_key("oncall", "abc", "CODE_|2026")
+
+
 @pytest.mark.parametrize(
     ("rps", "lease", "batch", "expected"),
     [(50, 120, 5000, 3000), (50, 120, 1000, 1000), (3, 2, 5000, 3), (0.1, 1, 5000, 1)],

@@ -5,6 +5,7 @@ queues it, once a day."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -23,7 +24,10 @@ from bot.outbox.contract.payloads import (
 from bot.outbox.contract.rows import digest_row
 from bot.outbox.queue import OutboxMessage, insert_outbox
 from bot.runtime import Runtime
-from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
+from bot.store.tables import ChannelSettings, Subscription, WatchedSession, db_now
+from bot.training.status import short_status
+
+log = logging.getLogger(__name__)
 
 #: a digest missed by more than this waits for tomorrow
 DIGEST_WINDOW = timedelta(hours=1)
@@ -53,10 +57,13 @@ def digest_due(setting: ChannelSettings, now: datetime) -> str | None:
 
 
 async def send_digests(rt: Runtime) -> int:
-    """Queue each due channel's digest in the outbox (delivery sends it)."""
-    now = utcnow()
+    """Queue each due channel's digest in the outbox (delivery sends it).
+
+    Due by the database's clock, as the outbox rows it counts are stamped: a
+    replica whose clock is off by an hour would otherwise miss the window."""
     queued = 0
     async with rt.sessionmaker() as db, db.begin():
+        now = (await db.execute(select(db_now()))).scalar_one()
         settings = (
             await db.execute(
                 select(ChannelSettings)
@@ -90,7 +97,9 @@ async def digest_of_channel(
     db: AsyncSession, setting: ChannelSettings, day: str, now: datetime
 ) -> DigestPayload:
     """What a channel's digest says: its watched sessions now, and the last
-    24 hours' status changes (told or not). Rendered when it is sent."""
+    24 hours' status changes (told, or muted or filtered and shown on the card
+    only: both `transition` and `root` rows; a `root` row is also written for a
+    mere redraw, which is no change). Rendered when it is sent."""
     watched = await db.execute(
         select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
@@ -102,7 +111,7 @@ async def digest_of_channel(
     )
     sessions = [
         DigestSession(session_id=sid, display_name=_display(snapshot), status=status)
-        for sid, snapshot, status in watched.tuples()
+        for sid, snapshot, status in watched
     ]
     rows = await db.execute(
         select(OutboxMessage.session_id, OutboxMessage.kind, OutboxMessage.payload)
@@ -114,9 +123,14 @@ async def digest_of_channel(
         .order_by(OutboxMessage.id)
     )
     changes = []
-    for sid, kind, payload in rows.tuples():
-        change = read_payload(kind, payload)
-        assert isinstance(change, TransitionPayload | RootPayload)
+    for sid, kind, payload in rows:
+        try:
+            change = read_payload(kind, payload)
+        except (ValueError, TypeError):  # a row no longer readable says nothing of the day
+            log.warning("digest skipped an unreadable outbox row", extra={"session_id": sid})
+            continue
+        if not isinstance(change, TransitionPayload | RootPayload) or not _is_change(change):
+            continue
         changes.append(
             DigestChange(
                 name=_display(change.session) or str(sid),
@@ -125,6 +139,12 @@ async def digest_of_channel(
             )
         )
     return DigestPayload(day=day, sessions=sessions, changes=changes)
+
+
+def _is_change(change: TransitionPayload | RootPayload) -> bool:
+    """A status change, told or shown on the card only; not a redraw of the card
+    (the spend watch's, whose status is the one it had)."""
+    return change.gone or short_status(change.old_status) != short_status(change.new_status)
 
 
 def _display(snapshot: object) -> str | None:

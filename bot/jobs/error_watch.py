@@ -1,39 +1,41 @@
 """The org-wide error watch (WATCH_ALL_ERRORS): on-call hears of any session
 that enters ERROR, subscribed or not, once per error. One replica at a time
-runs it: a `jobs` row is the lock, claimed with SKIP LOCKED and a lease."""
+runs it: a `jobs` row is the lock, claimed with SKIP LOCKED and a lease.
+
+One listed session the bot cannot handle (text the database refuses, a value no
+code expected) never holds back the others: what is written is split until that
+session stands alone, and it is set aside for this run with one operator alert;
+every other error is paged."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import select, update
 
-from bot.outbox.contract.rows import oncall_key, oncall_row
+from bot.outbox.contract.rows import bounded_key, oncall_key, oncall_row, operator_row
 from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
+from bot.store.engine import database_gone
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import AlertSent, Subscription, utcnow
-from bot.together.list_pass import Lister
+from bot.store.tables import AlertSent, Subscription, db_now
+from bot.together.list_pass import Lister, ListPass
 from bot.training.sessions import TrainingSession
 from bot.training.status import STATUS_PREFIX, Status
+from bot.training.time_bounds import utc_or_none
 
 log = logging.getLogger(__name__)
 # A watch idle longer than this was switched off, not briefly down: start afresh.
 WATCH_RESTART_AFTER = timedelta(hours=1)
 # Together's timestamps come from Together's clock, whole seconds at times; the baseline
-# from ours. An error stamped this little before the baseline is still news: whatever
-# the baseline run itself listed is remembered as history, so this re-pages nothing.
+# from the database's. An error stamped this little before the baseline is still news:
+# whatever the baseline run itself listed is remembered as history, so this re-pages nothing.
 BASELINE_CLOCK_SLACK = timedelta(seconds=60)
-
-
-def _naive_utc(dt: datetime | None) -> datetime | None:
-    if dt is None:
-        return None
-    return dt.astimezone(ZoneInfo("UTC")).replace(tzinfo=None) if dt.tzinfo else dt
+ERROR_STATUS = STATUS_PREFIX + Status.ERROR.value
 
 
 async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
@@ -54,7 +56,8 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
         job = await claim_job(db, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds)
         if job is None:
             return 0
-        now = utcnow()
+        # Every time the watch keeps is the database's: replicas' clocks may disagree.
+        now = (await db.execute(select(db_now()))).scalar_one()
         idle = now - job.last_run_at if job.last_run_at else None
         starting = job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER)
         if starting:
@@ -62,7 +65,7 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
             job.baseline_at = now
         baseline = job.baseline_at or now
     listed = await lister.get(
-        [STATUS_PREFIX + Status.ERROR.value],
+        [ERROR_STATUS],
         max_pages=settings.watch_all_max_pages,
         # Shared with a pass of the same pages begun within half the shortest interval.
         since=lister.clock()
@@ -75,20 +78,93 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
             "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
             settings.watch_all_max_pages,
         )
-    errors = [s for s in listed.sessions() if s.status_enum is Status.ERROR]
-    candidates = [
-        s
-        for s in errors
-        if not starting
-        and (when := _naive_utc((s.error.occurred_at if s.error else None) or s.updated_at))
-        and when >= baseline - BASELINE_CLOCK_SLACK
-    ]
+    memos = _memos(listed, starting=starting, baseline=baseline)
+    paged, set_aside = await _write_apart(rt, memos, starting=starting)
+    if set_aside:
+        await _report_set_aside(rt, set_aside)
     async with rt.sessionmaker() as db, db.begin():
-        now = utcnow()
+        await release_job(db, "watch_all_errors", owner=rt.owner)
+    return paged
+
+
+def _memos(listed: ListPass, *, starting: bool, baseline: datetime) -> list[_Memo]:
+    """What to write of each listed error; a session that cannot even be read
+    or keyed is set aside here (logged) and the rest go on."""
+    memos = []
+    for session_id in listed.ids_in([ERROR_STATUS]):
+        try:
+            session = listed.session(session_id)
+            news = not starting and _is_news(session, baseline)
+            memos.append(_Memo.of(session, news=news))
+        except Exception:
+            log.exception(
+                "org-wide error watch set aside a listed session it could not read",
+                extra={"session_id": str(session_id)[:128]},
+            )
+    return memos
+
+
+def _is_news(session: TrainingSession, baseline: datetime) -> bool:
+    """The error happened since the watch began, by Together's stamp: when it
+    occurred, else when the session last changed (a time out of range is none)."""
+    occurred = session.error.occurred_at if session.error else None
+    when = utc_or_none(occurred) or utc_or_none(session.updated_at)
+    return when is not None and when >= baseline - BASELINE_CLOCK_SLACK
+
+
+async def _write_apart(
+    rt: Runtime, memos: list[_Memo], *, starting: bool
+) -> tuple[int, list[_Memo]]:
+    """Write `memos` in one transaction; if that fails, each half in its own, halved
+    again where it fails, until the sessions at fault stand alone (one among n costs
+    about 2*log2(n) transactions). Returns how many were paged and the set-aside.
+
+    A database that is gone is not split over (every part would fail), nor is a
+    failure of every part: the fault is then in no one session."""
+    failures: list[tuple[_Memo, BaseException]] = []
+    paged = 0
+
+    async def write(chunk: list[_Memo]) -> None:
+        nonlocal paged
+        try:
+            paged += await _write(rt, chunk, starting=starting)
+        except Exception as exc:
+            if database_gone(exc):
+                raise
+            if len(chunk) == 1:
+                failures.append((chunk[0], exc))
+                return
+            if chunk is memos:
+                log.warning(
+                    "org-wide error watch could not write this run (%s); writing each apart",
+                    type(exc).__name__,
+                )
+            await write(chunk[: len(chunk) // 2])
+            await write(chunk[len(chunk) // 2 :])
+
+    await write(memos)
+    if failures and len(failures) == len(memos) > 1:
+        raise failures[0][1]
+    for memo, exc in failures:
+        log.error(
+            "org-wide error watch set aside a session it could not write (%s)",
+            type(exc).__name__,
+            extra={"session_id": memo.session_id[:128]},
+        )
+    return paged, [memo for memo, _ in failures]
+
+
+async def _write(rt: Runtime, memos: Sequence[_Memo], *, starting: bool) -> int:
+    """Remember and page `memos` in one transaction; how many were paged."""
+    settings = rt.settings
+    channel = settings.oncall_channel or ""
+    async with rt.sessionmaker() as db, db.begin():
+        now = (await db.execute(select(db_now()))).scalar_one()
         if starting:
-            await remember_alerts(db, [_Memo.of(s) for s in errors], now=now, alerted=False)
+            # Errors from before the watch began (or was switched back on) are history.
+            await remember_alerts(db, memos, now=now, alerted=False)
         fresh = [
-            memo.session for memo in await unalerted(db, [_Memo.of(s) for s in candidates], now=now)
+            memo.session for memo in await unalerted(db, [m for m in memos if m.news], now=now)
         ]
         if fresh:
             threads: dict[str, Any] = {}
@@ -101,7 +177,7 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
                 threads.setdefault(row.session_id, row)
             rows = [
                 oncall_row(
-                    settings.oncall_channel,
+                    channel,
                     s,
                     seq=None,
                     thread_channel=threads[s.id].channel_id if s.id in threads else None,
@@ -110,15 +186,35 @@ async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
                 for s in fresh
             ]
             await insert_outbox(db, rows)
-        if errors:  # still listed in ERROR: the memory of these alerts still matters
+        if memos:  # still listed in ERROR: the memory of these alerts still matters
             await db.execute(
                 update(AlertSent)
-                .where(AlertSent.key.in_([oncall_key(s, None) for s in errors]))
+                .where(AlertSent.key.in_([m.dedupe_key for m in memos]))
                 .values(last_seen_at=now)
                 .execution_options(synchronize_session=False)
             )
-        await release_job(db, "watch_all_errors", owner=rt.owner)
     return len(fresh)
+
+
+async def _report_set_aside(rt: Runtime, memos: list[_Memo]) -> None:
+    """One operator alert per set-aside error (its key dedupes it across runs)."""
+    channel = rt.settings.oncall_channel or ""
+    for memo in memos:
+        shown = memo.session_id.replace("\x00", "")[:128]
+        row = operator_row(
+            channel,
+            bounded_key("watch-set-aside", memo.dedupe_key),
+            "An error could not be paged",
+            f"Session {shown} is in ERROR, but the org-wide error watch could not store "
+            "its alert; it is set aside while it stays so. Look at it in Together.",
+        )
+        try:
+            async with rt.sessionmaker() as db, db.begin():
+                await insert_outbox(db, [row])
+        except Exception as exc:
+            if database_gone(exc):
+                raise
+            log.exception("could not queue the operator alert for a set-aside session")
 
 
 @dataclass(frozen=True)
@@ -128,7 +224,8 @@ class _Memo:
     dedupe_key: str
     session_id: str
     session: TrainingSession
+    news: bool = False  # happened since the watch began: page it unless paged before
 
     @classmethod
-    def of(cls, session: TrainingSession) -> _Memo:
-        return cls(oncall_key(session, None), session.id, session)
+    def of(cls, session: TrainingSession, *, news: bool = False) -> _Memo:
+        return cls(oncall_key(session, None), session.id, session, news)

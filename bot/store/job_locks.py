@@ -10,7 +10,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring
-from bot.store.tables import Job, db_now, utcnow
+from bot.store.tables import Job, db_now
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -34,9 +34,10 @@ async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) ->
 
 
 async def release_job(db: AsyncSession, name: str, *, owner: str) -> None:
-    """Give the job back and note when it last ran."""
+    """Give the job back and note when it last ran, by the database's clock: the
+    next run may be another replica's, whose clock may disagree with this one's."""
     await db.execute(
         update(Job)
         .where(Job.name == name, Job.lease_owner == owner)
-        .values(lease_owner=None, lease_until=None, last_run_at=utcnow())
+        .values(lease_owner=None, lease_until=None, last_run_at=db_now())
     )

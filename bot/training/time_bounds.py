@@ -42,3 +42,15 @@ def naive_utc(when: datetime | None) -> datetime | None:
         return when.astimezone(UTC).replace(tzinfo=None)
     except OverflowError:
         return datetime.max if when.year > 1 else datetime.min
+
+
+def utc_or_none(when: datetime | None) -> datetime | None:
+    """Naive UTC, or None for a time with no UTC equivalent within the years a
+    datetime holds: such a time says nothing of when anything happened, so a
+    caller that has another time to go by uses that instead."""
+    if when is None or when.tzinfo is None:
+        return when
+    try:
+        return when.astimezone(UTC).replace(tzinfo=None)
+    except (OverflowError, ValueError):
+        return None

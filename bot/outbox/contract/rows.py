@@ -77,9 +77,10 @@ class OutboxRow:
 
 
 def bounded_key(*parts: str) -> str:
-    """`a:b:c`, or, when that is long, its first part and a hash of the whole."""
+    """`a:b:c`, or, when that is long (or holds a NUL, which PostgreSQL's text
+    refuses), its first part and a hash of the whole."""
     key = ":".join(parts)
-    if len(key) <= MAX_KEY_LENGTH:
+    if len(key) <= MAX_KEY_LENGTH and "\x00" not in key:
         return key
     return f"{parts[0]}:sha256:{hashlib.sha256(key.encode('utf-8', 'replace')).hexdigest()}"
 
