@@ -19,6 +19,7 @@ from bot.commands.subscriptions import active_subscription
 from bot.commands.thread import post_in_thread
 from bot.config import Settings
 from bot.rendering import watch as rendering_watch
+from bot.rendering.text import ID_LIMIT, user_ref
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
@@ -31,11 +32,14 @@ STOP_NOT_CONFIGURED = (
     "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
 )
 STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
+ACCEPTED_UNREAD = "Together accepted the stop; its new state could not be read just now."
 
 
 @dataclass(frozen=True)
 class StopRequest:
-    """What a Stop click did: refused (why), or asked Together (its answer)."""
+    """What a Stop click did: refused (why), or asked Together (its answer:
+    the session, or None when Together accepted the stop but its state is not
+    known yet)."""
 
     refusal: str | None = None
     session: TrainingSession | None = None
@@ -72,20 +76,24 @@ async def stop_session(
 ) -> StopRequest:
     """Check who asks, ask Together to stop the session, and say who did in the
     subscription's thread (else under the clicked card). Slack has already shown
-    the confirm dialog. A TogetherError (not stopped) is logged and raised."""
+    the confirm dialog. A TogetherError (not accepted) is logged and raised."""
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
     refusal = await _may_stop_logged(settings, slack, user_id, "stop", who)
     if refusal is not None:
         return StopRequest(refusal=refusal)
     session = await _stop_logged(together.stop_session(session_id), "stop", who)
-    log.info("session stop requested", extra=who | {"together_status": session.status})
+    status = session.status if session is not None else None
+    log.info("session stop requested", extra=who | {"together_status": status})
     async with sessionmaker() as db:
         sub = await active_subscription(
             db, team_id=asker.team_id, channel_id=channel_id, session_id=session_id
         )
     thread = sub.root_ts if sub is not None else message_ts
-    message = rendering.stop_requested_message(user_id, session)
+    if session is not None:
+        message = rendering.stop_requested_message(user_id, session)
+    else:
+        message = _stop_accepted_message(user_id, session_id, subscribed=sub is not None)
     posted = await post_in_thread(
         slack, channel_id, thread, message, what="say who stopped the session"
     )
@@ -128,12 +136,34 @@ async def stop_resource(
                 "(stop that session first)."
             )
         raise
-    log.info("model resource stop requested", extra=who | {"together_status": resource.status})
-    message = rendering_watch.resource_stop_requested_message(user_id, resource)
+    status = resource.status if resource is not None else None
+    log.info("model resource stop requested", extra=who | {"together_status": status})
+    if resource is not None:
+        message = rendering_watch.resource_stop_requested_message(user_id, resource)
+    else:
+        message = rendering.notice(
+            f":octagonal_sign: {user_ref(user_id)} asked Together to stop model resource "
+            f"{rendering.code_span(resource_id, ID_LIMIT)}. {ACCEPTED_UNREAD}"
+        )
     await post_in_thread(
         slack, channel_id, message_ts, message, what="say who stopped the resource"
     )
     return ResourceStop(said=message)
+
+
+def _stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -> rendering.Message:
+    """Who stopped it, when Together accepted the stop but its state could not be
+    read: a subscription's poller shows the change in its thread; elsewhere the
+    person can ask for the card."""
+    then = (
+        "It is being confirmed: the subscription's thread is updated when it changes."
+        if subscribed
+        else f"Run {rendering.code_span(f'/rl-session {session_id}', ID_LIMIT)} to see it."
+    )
+    return rendering.notice(
+        f":octagonal_sign: {user_ref(user_id)} asked Together to stop this session. "
+        f"{ACCEPTED_UNREAD} {then}"
+    )
 
 
 async def _may_stop_logged(

@@ -56,6 +56,12 @@ class TogetherError(Exception):
     def transient(self) -> bool:
         return self.kind in ("rate_limited", "unavailable", "bad_response")
 
+    @property
+    def accepted(self) -> bool:
+        """Together took the request (a 2xx) but its answer could not be read:
+        for a stop, the stop happened."""
+        return self.status is not None and 200 <= self.status < 300
+
 
 def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
     """Honour `Retry-After` (seconds or HTTP date) or `x-ratelimit-reset` (delta or epoch).

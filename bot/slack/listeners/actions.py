@@ -123,7 +123,10 @@ async def stop(req: Request) -> str:
     done = await _stop_session(req, message_ts=req.message_ts)
     if isinstance(done, str):
         return done
-    assert done.session is not None and done.said is not None
+    assert done.said is not None
+    if done.session is None:  # accepted, state not known: the card stays as it was
+        await req.say(done.said["text"])
+        return "ok"
     if not done.said_in_thread:
         await req.say(done.said["text"])
     card = await watched_card(

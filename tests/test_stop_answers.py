@@ -1,0 +1,118 @@
+"""Stop session and Stop resource when Together answers oddly, through a real
+`rl-bot serve`, signed Slack clicks and the Together-shaped server: the person
+is told what is known (stopped, not stopped and why, or not known yet), never
+that a stop Together accepted failed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.fakes import FakeSlack, FakeTogether
+from tests.support import BotProcess, wait_until
+
+SID = "123e4567-e89b-12d3-a456-426614174000"
+SID2 = "223e4567-e89b-12d3-a456-426614174000"
+RES = "res-idle"
+OPS = "COPS"
+ALERT_TS = "1700000000.000100"  # the idle alert the Stop resource button is on
+ALLOWED = {"STOP_ALLOWED_USER_IDS": "U123"}
+
+
+def said(message: dict[str, Any] | None) -> str:
+    return json.dumps(message or {}, ensure_ascii=False)
+
+
+def subscribe(bot: BotProcess, slack: FakeSlack, sid: str, channel: str = "C123") -> str:
+    """Subscribe this channel; the root card's ts."""
+    token = f"sub-{sid}-{channel}"
+    bot.command(f"subscribe {sid}", response_url=slack.response_url(token), channel_id=channel)
+    assert "Subscribed" in said(slack.wait_for_response(token))
+    return [c.ts for c in slack.successful_posts(channel) if c.thread_ts is None and c.ts][-1]
+
+
+def thread_posts(slack: FakeSlack, channel: str, root: str) -> list[str]:
+    return [
+        (c.text or "") + json.dumps(c.blocks or [], ensure_ascii=False)
+        for c in slack.successful_posts(channel)
+        if c.thread_ts == root
+    ]
+
+
+def click_stop(bot: BotProcess, slack: FakeSlack, token: str, sid: str = SID, **at: Any) -> str:
+    """Click Stop session on a card; what the clicker was told."""
+    bot.click("rl_stop", sid, response_url=slack.response_url(token), **at)
+    return said(slack.wait_for_response(token))
+
+
+def click_stop_resource(
+    bot: BotProcess, slack: FakeSlack, token: str, resource_id: str = RES
+) -> str:
+    """Click Stop resource on an idle alert on-call; what the clicker was told."""
+    bot.click(
+        "rl_stop_resource",
+        resource_id,
+        response_url=slack.response_url(token),
+        channel_id=OPS,
+        message_ts=ALERT_TS,
+        is_ephemeral=False,
+    )
+    return said(slack.wait_for_response(token))
+
+
+# --- accepted, with an odd answer and no read after it -------------------------------------------
+
+
+def test_a_session_stop_together_accepted_is_not_called_failed_when_its_state_cannot_be_read(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(**ALLOWED)
+    together.add(SID)
+    root = subscribe(bot, slack, SID)
+    together.fail(SID, route="get", status=503)  # every read of it fails, until cleared
+    together.fail(SID, route="stop", body='{"accepted": true}', after=True, times=1)
+    answer = click_stop(bot, slack, "odd", message_ts=root, is_ephemeral=False)
+    assert together.stop_requests == [SID]
+    assert "not stopped" not in answer, answer
+    assert "accepted the stop" in answer and "thread" in answer, answer
+    wait_until(
+        lambda: any(
+            "<@U123>" in p and "accepted the stop" in p for p in thread_posts(slack, "C123", root)
+        ),
+        what="who stopped it, in the thread",
+    )
+    # Once Together can be read again, the poller tells the thread.
+    together.clear_faults()
+    wait_until(
+        lambda: any("Stopping" in p for p in thread_posts(slack, "C123", root)),
+        what="the stop confirmed in the thread",
+    )
+
+
+def test_a_resource_stop_together_accepted_is_not_called_failed_when_its_state_cannot_be_read(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(**ALLOWED)
+    together.add_resource(RES, "READY")
+    together.fail(RES, route="resource", status=503)
+    together.fail(
+        RES,
+        route="resource_stop",
+        body="<html>OK</html>",
+        content_type="text/html",
+        after=True,
+        times=1,
+    )
+    answer = click_stop_resource(bot, slack, "odd")
+    assert together.resource_stop_requests == [(RES, False)]
+    assert "not stopped" not in answer, answer
+    assert "accepted the stop" in answer and RES in answer, answer
+    [note] = thread_posts(slack, OPS, ALERT_TS)
+    assert "<@U123>" in note and "accepted the stop" in note
+    # A resource that is gone by the time it is read again was still stopped.
+    together.clear_faults()
+    together.add_resource("res-gone", "READY")
+    together.fail("res-gone", route="resource", status=404)
+    together.fail("res-gone", route="resource_stop", body="[]", after=True, times=1)
+    answer = click_stop_resource(bot, slack, "gone", "res-gone")
+    assert "accepted the stop" in answer and "no such" not in answer, answer
