@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from tests.fakes import FakeSlack, FakeTogether
+from tests.fakes.together import error_body
 from tests.support import BotProcess, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -116,3 +117,32 @@ def test_a_resource_stop_together_accepted_is_not_called_failed_when_its_state_c
     together.fail("res-gone", route="resource_stop", body="[]", after=True, times=1)
     answer = click_stop_resource(bot, slack, "gone", "res-gone")
     assert "accepted the stop" in answer and "no such" not in answer, answer
+
+
+# --- Together refuses: in its own words ----------------------------------------------------------
+
+HOSTILE = "<!channel> not now, see <https://evil.example|here> & retry"
+
+
+def test_a_refused_resource_stop_is_told_in_togethers_words_bounded_and_inert(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(**ALLOWED)
+    together.add_resource(RES, "READY")  # no session on it: not why Together refuses
+    reason = "Model resource is being provisioned; try again once it is ready"
+    refusal = error_body(reason, "failed_precondition")
+    together.fail(RES, route="resource_stop", status=400, body=json.dumps(refusal), times=1)
+    answer = click_stop_resource(bot, slack, "own-words")
+    assert reason in answer and "still active" not in answer, answer
+
+    long = error_body(HOSTILE + " " + "x" * 5000, "invalid_argument")
+    together.fail(RES, route="resource_stop", status=400, body=json.dumps(long), times=1)
+    answer = click_stop_resource(bot, slack, "hostile")
+    assert "<!channel>" not in answer and "<https://" not in answer, answer
+    assert "&lt;!channel&gt;" in answer and len(answer) < 3000, answer
+
+    together.fail(RES, route="resource_stop", status=400, body="<html>Bad</html>", times=1)
+    answer = click_stop_resource(bot, slack, "no-words")
+    assert "did not stop" in answer and "no reason" in answer, answer
+    assert together.resource_stop_requests == []
+    assert thread_posts(slack, OPS, ALERT_TS) == []

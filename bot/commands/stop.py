@@ -19,7 +19,7 @@ from bot.commands.subscriptions import active_subscription
 from bot.commands.thread import post_in_thread
 from bot.config import Settings
 from bot.rendering import watch as rendering_watch
-from bot.rendering.text import ID_LIMIT, user_ref
+from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
@@ -130,11 +130,8 @@ async def stop_resource(
             together.stop_model_resource(resource_id), "resource stop", who
         )
     except TogetherError as exc:
-        if exc.kind == "bad_response" and exc.status == 400:  # Together refused, and says why
-            return ResourceStop(
-                refusal="Together did not stop it: a session on it is still active "
-                "(stop that session first)."
-            )
+        if exc.kind == "bad_response" and exc.status == 400:  # Together refused
+            return ResourceStop(refusal=refused_words(exc))
         raise
     status = resource.status if resource is not None else None
     log.info("model resource stop requested", extra=who | {"together_status": status})
@@ -149,6 +146,17 @@ async def stop_resource(
         slack, channel_id, message_ts, message, what="say who stopped the resource"
     )
     return ResourceStop(said=message)
+
+
+def refused_words(exc: TogetherError) -> str:
+    """Why Together refused a stop, in its own words (escaped and bounded, as all
+    of its text is), or a plain line when it gave none."""
+    if exc.together_message:
+        return f"Together did not stop it: {sentence(inert(exc.together_message, VALUE_LIMIT))}"
+    return (
+        f"Together did not stop it and gave no reason (HTTP {exc.status}). "
+        "If a session on it is still active, stop that session first."
+    )
 
 
 def _stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -> rendering.Message:
