@@ -146,3 +146,77 @@ def test_a_refused_resource_stop_is_told_in_togethers_words_bounded_and_inert(
     assert "did not stop" in answer and "no reason" in answer, answer
     assert together.resource_stop_requests == []
     assert thread_posts(slack, OPS, ALERT_TS) == []
+
+
+# --- every other odd answer: not stopped and why, or not known ----------------------------------
+
+
+def test_each_odd_answer_to_a_session_stop_is_told_truthfully(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(**ALLOWED)
+    together.add(SID)
+    root = subscribe(bot, slack, SID)
+    at = {"message_ts": root, "is_ephemeral": False}
+    stopping = error_body("Training session is already stopping", "failed_precondition")
+
+    # Together refuses, with a reason (409, 400) or without one (a 422 with no error object).
+    together.fail(SID, route="stop", status=409, body=json.dumps(stopping), times=1)
+    answer = click_stop(bot, slack, "conflict", **at)
+    assert "did not stop" in answer and "already stopping" in answer, answer
+    assert "unavailable" not in answer and "did not answer" not in answer, answer
+    invalid = error_body("session_id must be a UUID", "invalid_argument")
+    together.fail(SID, route="stop", status=400, body=json.dumps(invalid), times=1)
+    answer = click_stop(bot, slack, "invalid", **at)
+    assert "did not stop" in answer and "must be a UUID" in answer, answer
+    assert "could not read" not in answer, answer
+    together.fail(SID, route="stop", status=422, body='{"detail": "unprocessable"}', times=1)
+    answer = click_stop(bot, slack, "no-reason", **at)
+    assert "did not stop" in answer and "no reason" in answer and "422" in answer, answer
+    # A gateway's 404 page: the request never reached Together's API.
+    together.fail(SID, route="stop", status=404, body="<html>404</html>", times=1)
+    answer = click_stop(bot, slack, "gateway", **at)
+    assert "not stopped" in answer and "HTTP 404" in answer, answer
+    assert together.stop_requests == []
+
+    # The stop took effect, but no answer came in time: not known, not "not stopped".
+    together.fail(SID, route="stop", delay=3.0, after=True, times=1)
+    answer = click_stop(bot, slack, "late", **at)
+    assert together.stop_requests == [SID]
+    assert "not stopped" not in answer and "could not tell whether" in answer, answer
+    assert f"/rl-session {SID}" in answer, answer
+    # A server error: whether it stopped is not known either.
+    together.fail(SID, route="stop", status=502, times=1)
+    answer = click_stop(bot, slack, "server", **at)
+    assert "not stopped" not in answer and "could not tell whether" in answer, answer
+    assert "HTTP 502" in answer, answer
+    # Nothing was said in the thread for a stop that was not (known to be) made.
+    assert not any("asked Together to stop" in p for p in thread_posts(slack, "C123", root))
+
+
+def test_each_odd_answer_to_a_resource_stop_is_told_truthfully(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(**ALLOWED)
+    together.add_resource(RES, "READY")
+    conflict = error_body("Model resource is already stopping", "failed_precondition")
+    together.fail(RES, route="resource_stop", status=409, body=json.dumps(conflict), times=1)
+    answer = click_stop_resource(bot, slack, "conflict")
+    assert "did not stop" in answer and "already stopping" in answer, answer
+    assert "unavailable" not in answer, answer
+    invalid = error_body("force must be a boolean", "invalid_argument")
+    together.fail(RES, route="resource_stop", status=422, body=json.dumps(invalid), times=1)
+    answer = click_stop_resource(bot, slack, "invalid")
+    assert "did not stop" in answer and "force must be a boolean" in answer, answer
+    answer = click_stop_resource(bot, slack, "missing", "res-none")  # Together has no such one
+    assert "not stopped" in answer and "no such model resource" in answer, answer
+    assert together.resource_stop_requests == []
+
+    together.fail(RES, route="resource_stop", delay=3.0, after=True, times=1)
+    answer = click_stop_resource(bot, slack, "late")
+    assert together.resource_stop_requests == [(RES, False)]
+    assert "not stopped" not in answer and "could not tell whether" in answer, answer
+    together.fail(RES, route="resource_stop", status=503, times=1)
+    answer = click_stop_resource(bot, slack, "server")
+    assert "could not tell whether" in answer and "HTTP 503" in answer, answer
+    assert thread_posts(slack, OPS, ALERT_TS) == []

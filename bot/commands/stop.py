@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -26,6 +26,7 @@ from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
+Thing = Literal["session", "model resource"]
 
 STOP_NOT_CONFIGURED = (
     "Stopping sessions from Slack is not enabled here. An operator can allow it with "
@@ -76,7 +77,8 @@ async def stop_session(
 ) -> StopRequest:
     """Check who asks, ask Together to stop the session, and say who did in the
     subscription's thread (else under the clicked card). Slack has already shown
-    the confirm dialog. A TogetherError (not accepted) is logged and raised."""
+    the confirm dialog. A TogetherError (not accepted) is logged and raised
+    (`stop_failed` words it)."""
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
     refusal = await _may_stop_logged(settings, slack, user_id, "stop", who)
@@ -119,20 +121,14 @@ async def stop_resource(
 ) -> ResourceStop:
     """The same allowlist as Stop session, then ask Together to stop the model
     resource (never `force`: a resource with an active session stays up, and
-    Together says why); say who did under the clicked alert, and log it."""
+    Together says why); say who did under the clicked alert, and log it. A
+    TogetherError (not accepted) is logged and raised (`stop_failed` words it)."""
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "model_resources_id": resource_id, "channel_id": channel_id}
     refusal = await _may_stop_logged(settings, slack, user_id, "resource stop", who)
     if refusal is not None:
         return ResourceStop(refusal=refusal)
-    try:
-        resource = await _stop_logged(
-            together.stop_model_resource(resource_id), "resource stop", who
-        )
-    except TogetherError as exc:
-        if exc.kind == "bad_response" and exc.status == 400:  # Together refused
-            return ResourceStop(refusal=refused_words(exc))
-        raise
+    resource = await _stop_logged(together.stop_model_resource(resource_id), "resource stop", who)
     status = resource.status if resource is not None else None
     log.info("model resource stop requested", extra=who | {"together_status": status})
     if resource is not None:
@@ -148,15 +144,56 @@ async def stop_resource(
     return ResourceStop(said=message)
 
 
-def refused_words(exc: TogetherError) -> str:
+# HTTP statuses that say the request was not taken at all (a gateway's 404
+# page, a request timeout, too early): not stopped, and not Together's refusal.
+_NOT_TAKEN = frozenset({404, 408, 425})
+
+
+def stop_failed(exc: TogetherError, thing: Thing, thing_id: str) -> tuple[str, str]:
+    """What a stop Together did not accept tells the person, and its outcome
+    label: not stopped and why (Together refused, or never took the request),
+    or not known (no answer in time, a server error: it may have stopped)."""
+    status = exc.status
+    if exc.kind in ("not_found", "auth", "rate_limited", "invalid_id"):
+        why = exc.user_message  # worded for sessions
+        if thing == "model resource" and exc.kind == "not_found":
+            why = "Together has no such model resource."
+        elif thing == "model resource" and exc.kind == "invalid_id":
+            why = "That is not a model resource id."
+        return exc.kind, f":warning: The {thing} was not stopped. {why}"
+    if status is not None and 400 <= status < 500 and status not in _NOT_TAKEN:
+        return "refused", f":no_entry_sign: {refused_words(exc, thing)}"
+    if status is not None and status < 500:  # a redirect, or a request not taken
+        return exc.kind, (
+            f":warning: The {thing} was not stopped: Together did not take the request "
+            f"(HTTP {status}). Try again shortly."
+        )
+    if status is None:  # timed out, or the connection broke: it may have arrived
+        what = "no answer came back in time"
+    else:
+        what = f"it answered with a server error (HTTP {status})"
+    if thing == "session":
+        then = f"Run {rendering.code_span(f'/rl-session {thing_id}', ID_LIMIT)} to see its state."
+    else:
+        then = "Try again shortly to find out."
+    return (
+        exc.kind,
+        f":warning: I could not tell whether Together stopped the {thing}: {what}. {then}",
+    )
+
+
+def refused_words(exc: TogetherError, thing: Thing) -> str:
     """Why Together refused a stop, in its own words (escaped and bounded, as all
     of its text is), or a plain line when it gave none."""
     if exc.together_message:
-        return f"Together did not stop it: {sentence(inert(exc.together_message, VALUE_LIMIT))}"
-    return (
-        f"Together did not stop it and gave no reason (HTTP {exc.status}). "
-        "If a session on it is still active, stop that session first."
+        said = sentence(inert(exc.together_message, VALUE_LIMIT))
+        return f"Together did not stop the {thing}: {said}"
+    hint = (
+        " If a session on it is still active, stop that session first."
+        if thing != "session"
+        else ""
     )
+    return f"Together did not stop the {thing} and gave no reason (HTTP {exc.status}).{hint}"
 
 
 def _stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -> rendering.Message:
