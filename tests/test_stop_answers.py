@@ -220,3 +220,22 @@ def test_each_odd_answer_to_a_resource_stop_is_told_truthfully(
     answer = click_stop_resource(bot, slack, "server")
     assert "could not tell whether" in answer and "HTTP 503" in answer, answer
     assert thread_posts(slack, OPS, ALERT_TS) == []
+
+
+# --- who may stop: Slack's answer must be a list of ids ------------------------------------------
+
+
+def test_a_user_group_answer_that_is_not_a_list_allows_nobody(
+    start_bot: Any, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(STOP_ALLOWED_USERGROUP="S1")
+    together.add(SID)
+    # "U1234,U777" contains "U123" as text; only a list of ids names members.
+    slack.fail_next("usergroups.users.list", body={"ok": True, "users": "U1234,U777"})
+    answer = click_stop(bot, slack, "text-members")
+    assert "not allowed" in answer or "could not check" in answer, answer
+    assert together.stop_requests == []
+    slack.fail_next("usergroups.users.list", body={"ok": True, "users": ["U1234", 5, None]})
+    answer = click_stop(bot, slack, "odd-members")
+    assert "not allowed" in answer, answer
+    assert together.stop_requests == []

@@ -60,7 +60,9 @@ async def may_stop(*, settings: Settings, slack: AsyncWebClient, user_id: str) -
         except SlackApiError as exc:
             log.error("cannot read the stop user group: %s", exc.response.get("error"))
             return "I could not check the allowed user group just now; try again shortly."
-        if user_id in (members.get("users") or []):
+        users = members.get("users")
+        # Only a list names members: `in` on a string would match part of an id.
+        if isinstance(users, list) and user_id in users:
             return None
     return STOP_REFUSED
 
