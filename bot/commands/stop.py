@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.exc import SQLAlchemyError
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
@@ -20,6 +21,7 @@ from bot.commands.thread import post_in_thread
 from bot.config import Settings
 from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
+from bot.store.tables import Subscription
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
@@ -89,10 +91,7 @@ async def stop_session(
     session = await _stop_logged(together.stop_session(session_id), "stop", who)
     status = session.status if session is not None else None
     log.info("session stop requested", extra=who | {"together_status": status})
-    async with sessionmaker() as db:
-        sub = await active_subscription(
-            db, team_id=asker.team_id, channel_id=channel_id, session_id=session_id
-        )
+    sub = await _subscription(sessionmaker, asker, session_id)
     thread = sub.root_ts if sub is not None else message_ts
     if session is not None:
         message = rendering.stop_requested_message(user_id, session)
@@ -211,6 +210,23 @@ def _stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -
         f":octagonal_sign: {user_ref(user_id)} asked Together to stop this session. "
         f"{ACCEPTED_UNREAD} {then}"
     )
+
+
+async def _subscription(
+    sessionmaker: Sessionmaker, asker: Asker, session_id: str
+) -> Subscription | None:
+    """This channel's subscription, whose thread hears of the stop. Together has
+    already stopped the session, so a database failure here is logged, not
+    raised: the person still hears of the stop, under the clicked card."""
+    try:
+        async with sessionmaker() as db:
+            return await active_subscription(
+                db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id
+            )
+    except SQLAlchemyError:
+        where = {"session_id": session_id, "channel_id": asker.channel_id}
+        log.exception("cannot read the subscription to tell of a stop", extra=where)
+        return None
 
 
 async def _may_stop_logged(
