@@ -139,3 +139,26 @@ async def test_stop_model_resource_sends_force_in_body_and_query(
     assert [parse_qs(urlsplit(r.path).query)["force"] for r in posts] == [["false"], ["true"]]
     assert [json.loads(r.body) for r in posts] == [{"force": False}, {"force": True}]
     assert fake.get("s-live")["status"] == "TRAINING_SESSION_STATUS_STOPPING"  # type: ignore[index]
+
+
+async def test_a_stop_together_accepted_is_none_when_its_state_cannot_be_read(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    """A 2xx stop is a stop, whatever its body; its state is then read, and
+    when that read fails too the answer is None (accepted, state unknown)."""
+    session = fake.add("s-odd", "RUNNING")
+    fake.fail("s-odd", route="stop", body="[]", after=True, times=1)
+    read = await client.stop_session("s-odd")  # the odd answer, then a good read
+    assert read is not None and read.status == "TRAINING_SESSION_STATUS_STOPPING"
+    fake.fail("s-odd", route="get", status=503)
+    for body in ('{"accepted": true}', "<html>OK</html>", ""):
+        fake.fail("s-odd", route="stop", body=body, after=True, times=1)
+        assert await client.stop_session("s-odd") is None
+    fake.clear_faults()
+    resource_id = session["model_resources_id"]
+    fake.set_status("s-odd", "STOPPED")
+    fake.fail(resource_id, route="resource", status=404)  # gone by the time it is read
+    fake.fail(resource_id, route="resource_stop", body="<html/>", after=True, times=1)
+    assert await client.stop_model_resource(resource_id) is None
+    assert fake.stop_requests == ["s-odd"] * 4
+    assert fake.resource_stop_requests == [(resource_id, False)]

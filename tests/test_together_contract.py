@@ -480,6 +480,31 @@ def test_resource_knobs_give_real_shapes(fake: FakeTogether, coverage: FieldCove
     assert stopped.expires_at is None
 
 
+def test_a_stop_served_then_answered_oddly_leaves_real_shapes(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    """`fail(after=True)`: the stop takes effect, its answer is the fault's; the
+    state read afterwards (and a route-limited fault's error) is still Together's."""
+    fake.add("o-run", "RUNNING")
+    fake.fail("o-run", route="get", status=503, times=1)
+    fake.fail("o-run", route="stop", body='{"accepted": true}', after=True, times=1)
+    odd = fetch(fake, "/rl/training-sessions/o-run/stop", method="POST")
+    assert odd.status_code == 200 and odd.json() == {"accepted": True}
+    assert fake.stop_requests[-1] == "o-run"
+    failed = fetch(fake, "/rl/training-sessions/o-run")
+    assert failed.status_code == 503
+    assert ErrorBody.model_validate_json(failed.content, strict=True).error.code
+    stopping = strict(Session, fetch(fake, "/rl/training-sessions/o-run"), coverage)
+    assert stopping.status == "TRAINING_SESSION_STATUS_STOPPING"
+
+    fake.add_resource("o-res", "READY")
+    fake.fail("o-res", route="resource_stop", body="", delay=0.01, after=True, times=1)
+    empty = fetch(fake, "/rl/model-resources/o-res/stop", method="POST")
+    assert empty.status_code == 200 and empty.content == b""
+    resource = strict(ModelResources, fetch(fake, "/rl/model-resources/o-res"), coverage)
+    assert resource.status == "MODEL_RESOURCES_STATUS_STOPPING"
+
+
 # --- error bodies ----------------------------------------------------------------------------
 
 

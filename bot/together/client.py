@@ -145,13 +145,24 @@ class TogetherClient(ModelResourceEndpoints):
         rows = [row for row in items if isinstance(row, dict) and isinstance(row.get("id"), str)]
         return rows, next_cursor(body, rows[-1]["id"] if rows else None)
 
-    async def stop_session(self, session_id: str) -> TrainingSession:
-        """Ask Together to stop a session; answers with the session as it is now."""
-        data = await self._request("POST", self.session_url(session_id) + "/stop", kind="stop")
+    async def stop_session(self, session_id: str) -> TrainingSession | None:
+        """Ask Together to stop a session: the session as it is now, or None when
+        Together accepted the stop but neither its answer nor a read after it says
+        what the session is now. A failure raises only when the stop was not accepted."""
+        try:
+            data = await self._request("POST", self.session_url(session_id) + "/stop", kind="stop")
+        except TogetherError as exc:
+            if not exc.accepted:
+                raise
+            data = None  # a 2xx whose body is not JSON: accepted all the same
         try:
             return _parse_session(data, session_id)
         except TogetherError:  # the stop was accepted; the body is just not a session
+            pass
+        try:
             return await self.get_session(session_id, retries=1)
+        except TogetherError:
+            return None
 
 
 def _raw_session(data: Any, session_id: str) -> RawSession:

@@ -38,6 +38,7 @@ class TogetherError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         sent: bool = True,
+        together_message: str = "",
     ) -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind: ErrorKind = kind
@@ -47,6 +48,9 @@ class TogetherError(Exception):
         # False when the request never left: the bot held it back during a
         # shared pause after another request's 429. Not this session's failure.
         self.sent = sent
+        # Together's own words from its error object ("" when it gave none):
+        # untrusted text, shown only escaped and bounded.
+        self.together_message = together_message
 
     @property
     def user_message(self) -> str:
@@ -55,6 +59,12 @@ class TogetherError(Exception):
     @property
     def transient(self) -> bool:
         return self.kind in ("rate_limited", "unavailable", "bad_response")
+
+    @property
+    def accepted(self) -> bool:
+        """Together took the request (a 2xx) but its answer could not be read:
+        for a stop, the stop happened."""
+        return self.status is not None and 200 <= self.status < 300
 
 
 def retry_after_seconds(headers: httpx.Headers, now: float | None = None) -> float | None:
@@ -78,18 +88,19 @@ def check_status(response: httpx.Response) -> None:
     message = _error_message(response)
     if status == 404:
         if _together_error_body(response):
-            raise TogetherError("not_found", message, status=status)
+            raise TogetherError("not_found", message, status=status, together_message=message)
         # A gateway's or load balancer's page (a deploy, a misroute) says nothing
         # about the session: transient, never "gone".
         raise TogetherError("unavailable", "HTTP 404 without Together's error", status=status)
     if status in (401, 403):
-        raise TogetherError("auth", message, status=status)
+        raise TogetherError("auth", message, status=status, together_message=message)
     if status == 429:
         raise TogetherError(
             "rate_limited",
             message,
             status=status,
             retry_after=retry_after_seconds(response.headers),
+            together_message=message,
         )
     if status >= 500 or status in (408, 409, 425):
         raise TogetherError(
@@ -97,9 +108,12 @@ def check_status(response: httpx.Response) -> None:
             message or f"HTTP {status}",
             status=status,
             retry_after=retry_after_seconds(response.headers),
+            together_message=message,
         )
     if status >= 400:
-        raise TogetherError("bad_response", message or f"HTTP {status}", status=status)
+        raise TogetherError(
+            "bad_response", message or f"HTTP {status}", status=status, together_message=message
+        )
     if 300 <= status < 400:
         raise TogetherError("bad_response", f"unexpected redirect (HTTP {status})", status=status)
 

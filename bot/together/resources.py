@@ -81,19 +81,32 @@ class ModelResourceEndpoints(Transport):
             raise TogetherError("bad_response", "no price_per_hour")
         return estimate
 
-    async def stop_model_resource(self, resource_id: str, *, force: bool = False) -> ModelResource:
-        """Stop a resource, releasing (and no longer paying for) its GPUs.
+    async def stop_model_resource(
+        self, resource_id: str, *, force: bool = False
+    ) -> ModelResource | None:
+        """Stop a resource, releasing (and no longer paying for) its GPUs: the
+        resource as it is now, or None when Together accepted the stop but neither
+        its answer nor a read after it says what the resource is now.
 
         Without `force` Together refuses while a session on it is active; with it,
         those sessions stop too. `force` goes both in the JSON body (Together's API
         notes) and in the query (where together 3.1.1's client puts it)."""
         flag = "true" if force else "false"
         url = f"{self.resource_url(resource_id)}/stop?force={flag}"
-        data = await self._request("POST", url, kind="resource_stop", body={"force": force})
+        try:
+            data = await self._request("POST", url, kind="resource_stop", body={"force": force})
+        except TogetherError as exc:
+            if not exc.accepted:
+                raise
+            data = None  # a 2xx whose body is not JSON: accepted all the same
         try:
             return _parse_resource(data, resource_id)
         except TogetherError:  # the stop was accepted; the body is just not a resource
+            pass
+        try:
             return await self.get_model_resource(resource_id)
+        except TogetherError:  # gone already, or unreadable just now
+            return None
 
 
 def _parse_resource(data: Any, resource_id: str) -> ModelResource:

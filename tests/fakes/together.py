@@ -25,7 +25,9 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
 `has_more` is false. Errors are `{"error": {"message", "type", "param", "code"}}`.
-Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API.
+Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API;
+one scripted with `after=True` replaces the answer of a request that was served (a stop that
+took effect, then an odd body or no answer in time). `route` limits a fault to one route.
 """
 
 from __future__ import annotations
@@ -333,6 +335,10 @@ class TogetherFault:
     #: only requests whose target (path and query) contains this text, e.g. one page's cursor
     matching: str | None = None
     hits: int = 0
+    #: only requests of this route (`FakeTogether._route`: get, stop, resource_stop, ...)
+    route: str | None = None
+    #: applied to the answer of a served request (its effect happened), not instead of it
+    after: bool = False
 
 
 @dataclass
@@ -582,6 +588,8 @@ class FakeTogether(FakeHTTPServer):
         delay: float | None = None,
         disconnect: bool = False,
         matching: str | None = None,
+        route: str | None = None,
+        after: bool = False,
     ) -> TogetherFault:
         """Script a fault for one session id (or every request, for None).
 
@@ -593,6 +601,9 @@ class FakeTogether(FakeHTTPServer):
         - `times`: how many requests it applies to (None: until `clear_faults`).
         - `matching`: only requests whose target (path and query) contains this text,
           e.g. `after=<cursor>` to fail one page of a list.
+        - `route`: only requests of that route (`get`, `stop`, `resource`, `resource_stop`, ...).
+        - `after`: serve the request first (a stop takes effect), then answer with the fault:
+          its `status`/`body` replace the answer, `delay` holds it back, `disconnect` drops it.
         Session-specific faults win over global ones; among equals, the oldest first.
         """
         fault = TogetherFault(
@@ -605,6 +616,8 @@ class FakeTogether(FakeHTTPServer):
             delay=delay,
             disconnect=disconnect,
             matching=matching,
+            route=route,
+            after=after,
         )
         with self._lock:
             self._faults.append(fault)
@@ -618,11 +631,19 @@ class FakeTogether(FakeHTTPServer):
             else:
                 self._faults = [f for f in self._faults if f.session_id not in ids]
 
-    def _take_fault(self, session_id: str | None, target: str = "") -> TogetherFault | None:
+    def _take_fault(
+        self, session_id: str | None, route: str, target: str = "", *, after: bool = False
+    ) -> TogetherFault | None:
         with self._lock:
-            faults = [f for f in self._faults if f.matching is None or f.matching in target]
-            candidates = [f for f in faults if f.session_id == session_id and session_id]
-            candidates += [f for f in faults if f.session_id is None]
+            usable = [
+                f
+                for f in self._faults
+                if f.after == after
+                and f.route in (None, route)
+                and (f.matching is None or f.matching in target)
+            ]
+            candidates = [f for f in usable if f.session_id == session_id and session_id]
+            candidates += [f for f in usable if f.session_id is None]
             if not candidates:
                 return None
             fault = candidates[0]
@@ -702,24 +723,35 @@ class FakeTogether(FakeHTTPServer):
     def _respond(
         self, request: Request, route: str, session_id: str | None, auth: str | None
     ) -> Response:
-        fault = self._take_fault(session_id, request.target)
-        if fault is not None:
-            if fault.delay:
-                self.sleep(fault.delay)
-            if fault.disconnect:
-                return Response(disconnect=True)
-            if fault.status is not None or fault.body is not None:
-                status = 200 if fault.status is None else fault.status
-                if fault.body is not None:
-                    body = fault.body.encode()
-                else:
-                    body = json.dumps(_fault_error(status)).encode()
-                return Response(
-                    status=status,
-                    body=body,
-                    content_type=fault.content_type,
-                    headers=dict(fault.headers),
-                )
+        fault = self._take_fault(session_id, route, request.target)
+        if fault is not None and (faulted := self._faulted(fault)) is not None:
+            return faulted
+        served = self._serve(request, route, session_id, auth)
+        late = self._take_fault(session_id, route, request.target, after=True)
+        if late is not None:
+            return self._faulted(late) or served
+        return served
+
+    def _faulted(self, fault: TogetherFault) -> Response | None:
+        """A fault's answer; None when it only delays the real one."""
+        if fault.delay:
+            self.sleep(fault.delay)
+        if fault.disconnect:
+            return Response(disconnect=True)
+        if fault.status is None and fault.body is None:
+            return None
+        status = 200 if fault.status is None else fault.status
+        if fault.body is not None:
+            body = fault.body.encode()
+        else:
+            body = json.dumps(_fault_error(status)).encode()
+        return Response(
+            status=status, body=body, content_type=fault.content_type, headers=dict(fault.headers)
+        )
+
+    def _serve(
+        self, request: Request, route: str, session_id: str | None, auth: str | None
+    ) -> Response:
         if auth != f"Bearer {self.api_key}":
             return Response.json(
                 error_body("Invalid API key provided.", "invalid_api_key"), status=401

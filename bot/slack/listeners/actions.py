@@ -110,8 +110,9 @@ async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.Sto
             message_ts=message_ts,
         )
     except TogetherError as exc:
-        await req.say(f":warning: The session was not stopped. {exc.user_message}")
-        return exc.kind
+        outcome, words = stopping.stop_failed(exc, "session", req.session_id)
+        await req.say(words)
+        return outcome
     if done.refusal is not None:
         await req.say(f":no_entry_sign: {done.refusal}")
         return "refused"
@@ -123,7 +124,10 @@ async def stop(req: Request) -> str:
     done = await _stop_session(req, message_ts=req.message_ts)
     if isinstance(done, str):
         return done
-    assert done.session is not None and done.said is not None
+    assert done.said is not None
+    if done.session is None:  # accepted, state not known: the card stays as it was
+        await req.say(done.said["text"])
+        return "ok"
     if not done.said_in_thread:
         await req.say(done.said["text"])
     card = await watched_card(
@@ -192,9 +196,9 @@ async def stop_resource(req: Request) -> str:
             message_ts=req.message_ts,
         )
     except TogetherError as exc:
-        why = "Together has no such model resource." if exc.kind == "not_found" else ""
-        await req.say(f":warning: The model resource was not stopped. {why or exc.user_message}")
-        return exc.kind
+        outcome, words = stopping.stop_failed(exc, "model resource", req.value)
+        await req.say(words)
+        return outcome
     if done.refusal is not None:
         await req.say(f":no_entry_sign: {done.refusal}")
         return "refused"
