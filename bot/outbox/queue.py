@@ -93,6 +93,8 @@ class OutboxMessage(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text(), nullable=True)
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # Set the moment Slack takes the row's post: a pending row with a sent_ts owes
+    # only its root card's redraw, and is never posted again.
     sent_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
 
