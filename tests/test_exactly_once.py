@@ -246,6 +246,61 @@ def test_a_send_in_flight_during_unsubscribe_does_not_bring_the_row_back(
     assert query(db_url, "SELECT state FROM outbox WHERE kind = 'transition'") == [("cancelled",)]
 
 
+def test_a_reply_in_flight_during_unsubscribe_comes_before_the_goodbye(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """The status change's post is in flight (3 s) when the channel unsubscribes:
+    the goodbye waits for it, nothing follows the goodbye, and the root card's
+    last redraw offers Subscribe."""
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    slack.slow_when("chat.postMessage", is_notification, 3.0)
+    together.set_status(SID, "STOPPING")
+    wait_until(lambda: slack.in_flight > 0, what="the notification's post in flight")
+    bot.command(f"unsubscribe {SID}", response_url=slack.response_url("unsub"))
+    assert "nsubscribed" in json.dumps(slack.wait_for_response("unsub"))
+    wait_until(
+        lambda: [c for c in slack.posts_in_thread("C123", root) if "no further" in (c.text or "")],
+        what="the goodbye",
+    )
+    wait_until(lambda: slack.in_flight == 0, what="nothing in flight")
+    time.sleep(2)  # a late root update or retry would land now
+    thread = [c.text or "" for c in slack.posts_in_thread("C123", root)]
+    assert "no further updates" in thread[-1], thread
+    assert len(thread) <= 2, thread
+    last = [u for u in slack.updates("C123", root)][-1]
+    assert "rl_subscribe" in json.dumps(last.blocks)
+    assert "rl_unsubscribe" not in json.dumps(last.blocks)
+    assert query(db_url, "SELECT lease_owner FROM outbox") == [(None,)]
+
+
+def test_a_row_written_after_its_subscription_ended_is_not_sent(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """A poll that read the subscription just before it was unsubscribed writes its
+    row just after: the fence finds the subscription ended and cancels the row."""
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    bot.command(f"unsubscribe {SID}", response_url=slack.response_url("unsub"))
+    assert "nsubscribed" in json.dumps(slack.wait_for_response("unsub"))
+    payload = json.dumps({"old_status": "RUNNING", "new_status": "STOPPING"})
+    value = "CAST(:p AS JSON)" if db_url.startswith("postgresql") else ":p"
+    query(
+        db_url,
+        "INSERT INTO outbox (dedupe_key, kind, subscription_id, session_id, channel_id, "
+        f"thread_ts, payload, state, attempts, next_attempt_at, created_at) SELECT "
+        f"'transition:late', 'transition', id, session_id, channel_id, root_ts, {value}, "
+        "'pending', 0, :t, :t FROM subscriptions",
+        p=payload,
+        t=datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=5),
+    )
+    wait_until(
+        lambda: query(db_url, "SELECT state FROM outbox") == [("cancelled",)],
+        what="the late row cancelled",
+    )
+    assert notifications(slack, "C123", root) == []
+
+
 # --- 4. only Together's own 404, confirmed, ends a subscription -----------------------------
 
 

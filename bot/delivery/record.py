@@ -60,7 +60,8 @@ async def record_posted(db: AsyncSession, row: OutboxMessage, mark: str, *, owne
 async def record(db: AsyncSession, row: OutboxMessage, outcome: SendResult, *, owner: str) -> bool:
     """Store a row's result, but only on a row still pending and still leased to
     `owner`: a row cancelled meanwhile (unsubscribed) stays cancelled, and a row
-    another replica took over is left to it. True when the result was stored."""
+    another replica took over is left to it. A cancelled row's lease is handed
+    back all the same: an unsubscribe waits for it (`in_flight`). True when the result was stored."""
     error = outcome.error[:300] if outcome.error else None
     values: dict[str, Any]
     if outcome.state == State.SENT:
@@ -91,6 +92,13 @@ async def record(db: AsyncSession, row: OutboxMessage, outcome: SendResult, *, o
             .execution_options(synchronize_session=False)
         )
         stored = isinstance(result, CursorResult) and result.rowcount == 1
+    if not stored:  # cancelled while in flight: hand the lease back all the same
+        await db.execute(
+            update(OutboxMessage)
+            .where(OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
+        )
     if stored and outcome.end_subscription and row.subscription_id is not None:
         await end_subscriptions(db, [row.subscription_id], reason="slack refused delivery")
     return stored
