@@ -451,3 +451,46 @@ def test_the_duplicate_check_reads_past_the_first_thousand_replies(
     ours = [m for m in slack.thread("C123", root) if m.get("metadata")]
     assert len(ours) == 1, f"{len(ours)} notifications in a thread of 1,000 replies"
     assert "already in Slack" in bot.log()
+
+
+# --- 7. a row Slack always refuses is set aside -----------------------------------------------
+
+
+def test_a_row_that_always_fails_is_set_aside_and_its_channel_moves_on(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """chat.postMessage answers 500 to one session's reply, every time: after
+    DELIVERY_MAX_ATTEMPTS it is dead, on-call hears once, and the next row in the
+    same channel is told."""
+    bot = start_bot(ONCALL_CHANNEL=OPS, DELIVERY_MAX_ATTEMPTS="3")
+    stuck, fine = (f"{c * 8}-0000-4000-8000-000000000000" for c in "ab")
+    together.add(stuck)
+    together.add(fine)
+    roots = {sid: subscribe(bot, slack, "C123", sid) for sid in (stuck, fine)}
+    slack.fail_next(
+        "chat.postMessage",
+        status=500,
+        times=1000,
+        when=lambda p: is_notification(p) and p.get("thread_ts") == roots[stuck],
+    )
+    together.set_status(stuck, "STOPPING")
+    wait_until(
+        lambda: any(c.status == 500 for c in slack.calls_to("chat.postMessage")),
+        what="the first refusal",
+    )
+    together.set_status(fine, "STOPPING")
+    wait_until(lambda: notifications(slack, "C123", roots[fine]), timeout=30, what="next row told")
+    [alert] = wait_until(lambda: notifications(slack, OPS), timeout=20, what="on-call told")
+    assert "C123" in json.dumps({"t": alert.text, "b": alert.blocks})
+    time.sleep(2)
+    refused = [c for c in slack.calls_to("chat.postMessage") if c.status == 500]
+    assert len(refused) == 3
+    assert notifications(slack, "C123", roots[stuck]) == []
+    assert len(notifications(slack, "C123", roots[fine])) == 1
+    assert len(notifications(slack, OPS)) == 1
+    states = query(
+        db_url,
+        "SELECT session_id, state, attempts FROM outbox WHERE channel_id = 'C123' ORDER BY id",
+    )
+    assert states == [(stuck, "dead", 3), (fine, "sent", 1)]
+    assert "giving up on outbox row" in bot.log()

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
 from bot.config import Settings
-from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, retry_later
+from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
 from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.faults import crash_point
@@ -177,9 +177,10 @@ async def _deliver_one(
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = retry_later(row, None, type(exc).__name__)
         outcome.sent_ts = row.sent_ts  # a post that went out is kept
+    outcome = give_up(row, outcome, settings.delivery_max_attempts)
     try:
         async with sessionmaker() as db, db.begin():
-            await record(db, row, outcome, owner=owner)
+            await record(db, row, outcome, owner=owner, oncall_channel=settings.oncall_channel)
     except Exception:
         # The lease runs out; the next attempt finds a sent message by its dedupe key.
         log.exception("could not record a delivery result", extra=extra)

@@ -15,8 +15,9 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.delivery.outcome import SendResult
-from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, end_subscriptions
+from bot.outbox.contract.payloads import Kind
+from bot.outbox.contract.rows import OutboxRow, State, bounded_key, operator_row
+from bot.outbox.queue import OutboxMessage, end_subscriptions, insert_outbox
 from bot.store.tables import db_now
 
 # outbox.sent_ts is a String(32); a Slack ts is 17 characters.
@@ -57,11 +58,20 @@ async def record_posted(db: AsyncSession, row: OutboxMessage, mark: str, *, owne
     return state == State.PENDING
 
 
-async def record(db: AsyncSession, row: OutboxMessage, outcome: SendResult, *, owner: str) -> bool:
+async def record(
+    db: AsyncSession,
+    row: OutboxMessage,
+    outcome: SendResult,
+    *,
+    owner: str,
+    oncall_channel: str | None = None,
+) -> bool:
     """Store a row's result, but only on a row still pending and still leased to
     `owner`: a row cancelled meanwhile (unsubscribed) stays cancelled, and a row
     another replica took over is left to it. A cancelled row's lease is handed
-    back all the same: an unsubscribe waits for it (`in_flight`). True when the result was stored."""
+    back all the same: an unsubscribe waits for it (`in_flight`). A row set aside
+    after its retries ran out is told to `oncall_channel` once, in the same
+    transaction (an operator note that is itself set aside tells nobody). True when the result was stored."""
     error = outcome.error[:300] if outcome.error else None
     values: dict[str, Any]
     if outcome.state == State.SENT:
@@ -101,4 +111,18 @@ async def record(db: AsyncSession, row: OutboxMessage, outcome: SendResult, *, o
         )
     if stored and outcome.end_subscription and row.subscription_id is not None:
         await end_subscriptions(db, [row.subscription_id], reason="slack refused delivery")
+    if stored and outcome.tell_operators and oncall_channel and row.kind != Kind.OPERATOR:
+        await insert_outbox(db, [_set_aside_note(oncall_channel, row, error)])
     return stored
+
+
+def _set_aside_note(channel: str, row: OutboxMessage, error: str | None) -> OutboxRow:
+    session = f" about session {row.session_id[:128]}" if row.session_id else ""
+    return operator_row(
+        channel,
+        bounded_key("delivery-dead", str(row.id)),
+        "A message could not be delivered",
+        f"Slack refused a {row.kind} message{session} for <#{row.channel_id}> "
+        f"{row.attempts} times ({(error or 'no answer')[:100]}); it was set aside so "
+        "the channel's later messages go on.",
+    )
