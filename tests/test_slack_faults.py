@@ -273,3 +273,23 @@ def test_a_failing_root_update_never_repeats_the_reply_whatever_the_thread_check
     assert slack.calls_to("conversations.replies") == []
     [(state, _, error, _)] = outbox(rig, "C123")
     assert (state, error) == ("sent", None)
+
+
+def test_a_refusal_the_database_cannot_store_is_still_recorded(rig: Rig) -> None:
+    """Slack's error text is stored with the row; a NUL in it (PostgreSQL refuses
+    one) must not leave the result unrecorded, the row to its lease, and the
+    channel waiting."""
+    slack = rig.slack
+    rig.together.add(SID)
+    root = subscribe(rig, SID, "C123")
+    slack.fail_next(
+        "chat.postMessage",
+        error="odd\u0000refusal",
+        times=2,
+        when=lambda p: p.get("thread_ts") == root,
+    )
+    rig.together.set_status(SID, "STOPPING")
+    wait_until(lambda: [r[0] for r in outbox(rig, "C123")] == ["sent"], what="the row sent")
+    assert len(told(slack, "C123", root)) == 1
+    assert len(failed_posts(slack, "C123")) == 2
+    assert "could not record a delivery result" not in rig.bot.log()

@@ -25,11 +25,20 @@ MAX_TS_LENGTH = 32
 
 
 def stored_ts(value: str | None) -> str | None:
-    """A message ts as it can be stored: one longer than the column is dropped,
-    not left to make the write fail (and the row be retried, and posted, again)."""
-    if not value or len(value) > MAX_TS_LENGTH:
+    """A message ts as it can be stored: an odd one (longer than the column, not
+    printable) is dropped, not left to make the write fail (and the row be
+    retried, and posted, again)."""
+    if not value or len(value) > MAX_TS_LENGTH or not value.isprintable():
         return None
     return value
+
+
+def stored_error(error: str | None) -> str | None:
+    """Slack's error as it can be stored: printable (PostgreSQL refuses a NUL, and a
+    result that cannot be stored leaves the row to be retried without end), short."""
+    if not error:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in error[:300])
 
 
 def posted_mark(row: OutboxMessage, ts: str | None) -> str:
@@ -72,7 +81,7 @@ async def record(
     back all the same: an unsubscribe waits for it (`in_flight`). A row set aside
     after its retries ran out is told to `oncall_channel` once, in the same
     transaction (an operator note that is itself set aside tells nobody). True when the result was stored."""
-    error = outcome.error[:300] if outcome.error else None
+    error = stored_error(outcome.error)
     values: dict[str, Any]
     if outcome.state == State.SENT:
         values = {
