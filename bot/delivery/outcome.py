@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 
+from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.rate_limits import parse_retry_after
@@ -106,7 +107,7 @@ def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> S
 
 def give_up(row: OutboxMessage, outcome: SendResult, max_attempts: int) -> SendResult:
     """A retry past the row's last attempt (`max_attempts`) becomes its end: a row
-    never posted is dead (on-call told), a posted row whose root card Slack kept
+    never posted is dead (on-call told of a message), a posted row whose root card Slack kept
     refusing is sent (the card waits for the next redraw). A rejected token is
     no row's fault and keeps it."""
     if (
@@ -128,7 +129,8 @@ def give_up(row: OutboxMessage, outcome: SendResult, max_attempts: int) -> SendR
     log.error(
         "giving up on outbox row after %d attempts (%s)", row.attempts, outcome.error, extra=extra
     )
-    return SendResult(row.id, State.DEAD, error=outcome.error, tell_operators=True)
+    # A root-only row (a change not told) owed a card redraw, not a message.
+    return SendResult(row.id, State.DEAD, error=outcome.error, tell_operators=row.kind != Kind.ROOT)
 
 
 def _retry_after(exc: SlackApiError) -> float:

@@ -80,7 +80,8 @@ async def record(
     another replica took over is left to it. A cancelled row's lease is handed
     back all the same: an unsubscribe waits for it (`in_flight`). A row set aside
     after its retries ran out is told to `oncall_channel` once, in the same
-    transaction (an operator note that is itself set aside tells nobody). True when the result was stored."""
+    transaction (an operator note that is itself set aside tells nobody).
+    True when the result was stored."""
     error = stored_error(outcome.error)
     values: dict[str, Any]
     if outcome.state == State.SENT:
