@@ -150,6 +150,12 @@ class Settings(BaseSettings):
     delivery_concurrency: int = _tuning(
         16, "Concurrent Slack posts per delivery pass.", ge=1, le=256
     )
+    delivery_max_attempts: int = _tuning(
+        30,
+        "A message Slack keeps refusing (server errors, rate limits, bugs) is set aside after "
+        "this many attempts (about 2 h of 5xx), on-call told once; its channel moves on.",
+        ge=1,
+    )
     channel_min_interval_seconds: float = _tuning(
         1.0, "The least time between two posts to one channel: bursts are paced, not dropped.", ge=0
     )

@@ -246,6 +246,61 @@ def test_a_send_in_flight_during_unsubscribe_does_not_bring_the_row_back(
     assert query(db_url, "SELECT state FROM outbox WHERE kind = 'transition'") == [("cancelled",)]
 
 
+def test_a_reply_in_flight_during_unsubscribe_comes_before_the_goodbye(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """The status change's post is in flight (3 s) when the channel unsubscribes:
+    the goodbye waits for it, nothing follows the goodbye, and the root card's
+    last redraw offers Subscribe."""
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    slack.slow_when("chat.postMessage", is_notification, 3.0)
+    together.set_status(SID, "STOPPING")
+    wait_until(lambda: slack.in_flight > 0, what="the notification's post in flight")
+    bot.command(f"unsubscribe {SID}", response_url=slack.response_url("unsub"))
+    assert "nsubscribed" in json.dumps(slack.wait_for_response("unsub"))
+    wait_until(
+        lambda: [c for c in slack.posts_in_thread("C123", root) if "no further" in (c.text or "")],
+        what="the goodbye",
+    )
+    wait_until(lambda: slack.in_flight == 0, what="nothing in flight")
+    time.sleep(2)  # a late root update or retry would land now
+    thread = [c.text or "" for c in slack.posts_in_thread("C123", root)]
+    assert "no further updates" in thread[-1], thread
+    assert len(thread) <= 2, thread
+    last = [u for u in slack.updates("C123", root)][-1]
+    assert "rl_subscribe" in json.dumps(last.blocks)
+    assert "rl_unsubscribe" not in json.dumps(last.blocks)
+    assert query(db_url, "SELECT lease_owner FROM outbox") == [(None,)]
+
+
+def test_a_row_written_after_its_subscription_ended_is_not_sent(
+    bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """A poll that read the subscription just before it was unsubscribed writes its
+    row just after: the fence finds the subscription ended and cancels the row."""
+    together.add(SID)
+    root = subscribe(bot, slack, "C123")
+    bot.command(f"unsubscribe {SID}", response_url=slack.response_url("unsub"))
+    assert "nsubscribed" in json.dumps(slack.wait_for_response("unsub"))
+    payload = json.dumps({"old_status": "RUNNING", "new_status": "STOPPING"})
+    value = "CAST(:p AS JSON)" if db_url.startswith("postgresql") else ":p"
+    query(
+        db_url,
+        "INSERT INTO outbox (dedupe_key, kind, subscription_id, session_id, channel_id, "
+        f"thread_ts, payload, state, attempts, next_attempt_at, created_at) SELECT "
+        f"'transition:late', 'transition', id, session_id, channel_id, root_ts, {value}, "
+        "'pending', 0, :t, :t FROM subscriptions",
+        p=payload,
+        t=datetime.now(UTC).replace(tzinfo=None) - timedelta(seconds=5),
+    )
+    wait_until(
+        lambda: query(db_url, "SELECT state FROM outbox") == [("cancelled",)],
+        what="the late row cancelled",
+    )
+    assert notifications(slack, "C123", root) == []
+
+
 # --- 4. only Together's own 404, confirmed, ends a subscription -----------------------------
 
 
@@ -396,3 +451,46 @@ def test_the_duplicate_check_reads_past_the_first_thousand_replies(
     ours = [m for m in slack.thread("C123", root) if m.get("metadata")]
     assert len(ours) == 1, f"{len(ours)} notifications in a thread of 1,000 replies"
     assert "already in Slack" in bot.log()
+
+
+# --- 7. a row Slack always refuses is set aside -----------------------------------------------
+
+
+def test_a_row_that_always_fails_is_set_aside_and_its_channel_moves_on(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """chat.postMessage answers 500 to one session's reply, every time: after
+    DELIVERY_MAX_ATTEMPTS it is dead, on-call hears once, and the next row in the
+    same channel is told."""
+    bot = start_bot(ONCALL_CHANNEL=OPS, DELIVERY_MAX_ATTEMPTS="3")
+    stuck, fine = (f"{c * 8}-0000-4000-8000-000000000000" for c in "ab")
+    together.add(stuck)
+    together.add(fine)
+    roots = {sid: subscribe(bot, slack, "C123", sid) for sid in (stuck, fine)}
+    slack.fail_next(
+        "chat.postMessage",
+        status=500,
+        times=1000,
+        when=lambda p: is_notification(p) and p.get("thread_ts") == roots[stuck],
+    )
+    together.set_status(stuck, "STOPPING")
+    wait_until(
+        lambda: any(c.status == 500 for c in slack.calls_to("chat.postMessage")),
+        what="the first refusal",
+    )
+    together.set_status(fine, "STOPPING")
+    wait_until(lambda: notifications(slack, "C123", roots[fine]), timeout=30, what="next row told")
+    [alert] = wait_until(lambda: notifications(slack, OPS), timeout=20, what="on-call told")
+    assert "C123" in json.dumps({"t": alert.text, "b": alert.blocks})
+    time.sleep(2)
+    refused = [c for c in slack.calls_to("chat.postMessage") if c.status == 500]
+    assert len(refused) == 3
+    assert notifications(slack, "C123", roots[stuck]) == []
+    assert len(notifications(slack, "C123", roots[fine])) == 1
+    assert len(notifications(slack, OPS)) == 1
+    states = query(
+        db_url,
+        "SELECT session_id, state, attempts FROM outbox WHERE channel_id = 'C123' ORDER BY id",
+    )
+    assert states == [(stuck, "dead", 3), (fine, "sent", 1)]
+    assert "giving up on outbox row" in bot.log()

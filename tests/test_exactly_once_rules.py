@@ -130,3 +130,28 @@ def test_our_listed_message_matches_its_own_key_only() -> None:
         "metadata": {"event_type": "rl_bot_notification", "event_payload": {"dedupe_key": "k"}},
     }
     assert _carries(ours, "k") and not _carries(ours, "other")
+
+
+def _row(attempts: int) -> Any:
+    from bot.outbox.queue import OutboxMessage
+
+    return OutboxMessage(id=7, channel_id="C1", attempts=attempts, dedupe_key="k")
+
+
+def test_every_retry_ends_at_the_attempt_cap_but_a_rejected_token() -> None:
+    from bot.delivery.outcome import SendResult, give_up, retry_later
+    from bot.outbox.contract.rows import State
+
+    early = retry_later(_row(2), None, "http_500")
+    assert give_up(_row(2), early, 3) is early
+    dead = give_up(_row(3), retry_later(_row(3), None, "http_500"), 3)
+    assert (dead.state, dead.error, dead.tell_operators) == (State.DEAD, "http_500", True)
+    auth = SendResult(7, State.PENDING, retry_in=60.0, error="invalid_auth")
+    assert give_up(_row(99), auth, 3) is auth
+    # Posted, but the root card kept being refused: sent, never dead, never posted again.
+    owed = retry_later(_row(3), 1.0, "ratelimited")
+    owed.sent_ts = "1.000001"
+    done = give_up(_row(3), owed, 3)
+    assert (done.state, done.sent_ts, done.tell_operators) == (State.SENT, "1.000001", False)
+    sent = SendResult(7, State.SENT, sent_ts="1.1")
+    assert give_up(_row(99), sent, 3) is sent

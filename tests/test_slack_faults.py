@@ -233,3 +233,63 @@ def test_a_rate_limited_root_update_is_retried_without_repeating_the_reply(
         lambda: query(db_url, "SELECT state, attempts FROM outbox") == [("sent", 2)],
         what="the row marked sent on its second attempt",
     )
+
+
+@pytest.mark.parametrize("check", ["missing_scope", "ratelimited"])
+def test_a_failing_root_update_never_repeats_the_reply_whatever_the_thread_check_says(
+    rig: Rig, check: str
+) -> None:
+    """chat.update answers 429, 429, 500, 500 while the thread cannot be read (no
+    history scope, which is optional, or conversations.replies rate limited):
+    the reply is told once, and only the root card is retried until it shows it."""
+    slack = rig.slack
+    rig.together.add(SID)
+    root = subscribe(rig, SID, "C123")
+    if check == "missing_scope":
+        slack.fail_next("conversations.replies", error="missing_scope", times=1000)
+    else:
+        slack.fail_next("conversations.replies", status=429, retry_after=1, times=1000)
+    on_root = lambda p: p.get("ts") == root  # noqa: E731
+    slack.fail_next("chat.update", status=429, retry_after=1, times=2, when=on_root)
+    slack.fail_next("chat.update", status=500, times=2, when=on_root)
+    rig.together.set_status(SID, "STOPPING")
+    wait_until(
+        lambda: any("Stopping" in json.dumps(u.blocks) for u in slack.updates("C123", root)),
+        timeout=40,
+        what="the root card updated after four refusals",
+    )
+    assert [c.status for c in slack.calls_to("chat.update") if on_root(c.params)] == [
+        429,
+        429,
+        500,
+        500,
+        200,
+    ]
+    wait_until(lambda: outbox(rig, "C123")[0][0] == "sent", what="the row marked sent")
+    time.sleep(1.5)  # more delivery ticks: nothing told twice
+    [reply] = told(slack, "C123", root)
+    assert "Running" in reply and "Stopping" in reply
+    # The post is stored the moment Slack takes it: no retry looks for it again.
+    assert slack.calls_to("conversations.replies") == []
+    [(state, _, error, _)] = outbox(rig, "C123")
+    assert (state, error) == ("sent", None)
+
+
+def test_a_refusal_the_database_cannot_store_is_still_recorded(rig: Rig) -> None:
+    """Slack's error text is stored with the row; a NUL in it (PostgreSQL refuses
+    one) must not leave the result unrecorded, the row to its lease, and the
+    channel waiting."""
+    slack = rig.slack
+    rig.together.add(SID)
+    root = subscribe(rig, SID, "C123")
+    slack.fail_next(
+        "chat.postMessage",
+        error="odd\u0000refusal",
+        times=2,
+        when=lambda p: p.get("thread_ts") == root,
+    )
+    rig.together.set_status(SID, "STOPPING")
+    wait_until(lambda: [r[0] for r in outbox(rig, "C123")] == ["sent"], what="the row sent")
+    assert len(told(slack, "C123", root)) == 1
+    assert len(failed_posts(slack, "C123")) == 2
+    assert "could not record a delivery result" not in rig.bot.log()

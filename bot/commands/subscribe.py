@@ -7,6 +7,9 @@ These are the steps that touch the database, Slack and Together together;
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
@@ -22,10 +25,17 @@ from bot.commands.subscriptions import (
 )
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
-from bot.outbox.queue import end_subscriptions
+from bot.outbox.queue import end_subscriptions, in_flight
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
+
+log = logging.getLogger(__name__)
+
+# How long an unsubscribe waits for its rows a replica is sending right now (a
+# post and a redraw, each within Slack's timeout) before it says goodbye anyway.
+IN_FLIGHT_WAIT_SECONDS = 30.0
+_IN_FLIGHT_CHECK_SECONDS = 0.2
 
 
 async def subscribe_here(
@@ -110,7 +120,10 @@ async def unsubscribe_from_home(
 async def _announce_unsubscribed(
     *, sessionmaker: Sessionmaker, slack: AsyncWebClient, sub: Subscription, user_id: str
 ) -> None:
-    """Say so in the thread and turn the root's button back into Subscribe."""
+    """Say so in the thread and turn the root's button back into Subscribe, once
+    nothing of the subscription is in flight: so nothing follows the goodbye and
+    the card's last redraw is this one."""
+    await _in_flight_done(sessionmaker, sub)
     message = rendering.unsubscribed_message(user_id)
     await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
     async with sessionmaker() as db:
@@ -122,6 +135,24 @@ async def _announce_unsubscribed(
         await slack.chat_update(
             channel=sub.channel_id, ts=sub.root_ts, text=card["text"], blocks=card["blocks"]
         )
+
+
+async def _in_flight_done(sessionmaker: Sessionmaker, sub: Subscription) -> None:
+    """Wait until no replica is sending one of the subscription's rows (cancelled
+    with it, but perhaps already on its way to Slack), IN_FLIGHT_WAIT_SECONDS at most."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + IN_FLIGHT_WAIT_SECONDS
+    while True:
+        async with sessionmaker() as db:
+            if not await in_flight(db, sub.id):
+                return
+        if loop.time() >= deadline:
+            log.warning(
+                "a delivery is still in flight; saying unsubscribed anyway",
+                extra={"channel_id": sub.channel_id, "session_id": sub.session_id},
+            )
+            return
+        await asyncio.sleep(_IN_FLIGHT_CHECK_SECONDS)
 
 
 async def listed_here(

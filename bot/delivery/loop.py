@@ -7,11 +7,15 @@ outlive its lease when Slack is slow; another replica may have taken the rest).
 The mark only touches a row that is still pending and still ours, so neither a
 cancelled row nor another replica's row is ever changed by a late result.
 
-If the process dies between Slack accepting the post and the mark, the row is
+If the process dies between Slack accepting the post and storing it, the row is
 claimed again after its lease; a row with an earlier attempt first looks for
 its own dedupe key in the thread's message metadata and, if Slack already has
 it, is marked sent without posting again. That is what makes at-least-once
 delivery tell each transition exactly once.
+
+A row is sent in two steps: its post, stored the moment Slack takes it, and
+its root card's redraw, retried on its own when Slack refuses it (a rate
+limit, a server error), so a refused redraw never posts the message again.
 
 This is the loop over due rows; its steps are their own modules: sending one
 row (`send`), the duplicate check (`duplicates`), the message (`messages`), the
@@ -31,9 +35,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
 from bot.config import Settings
-from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, retry_later
-from bot.delivery.record import record
-from bot.delivery.send import send_one
+from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
+from bot.delivery.record import posted_mark, record, record_posted
+from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.faults import crash_point
 from bot.metrics import Metrics
 from bot.outbox.contract.payloads import Kind, OncallPayload
@@ -160,16 +164,61 @@ async def _deliver_one(
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
         return SendResult(row.id, LOST)
     try:
-        outcome = await send_one(
-            row, slack=slack, settings=settings, together=together, watch=watch
+        outcome = await _send(
+            row,
+            sessionmaker=sessionmaker,
+            slack=slack,
+            settings=settings,
+            owner=owner,
+            together=together,
+            watch=watch,
         )
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = retry_later(row, None, type(exc).__name__)
+        outcome.sent_ts = row.sent_ts  # a post that went out is kept
+    outcome = give_up(row, outcome, settings.delivery_max_attempts)
     try:
         async with sessionmaker() as db, db.begin():
-            await record(db, [row], [outcome], owner=owner)
+            await record(db, row, outcome, owner=owner, oncall_channel=settings.oncall_channel)
     except Exception:
         # The lease runs out; the next attempt finds a sent message by its dedupe key.
         log.exception("could not record a delivery result", extra=extra)
+    return outcome
+
+
+async def _send(
+    row: OutboxMessage,
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    slack: AsyncWebClient,
+    settings: Settings,
+    owner: str,
+    together: TogetherClient | None,
+    watch: CardWatch | None,
+) -> SendResult:
+    """The post (unless an earlier attempt made it), stored the moment Slack takes
+    it; then the root card, whose refusal retries the card alone."""
+    duplicate = False
+    if posts_message(row):
+        posted = await post_one(row, slack=slack, settings=settings, together=together)
+        if posted.state != State.SENT:
+            return posted
+        crash_point("deliver_after_post", settings.fault_crash_at)
+        duplicate = posted.duplicate
+        row.sent_ts = posted_mark(row, posted.sent_ts)
+        try:
+            async with sessionmaker() as db, db.begin():
+                owed = await record_posted(db, row, row.sent_ts, owner=owner)
+        except Exception:
+            log.exception(
+                "could not store a post; its root card is redrawn all the same",
+                extra={"outbox_id": row.id, "channel_id": row.channel_id},
+            )
+            owed = True
+        if not owed:  # cancelled or taken over while the post was in flight
+            return SendResult(row.id, State.SENT, sent_ts=row.sent_ts, duplicate=duplicate)
+    outcome = await redraw_root(row, slack=slack, watch=watch)
+    crash_point("deliver_after_update", settings.fault_crash_at)
+    outcome.duplicate = duplicate
     return outcome

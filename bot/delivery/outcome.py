@@ -3,7 +3,10 @@
 A rate limit waits as long as Slack asks (bounded), a server error backs off
 and retries, a rejected token keeps the whole outbox and retries soon, a
 channel or thread gone for good kills the row and ends its subscription, and
-any other refusal is retried up to `MAX_OTHER_ATTEMPTS` times.
+any other refusal is retried up to `MAX_OTHER_ATTEMPTS` times. Whatever the
+reason, a row is retried DELIVERY_MAX_ATTEMPTS times at most (`give_up`), so
+no row blocks its channel for good; only a rejected token, which no row can
+get past, keeps the whole outbox until it works again.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 
+from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.rate_limits import parse_retry_after
@@ -66,6 +70,8 @@ class SendResult:
     error: str | None = None
     end_subscription: bool = False
     duplicate: bool = False
+    #: set aside after its retries ran out: on-call hears of it once
+    tell_operators: bool = False
 
 
 def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> SendResult:
@@ -95,8 +101,36 @@ def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> S
         log.error(
             "giving up on outbox row after %d attempts (%s)", row.attempts, error, extra=extra
         )
-        return SendResult(row.id, State.DEAD, error=error)
+        return SendResult(row.id, State.DEAD, error=error, tell_operators=True)
     return retry_later(row, None, error)
+
+
+def give_up(row: OutboxMessage, outcome: SendResult, max_attempts: int) -> SendResult:
+    """A retry past the row's last attempt (`max_attempts`) becomes its end: a row
+    never posted is dead (on-call told of a message), a posted row whose root card Slack kept
+    refusing is sent (the card waits for the next redraw). A rejected token is
+    no row's fault and keeps it."""
+    if (
+        outcome.state != State.PENDING
+        or row.attempts < max_attempts
+        or outcome.error in AUTH_ERRORS
+    ):
+        return outcome
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id, "error": outcome.error}
+    if outcome.sent_ts is not None:
+        log.warning("root card not redrawn after %d attempts; giving up", row.attempts, extra=extra)
+        return SendResult(
+            row.id,
+            State.SENT,
+            sent_ts=outcome.sent_ts,
+            error=f"root card not redrawn: {outcome.error}",
+            duplicate=outcome.duplicate,
+        )
+    log.error(
+        "giving up on outbox row after %d attempts (%s)", row.attempts, outcome.error, extra=extra
+    )
+    # A root-only row (a change not told) owed a card redraw, not a message.
+    return SendResult(row.id, State.DEAD, error=outcome.error, tell_operators=row.kind != Kind.ROOT)
 
 
 def _retry_after(exc: SlackApiError) -> float:

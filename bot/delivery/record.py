@@ -1,70 +1,138 @@
-"""Storing what became of delivered rows, on rows that are still ours."""
+"""Storing what became of a delivered row, on a row that is still ours.
+
+Two writes per row: the post, the moment Slack takes it (`record_posted`),
+and the row's end state once its root card is redrawn too (`record`). A row
+that is pending with a `sent_ts` is therefore one whose message Slack has and
+whose root card is still owed: its retries redraw the card and never post
+again, whether or not the thread can be read.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Float, Table, and_, bindparam, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.delivery.outcome import SendResult
-from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, end_subscriptions
+from bot.outbox.contract.payloads import Kind
+from bot.outbox.contract.rows import OutboxRow, State, bounded_key, operator_row
+from bot.outbox.queue import OutboxMessage, end_subscriptions, insert_outbox
 from bot.store.tables import db_now
+
+# outbox.sent_ts is a String(32); a Slack ts is 17 characters.
+MAX_TS_LENGTH = 32
+
+
+def stored_ts(value: str | None) -> str | None:
+    """A message ts as it can be stored: an odd one (longer than the column, not
+    printable) is dropped, not left to make the write fail (and the row be
+    retried, and posted, again)."""
+    if not value or len(value) > MAX_TS_LENGTH or not value.isprintable():
+        return None
+    return value
+
+
+def stored_error(error: str | None) -> str | None:
+    """Slack's error as it can be stored: printable (PostgreSQL refuses a NUL, and a
+    result that cannot be stored leaves the row to be retried without end), short."""
+    if not error:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in error[:300])
+
+
+def posted_mark(row: OutboxMessage, ts: str | None) -> str:
+    """What a posted row keeps in `sent_ts`: the message's ts, or (an answer
+    without a usable one) the thread's, or an empty string: never NULL."""
+    return stored_ts(ts) or row.thread_ts or ""
+
+
+async def record_posted(db: AsyncSession, row: OutboxMessage, mark: str, *, owner: str) -> bool:
+    """Store that Slack has the row's message (`mark`, see `posted_mark`), on a
+    row still leased to `owner`. True when the row is still pending, so its root
+    card is still owed."""
+    await db.execute(
+        update(OutboxMessage)
+        .where(OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner)
+        .values(sent_ts=mark, sent_at=db_now())
+        .execution_options(synchronize_session=False)
+    )
+    state = (
+        await db.execute(
+            select(OutboxMessage.state).where(
+                OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner
+            )
+        )
+    ).scalar_one_or_none()
+    return state == State.PENDING
 
 
 async def record(
-    db: AsyncSession, rows: list[OutboxMessage], outcomes: list[SendResult], *, owner: str
-) -> None:
-    """Store results, but only on rows still pending and still leased to `owner`:
-    a row cancelled meanwhile (unsubscribed) stays cancelled, and a row another
-    replica took over is left to it (it checks Slack before posting again)."""
-    groups: dict[State, list[dict[str, Any]]] = defaultdict(list)
-    for o in outcomes:
-        error = o.error[:300] if o.error else None
-        if o.state == State.SENT:
-            groups[State.SENT].append(
-                {"b_id": o.row_id, "state": State.SENT, "sent_ts": o.sent_ts, "last_error": None}
+    db: AsyncSession,
+    row: OutboxMessage,
+    outcome: SendResult,
+    *,
+    owner: str,
+    oncall_channel: str | None = None,
+) -> bool:
+    """Store a row's result, but only on a row still pending and still leased to
+    `owner`: a row cancelled meanwhile (unsubscribed) stays cancelled, and a row
+    another replica took over is left to it. A cancelled row's lease is handed
+    back all the same: an unsubscribe waits for it (`in_flight`). A row set aside
+    after its retries ran out is told to `oncall_channel` once, in the same
+    transaction (an operator note that is itself set aside tells nobody).
+    True when the result was stored."""
+    error = stored_error(outcome.error)
+    values: dict[str, Any]
+    if outcome.state == State.SENT:
+        values = {
+            "state": State.SENT,
+            "sent_ts": stored_ts(outcome.sent_ts),
+            "sent_at": db_now(),
+            "last_error": error,
+        }
+    elif outcome.state == State.DEAD:
+        values = {"state": State.DEAD, "last_error": error}
+    elif outcome.state == State.PENDING:
+        values = {"last_error": error, "next_attempt_at": db_now(float(outcome.retry_in or 1.0))}
+        if outcome.sent_ts is not None:  # posted: only the root card is owed
+            values["sent_ts"] = outcome.sent_ts
+    else:
+        values = {}
+    stored = False
+    if values:
+        result = await db.execute(
+            update(OutboxMessage)
+            .where(
+                OutboxMessage.id == row.id,
+                OutboxMessage.state == State.PENDING,
+                OutboxMessage.lease_owner == owner,
             )
-        elif o.state == State.DEAD:
-            groups[State.DEAD].append({"b_id": o.row_id, "state": State.DEAD, "last_error": error})
-        elif o.state == State.PENDING:
-            groups[State.PENDING].append(
-                {
-                    "b_id": o.row_id,
-                    "state": State.PENDING,
-                    "last_error": error,
-                    "b_retry_in": float(o.retry_in or 1.0),
-                }
-            )
-    table = OutboxMessage.__table__
-    assert isinstance(table, Table)
-    mine = and_(
-        table.c.id == bindparam("b_id"),
-        table.c.state == State.PENDING,
-        table.c.lease_owner == owner,
-    )
-    extra: dict[State, dict[str, Any]] = {
-        State.SENT: {"sent_at": db_now()},
-        State.DEAD: {},
-        State.PENDING: {"next_attempt_at": db_now(bindparam("b_retry_in", type_=Float()))},
-    }
-    for state, params in groups.items():
-        columns = [k for k in params[0] if not k.startswith("b_")]
+            .values(values | {"lease_owner": None, "lease_until": None})
+            .execution_options(synchronize_session=False)
+        )
+        stored = isinstance(result, CursorResult) and result.rowcount == 1
+    if not stored:  # cancelled while in flight: hand the lease back all the same
         await db.execute(
-            update(table)
-            .where(mine)
-            .values(
-                {c: bindparam(c) for c in columns}
-                | extra[state]
-                | {"lease_owner": None, "lease_until": None}
-            ),
-            params,
+            update(OutboxMessage)
+            .where(OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
         )
-    by_id = {r.id: r for r in rows}
-    ended = [by_id[o.row_id].subscription_id for o in outcomes if o.end_subscription]
-    if ended:
-        await end_subscriptions(
-            db, [i for i in ended if i is not None], reason="slack refused delivery"
-        )
+    if stored and outcome.end_subscription and row.subscription_id is not None:
+        await end_subscriptions(db, [row.subscription_id], reason="slack refused delivery")
+    if stored and outcome.tell_operators and oncall_channel and row.kind != Kind.OPERATOR:
+        await insert_outbox(db, [_set_aside_note(oncall_channel, row, error)])
+    return stored
+
+
+def _set_aside_note(channel: str, row: OutboxMessage, error: str | None) -> OutboxRow:
+    session = f" about session {row.session_id[:128]}" if row.session_id else ""
+    return operator_row(
+        channel,
+        bounded_key("delivery-dead", str(row.id)),
+        "A message could not be delivered",
+        f"Slack refused a {row.kind} message{session} for <#{row.channel_id}> "
+        f"{row.attempts} times ({(error or 'no answer')[:100]}); it was set aside so "
+        "the channel's later messages go on.",
+    )

@@ -51,8 +51,8 @@ async def update_root(
             or exc.response.status_code >= 500
             or (exc.response.get("error") == "ratelimited")
         ):
-            # chat.update has its own, lower rate limit: retry the whole row later.
-            # Its thread reply is then found by its dedupe key, not posted again.
+            # chat.update has its own, lower rate limit: the redraw alone is retried
+            # (the row's post is already stored, see `bot.delivery.record`).
             raise
         # An uneditable root (deleted, too old) is logged, not retried.
         log.warning(

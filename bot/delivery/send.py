@@ -1,4 +1,9 @@
-"""Posting one row to Slack: the duplicate check, the post, the root card."""
+"""Sending one row to Slack, in two steps that are retried apart: the post
+(after the duplicate check) and the root card's redraw.
+
+The post is stored the moment Slack takes it (`record.record_posted`), so a
+refused redraw retries the redraw alone and never posts the message again.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ from bot.delivery.duplicates import METADATA_EVENT, already_posted
 from bot.delivery.messages import render_row
 from bot.delivery.outcome import SendResult, classify, retry_later
 from bot.delivery.root_update import update_root
-from bot.faults import crash_point
 from bot.outbox.contract.payloads import Payload, RootPayload, TransitionPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
@@ -23,25 +27,29 @@ from bot.training.status import Status, status_of
 
 log = logging.getLogger(__name__)
 
+# What Slack's client raises when Slack cannot be reached at all.
+UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError)
 
-async def send_one(
+
+def posts_message(row: OutboxMessage) -> bool:
+    """Whether the row still owes a message: not a root-only row, and not posted yet
+    (a pending row with a `sent_ts` owes only its root card)."""
+    return row.sent_ts is None and not isinstance(row.typed_payload, RootPayload)
+
+
+async def post_one(
     row: OutboxMessage,
     *,
     slack: AsyncWebClient,
     settings: Settings,
     together: TogetherClient | None = None,
-    watch: CardWatch | None = None,
 ) -> SendResult:
-    """Post one row (and redraw its root card with `watch`, the watch's state)."""
+    """Post the row's message, unless Slack already has it from an earlier attempt.
+    SENT (with the message's ts) means Slack has it; the root card is not touched."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
-    payload = row.typed_payload
     try:
-        if isinstance(payload, RootPayload):  # a change this subscription does not want told
-            await update_root(row, payload, slack=slack, watch=watch)
-            return SendResult(row.id, State.SENT, sent_ts=row.thread_ts)
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
             log.info("outbox row already in Slack; not posting again", extra=extra)
-            await update_root(row, payload, slack=slack, watch=watch)
             return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
         message = await render_row(row, slack=slack, settings=settings, together=together)
         response = await slack.chat_postMessage(
@@ -53,22 +61,40 @@ async def send_one(
                 "event_type": METADATA_EVENT,
                 "event_payload": {"dedupe_key": row.dedupe_key},
             },
-            reply_broadcast=_broadcast(row, payload, settings),
+            reply_broadcast=broadcast(row, row.typed_payload, settings),
             unfurl_links=False,
             unfurl_media=False,
         )
-        crash_point("deliver_after_post", settings.fault_crash_at)
-        await update_root(row, payload, slack=slack, watch=watch)
-        crash_point("deliver_after_update", settings.fault_crash_at)
         return SendResult(row.id, State.SENT, sent_ts=str(response.get("ts") or ""))
     except SlackApiError as exc:
         return classify(row, exc, extra)
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+    except UNREACHABLE as exc:
         log.warning("Slack unreachable; will retry", extra=extra | {"error": type(exc).__name__})
         return retry_later(row, None, type(exc).__name__)
 
 
-def _broadcast(row: OutboxMessage, payload: Payload, settings: Settings) -> bool | None:
+async def redraw_root(
+    row: OutboxMessage, *, slack: AsyncWebClient, watch: CardWatch | None = None
+) -> SendResult:
+    """Redraw the row's root card (with `watch`, the watch's state). A rate limit,
+    a server error or no answer at all leaves the row pending with its post
+    (`row.sent_ts`) kept, so only the redraw is retried."""
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
+    sent_ts = row.sent_ts if row.sent_ts is not None else row.thread_ts
+    try:
+        await update_root(row, row.typed_payload, slack=slack, watch=watch)
+    except SlackApiError as exc:
+        result = classify(row, exc, extra)
+    except UNREACHABLE as exc:
+        log.warning("Slack unreachable for a root card; will retry", extra=extra)
+        result = retry_later(row, None, type(exc).__name__)
+    else:
+        return SendResult(row.id, State.SENT, sent_ts=sent_ts)
+    result.sent_ts = row.sent_ts
+    return result
+
+
+def broadcast(row: OutboxMessage, payload: Payload, settings: Settings) -> bool | None:
     """Errors may also show in the channel (BROADCAST_ERRORS); nothing else does."""
     if isinstance(payload, TransitionPayload) and row.thread_ts and settings.broadcast_errors:
         return status_of(payload.new_status) is Status.ERROR or None

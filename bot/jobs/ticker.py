@@ -258,7 +258,7 @@ async def release_leases(rt: Runtime) -> None:
             )
             await db.execute(
                 update(OutboxMessage)
-                .where(OutboxMessage.lease_owner == owner, OutboxMessage.state == State.PENDING)
+                .where(OutboxMessage.lease_owner == owner)
                 .values(lease_owner=None, lease_until=None)
             )
     except Exception:

@@ -21,6 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import (
     JSON,
+    ColumnElement,
     CursorResult,
     DateTime,
     Enum,
@@ -93,6 +94,8 @@ class OutboxMessage(Base):
     lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text(), nullable=True)
     sent_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    # Set the moment Slack takes the row's post: a pending row with a sent_ts owes
+    # only its root card's redraw, and is never posted again.
     sent_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
 
@@ -219,24 +222,79 @@ async def claim_due(
     return rows
 
 
+#: why a subscription ends with its session (`bot.poll.record`): its last rows
+#: are still told, where a subscription ended any other way hears nothing more
+SESSION_ENDED = "session ended"
+
+
+def _deliverable() -> ColumnElement[bool]:
+    """A row with no subscription, or whose subscription is active or ended with
+    its session."""
+    return or_(
+        OutboxMessage.subscription_id.is_(None),
+        exists().where(
+            Subscription.id == OutboxMessage.subscription_id,
+            or_(Subscription.active.is_(True), Subscription.ended_reason == SESSION_ENDED),
+        ),
+    )
+
+
 async def fence(db: AsyncSession, row_id: int, *, owner: str, lease_seconds: float) -> bool:
     """Renew this replica's lease on a row just before sending it.
 
-    True only if the row is still pending, still leased to `owner`, and the lease
-    has not run out by the database's clock: then nobody else can have it for
-    another `lease_seconds`. False means: do not send, someone else owns it now."""
+    True only if the row is still pending, still leased to `owner`, the lease
+    has not run out by the database's clock, and its subscription has not ended
+    meanwhile: then nobody else can have it for another `lease_seconds`. False
+    means: do not send. A row whose subscription was ended (a poll that read it
+    just before an unsubscribe wrote the row just after) is then cancelled, and
+    a lease still held on a row no longer pending is handed back: an unsubscribe
+    waits for those (`in_flight`)."""
+    mine = (OutboxMessage.id == row_id, OutboxMessage.lease_owner == owner)
     result = await db.execute(
         update(OutboxMessage)
         .where(
-            OutboxMessage.id == row_id,
-            OutboxMessage.lease_owner == owner,
+            *mine,
             OutboxMessage.state == State.PENDING,
             OutboxMessage.lease_until > db_now(),
+            _deliverable(),
         )
         .values(lease_until=db_now(lease_seconds))
         .execution_options(synchronize_session=False)
     )
-    return isinstance(result, CursorResult) and result.rowcount == 1
+    if isinstance(result, CursorResult) and result.rowcount == 1:
+        return True
+    await db.execute(
+        update(OutboxMessage)
+        .where(*mine, OutboxMessage.state == State.PENDING, ~_deliverable())
+        .values(state=State.CANCELLED)
+        .execution_options(synchronize_session=False)
+    )
+    await db.execute(
+        update(OutboxMessage)
+        .where(*mine, OutboxMessage.state != State.PENDING)
+        .values(lease_owner=None, lease_until=None)
+        .execution_options(synchronize_session=False)
+    )
+    return False
+
+
+async def in_flight(db: AsyncSession, subscription_id: int) -> int:
+    """How many of a subscription's rows a replica may be sending right now: leased,
+    by the database's clock. Delivery hands a lease back when it is done, even on
+    a row cancelled meanwhile."""
+    return int(
+        (
+            await db.execute(
+                select(func.count())
+                .select_from(OutboxMessage)
+                .where(
+                    OutboxMessage.subscription_id == subscription_id,
+                    OutboxMessage.lease_owner.is_not(None),
+                    OutboxMessage.lease_until > db_now(),
+                )
+            )
+        ).scalar_one()
+    )
 
 
 async def pending_count(db: AsyncSession) -> int:
@@ -252,7 +310,9 @@ async def pending_count(db: AsyncSession) -> int:
 
 
 async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) -> None:
-    """End subscriptions, drop what they still owe, and stop polling orphaned sessions."""
+    """End subscriptions, drop what they still owe, and stop polling orphaned sessions.
+    (A session that ends ends its subscriptions itself, keeping their last rows:
+    `SESSION_ENDED`.)"""
     if not ids:
         return
     now = utcnow()
@@ -262,10 +322,12 @@ async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) ->
         .values(active=False, ended_at=now, ended_reason=reason[:200])
         .execution_options(synchronize_session=False)
     )
+    # A cancelled row keeps its lease: a replica may be posting it right now, and
+    # hands the lease back when done (`in_flight`).
     await db.execute(
         update(OutboxMessage)
         .where(OutboxMessage.subscription_id.in_(ids), OutboxMessage.state == State.PENDING)
-        .values(state=State.CANCELLED, lease_owner=None, lease_until=None)
+        .values(state=State.CANCELLED)
         .execution_options(synchronize_session=False)
     )
     session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))

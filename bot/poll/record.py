@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
-from bot.outbox.queue import insert_outbox, unalerted
+from bot.outbox.queue import SESSION_ENDED, insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Watcher, notifications
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
@@ -116,7 +116,7 @@ async def record_outcomes(
         await db.execute(
             update(Subscription)
             .where(Subscription.session_id.in_(ended), Subscription.active.is_(True))
-            .values(active=False, ended_at=now, ended_reason="session ended")
+            .values(active=False, ended_at=now, ended_reason=SESSION_ENDED)
             .execution_options(synchronize_session=False)
         )
     if incidents:

@@ -162,6 +162,8 @@ class FakeSlack(FakeHTTPServer):
         self.valid_tokens: set[str] | None = set(valid_tokens) if valid_tokens else None
         #: extra per-method latency (seconds), added to `latency`
         self.method_latency: dict[str, float] = {}
+        #: extra latency (seconds) for calls whose params a predicate accepts, see `slow_when`
+        self.call_latency: list[tuple[str, Callable[[dict[str, Any]], bool], float]] = []
         self.calls: list[SlackCall] = []
         self.messages: dict[str, list[dict[str, Any]]] = {}
         self.responses: dict[str, list[dict[str, Any]]] = {}
@@ -219,6 +221,14 @@ class FakeSlack(FakeHTTPServer):
         with self._lock:
             self._faults.setdefault(method, deque()).append(fault)
         return fault
+
+    def slow_when(
+        self, method: str, when: Callable[[dict[str, Any]], bool], seconds: float
+    ) -> None:
+        """Answer calls to `method` whose params `when` accepts `seconds` later (the
+        call is carried out after the wait, as a slow Slack would)."""
+        with self._lock:
+            self.call_latency.append((method, when, seconds))
 
     def clear_failures(self) -> None:
         with self._lock:
@@ -283,6 +293,7 @@ class FakeSlack(FakeHTTPServer):
             self._expired.clear()
             self._faults.clear()
             self._channel_errors.clear()
+            self.call_latency.clear()
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
 
@@ -383,7 +394,13 @@ class FakeSlack(FakeHTTPServer):
 
     def _latency_for(self, request: Request) -> float:
         method = request.path.removeprefix("/api/")
-        return self.latency + self.method_latency.get(method, 0.0)
+        extra = 0.0
+        with self._lock:
+            scripted = list(self.call_latency)
+        if scripted:
+            params = request.params()
+            extra = sum(s for m, when, s in scripted if m == method and when(params))
+        return self.latency + self.method_latency.get(method, 0.0) + extra
 
     def _dump(self) -> str:
         lines = [f"{len(self.calls)} Slack calls:"]
