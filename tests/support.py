@@ -96,11 +96,11 @@ def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[s
         TOGETHER_MAX_RPS="500",
         DATABASE_URL=db_url,
         POLL_INTERVAL_SECONDS="1",
-        # One GET per session, as these tests count them; tests/test_list_polling.py
+        # One GET per session, as these tests count them; tests/poll/test_list_polling.py
         # covers the list plan that POLL_PLAN=auto picks for many sessions.
         POLL_PLAN="get",
         # No resource reads: these tests count Together requests per session.
-        # tests/test_spend_process.py turns the spend watch on (its default).
+        # tests/alerts/test_spend_process.py turns the spend watch on (its default).
         SPEND_WATCH="false",
         DELIVERY_INTERVAL_SECONDS="0.2",
         CHANNEL_MIN_INTERVAL_SECONDS="0",

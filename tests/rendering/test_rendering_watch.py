@@ -34,7 +34,7 @@ from bot.rendering.watch import (
 from bot.training.rules import rate_words
 from bot.training.shapes import CostEstimate, ModelResource, TrainingSession
 from tests.fakes.together import make_model_resource, make_session
-from tests.test_rendering import (
+from tests.rendering.test_rendering import (
     INJECTIONS,
     MENTION,
     PERMALINK,

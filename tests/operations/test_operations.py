@@ -236,7 +236,7 @@ def test_console_logs_are_not_json(
 
 
 def test_healthz_and_readyz(start_bot: BotFactory, slack: FakeSlack, db_url: str) -> None:
-    # Slack's answer is normally reused for a minute (tests/test_resources_edges.py);
+    # Slack's answer is normally reused for a minute (tests/process/test_resources_edges.py);
     # with the cache off each probe asks, so a change shows at once.
     bot = start_bot(READYZ_SLACK_CACHE_SECONDS="0")
     health = httpx.get(f"{bot.url}/healthz")

@@ -607,7 +607,7 @@ README_EXAMPLE: dict[str, Any] = {
 
 
 def test_readme_example_card_is_what_the_bot_posts() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     after = readme.split("Example card, exactly as `chat.postMessage` receives it", 1)[1]
     example = json.loads(after.split("```json\n", 1)[1].split("\n```", 1)[0])
     assert example == card(session(README_EXAMPLE)), (

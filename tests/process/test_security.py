@@ -22,9 +22,9 @@ from urllib.parse import parse_qs, urlencode
 import httpx
 import pytest
 
+from tests.commands.test_commands_http import Rig, shared_rig
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
-from tests.test_commands_http import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NOT_AN_ID = "not a session id"

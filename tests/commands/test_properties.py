@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis, no processes) of what untrusted input reaches:
 the `/rl-session` parser and the id check, and the session model fed arbitrary JSON.
 
-tests/test_rendering.py already holds the renderers to Block Kit limits for
+tests/rendering/test_rendering.py already holds the renderers to Block Kit limits for
 arbitrary *strings* in a well-typed session; here the inputs are arbitrary
 *shapes* (any JSON value in any field) and arbitrary command text.
 """
