@@ -4,9 +4,10 @@ Slack- and Together-shaped servers, and a real `rl-bot serve` process."""
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -27,6 +28,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def _refuse_to_spawn(*args: object, **kwargs: object) -> NoReturn:
+    raise AssertionError(
+        "this test starts a process but is not marked slow: mark it "
+        "`@pytest.mark.slow` (or its module `pytestmark = pytest.mark.slow`)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """A test not marked `slow` may not start a process, so that the quick loop
+    (`-m "not slow"`) stays quick: its fixtures and body run with process
+    creation refused, and a test that forgot its marker fails saying so."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "_execute_child", _refuse_to_spawn)
+        patch.setattr(os, "fork", _refuse_to_spawn)
+        patch.setattr(os, "posix_spawn", _refuse_to_spawn)
+        return (yield)
 
 
 def _backends() -> list[str]:

@@ -394,6 +394,7 @@ def run_serve(tmp_path: Path, **env: str | None) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.slow  # runs rl-bot as a subprocess
 @pytest.mark.parametrize(
     ("env", "named"),
     [
