@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
+from hypothesis import settings
 
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
@@ -28,6 +29,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The quick loop (`-m "not slow"`) runs property tests with half the examples
+    (hypothesis profile `quick`); the whole suite runs them all. Test modules ask
+    `tests.support.examples(n)` for their counts, so they scale with the profile."""
+    settings.register_profile("quick", max_examples=50)
+    if config.getoption("markexpr") == "not slow" and not config.getoption(
+        "hypothesis_profile", None
+    ):
+        settings.load_profile("quick")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (pyproject's addopts): one worker per core for the quick loop, whose
+    tests keep a core busy and where each extra worker costs a whole collection;
+    three per core when processes are started, since those tests mostly wait on
+    the bot. `PYTEST_XDIST_AUTO_NUM_WORKERS` still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    cores = len(os.sched_getaffinity(0))
+    return cores if config.getoption("markexpr") == "not slow" else 3 * cores
 
 
 def _refuse_to_spawn(*args: object, **kwargs: object) -> NoReturn:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from hypothesis import settings
 
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 
@@ -82,6 +83,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+def examples(full: int) -> int:
+    """A property test's `max_examples`: `full` under hypothesis' default profile,
+    scaled with the loaded one (conftest loads `quick` for the quick loop)."""
+    return max(10, full * settings.default.max_examples // 100)
 
 
 def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[str, str]:

@@ -33,11 +33,12 @@ from bot.slack.listeners.commands import _immediate
 from bot.together.client import USER_MESSAGES, TogetherClient, TogetherError
 from bot.training.shapes import MAX_SESSION_ID_LENGTH, SESSION_ID_RE, TrainingSession, is_session_id
 from tests.block_kit import block_kit_problems
+from tests.support import examples
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 
 PROPERTY = settings(
-    max_examples=200,
+    max_examples=examples(200),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -391,9 +392,13 @@ def test_any_json_in_the_fields_parses_and_renders_within_limits(data: dict[str,
 
 
 @PROPERTY
-@given(data=api_sessions(), bad_id=st.one_of(json_values, st.just(None)))
+@given(
+    data=api_sessions(),
+    # Filtered here rather than assumed in the body: a string id would throw the
+    # whole drawn session away, not just the id.
+    bad_id=st.one_of(json_values.filter(lambda v: not isinstance(v, str)), st.just(None)),
+)
 def test_only_a_missing_or_non_string_id_is_refused(data: dict[str, Any], bad_id: Any) -> None:
-    assume(not isinstance(bad_id, str))
     broken = dict(data)
     if bad_id is None and data:
         del broken["id"]

@@ -41,6 +41,7 @@ from bot.rendering import (
 from bot.rendering.terminal import as_text
 from bot.training.shapes import TrainingSession
 from tests.block_kit import block_kit_problems
+from tests.support import examples
 
 SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"
 PERMALINK = "https://example.slack.com/archives/C0123/p1700000000000100?thread_ts=1700000000.000100&cid=C0123"
@@ -1130,7 +1131,7 @@ def sessions(draw: st.DrawFn) -> TrainingSession:
 
 
 PROPERTY_SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -47,6 +47,7 @@ from tests.rendering.test_rendering import (
     sessions,
     untrusted,
 )
+from tests.support import examples
 
 NOW = datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -380,7 +381,7 @@ def test_watch_messages_always_valid_and_inert(
 
 
 @settings(
-    max_examples=40,  # each example renders up to 120 rows: keep the quick loop quick
+    max_examples=examples(40),  # each example renders up to 120 rows: keep the quick loop quick
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
