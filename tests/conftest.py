@@ -3,10 +3,15 @@ Slack- and Together-shaped servers, and a real `rl-bot serve` process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
+import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -80,6 +85,47 @@ def _backends() -> list[str]:
 
 
 @pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file per worker; each test copies it (a migration per
+    test costs Alembic's start-up and a second of the disk's syncs)."""
+    from bot.store.migrations import upgrade
+
+    path = tmp_path_factory.mktemp("template") / "rl-bot.db"
+    upgrade(f"sqlite:///{path}")
+    leftovers = [p.name for p in path.parent.iterdir() if p != path]
+    assert not leftovers, f"the template is not one closed file: {leftovers}"
+    return path
+
+
+class DatabaseDropper:
+    """Drops used PostgreSQL test databases on one background thread.
+
+    DROP DATABASE forces a checkpoint, seconds on a busy disk; no test needs to
+    wait for it, so a test's teardown only hands the name over."""
+
+    def __init__(self) -> None:
+        self._names: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="drop-databases", daemon=True)
+        self._thread.start()
+
+    def drop(self, name: str) -> None:
+        self._names.put(name)
+
+    def _run(self) -> None:
+        while (name := self._names.get()) is not None:
+            try:
+                pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except Exception as exc:  # reported when the session ends
+                self._errors.append(f"{name}: {exc!r}")
+
+    def close(self) -> None:
+        self._names.put(None)
+        self._thread.join()
+        assert not self._errors, f"test databases not dropped: {self._errors}"
+
+
+@pytest.fixture(scope="session")
 def pg_template() -> Iterator[str]:
     """One migrated template database; each test copies it (fast)."""
     if not postgres_available(PG_BASE):
@@ -95,24 +141,39 @@ def pg_template() -> Iterator[str]:
     pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=_backends())
-def db_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """A migrated, empty database on the backend under test."""
-    if request.param == "sqlite":
-        path = tmp_path_factory.mktemp("db") / "rl-bot.db"
-        url = f"sqlite:///{path}"
-        from bot.store.migrations import upgrade
+@pytest.fixture(scope="session")
+def pg_dropper(pg_template: str) -> Iterator[DatabaseDropper]:
+    dropper = DatabaseDropper()
+    yield dropper
+    dropper.close()
 
-        upgrade(url)
-        yield url
+
+@contextlib.contextmanager
+def fresh_database(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """A migrated, empty database on `backend`, for a test or a module: a copy of
+    the session's template."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+        path = tmp_path_factory.mktemp("db") / "rl-bot.db"
+        shutil.copyfile(template, path)
+        yield f"sqlite:///{path}"
         return
-    template = request.getfixturevalue("pg_template")
+    pg_template: str = request.getfixturevalue("pg_template")
+    dropper: DatabaseDropper = request.getfixturevalue("pg_dropper")
     name = f"rlbot_t_{uuid.uuid4().hex[:12]}"
-    pg_admin(PG_BASE, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    yield f"{PG_BASE}/{name}"
-    pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_admin(PG_BASE, f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    try:
+        yield f"{PG_BASE}/{name}"
+    finally:
+        dropper.drop(name)
+
+
+@pytest.fixture(params=_backends())
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated, empty database on the backend under test."""
+    with fresh_database(request, request.param) as url:
+        yield url
 
 
 @pytest.fixture
@@ -153,6 +214,9 @@ def launch_bot(
         return proc
 
     yield launch
+    # Every process is asked to stop before any is waited for: their shutdowns overlap.
+    for proc in started:
+        proc.request_stop()
     for proc in started:
         proc.stop()
         print(proc.log_tail())  # shown by pytest only when the test fails

@@ -127,6 +127,8 @@ class BotProcess:
     env: dict[str, str]
     workdir: Path
     args: Sequence[str] = field(default_factory=list)
+    # A second SIGTERM would make uvicorn skip its graceful shutdown.
+    _stop_requested: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def start(
@@ -283,9 +285,14 @@ class BotProcess:
             signed = headers
         return httpx.post(f"{self.url}/slack/events", content=body, headers=signed, timeout=10)
 
-    def terminate(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
+    def request_stop(self) -> None:
+        """SIGTERM, without waiting: `stop` or `terminate` waits for the exit."""
+        if self.proc.poll() is None and not self._stop_requested:
             self.proc.send_signal(signal.SIGTERM)
+            self._stop_requested = True
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        self.request_stop()
         return self.proc.wait(timeout=timeout)
 
     def kill(self) -> None:
