@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -72,6 +73,16 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
             await engine.dispose()
 
     return list(_run_async(go()))
+
+
+@functools.cache
+def local_http() -> httpx.Client:
+    """One client for the tests' requests to their bots on 127.0.0.1. `httpx.get`
+    builds a client per call, TLS context and all (tens of ms of CPU), and the
+    readiness and metric polls call it many times a second. Idle connections are
+    dropped after 2 s, before uvicorn closes them (5 s), so none is reused as the
+    bot hangs up."""
+    return httpx.Client(limits=httpx.Limits(keepalive_expiry=2.0))
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
@@ -200,7 +211,7 @@ class BotProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"rl-bot exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if local_http().get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -209,7 +220,7 @@ class BotProcess:
 
     def metric(self, name: str) -> float | None:
         """One sample of the bot's /metrics, by its exact name (labels included, if any)."""
-        body = httpx.get(f"{self.url}/metrics", timeout=5).text
+        body = local_http().get(f"{self.url}/metrics", timeout=5).text
         for line in body.splitlines():
             head, _, value = line.rpartition(" ")
             if head == name:
@@ -283,7 +294,9 @@ class BotProcess:
         signed = sign(secret, body, timestamp)
         if headers is not None:
             signed = headers
-        return httpx.post(f"{self.url}/slack/events", content=body, headers=signed, timeout=10)
+        return local_http().post(
+            f"{self.url}/slack/events", content=body, headers=signed, timeout=10
+        )
 
     def request_stop(self) -> None:
         """SIGTERM, without waiting: `stop` or `terminate` waits for the exit."""
