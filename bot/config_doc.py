@@ -6,7 +6,7 @@ changing a setting:
 
     python -m bot.config_doc > docs/configuration.md
 
-`tests/test_config_doc.py` fails while the page differs from what this writes.
+`tests/operations/test_config.py` fails while the page differs from what this writes.
 """
 
 from __future__ import annotations

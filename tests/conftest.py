@@ -3,12 +3,19 @@ Slack- and Together-shaped servers, and a real `rl-bot serve` process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
+import shutil
+import subprocess
+import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
+from hypothesis import settings
 
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
@@ -29,9 +36,93 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The quick loop (`-m "not slow"`) runs property tests with half the examples
+    (hypothesis profile `quick`); the whole suite runs them all. Test modules ask
+    `tests.support.examples(n)` for their counts, so they scale with the profile."""
+    settings.register_profile("quick", max_examples=50)
+    if config.getoption("markexpr") == "not slow" and not config.getoption(
+        "hypothesis_profile", None
+    ):
+        settings.load_profile("quick")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` (pyproject's addopts): one worker per core for the quick loop, whose
+    tests keep a core busy and where each extra worker costs a whole collection;
+    three per core when processes are started, since those tests mostly wait on
+    the bot. `PYTEST_XDIST_AUTO_NUM_WORKERS` still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    cores = len(os.sched_getaffinity(0))
+    return cores if config.getoption("markexpr") == "not slow" else 3 * cores
+
+
+def _refuse_to_spawn(*args: object, **kwargs: object) -> NoReturn:
+    raise AssertionError(
+        "this test starts a process but is not marked slow: mark it "
+        "`@pytest.mark.slow` (or its module `pytestmark = pytest.mark.slow`)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    """A test not marked `slow` may not start a process, so that the quick loop
+    (`-m "not slow"`) stays quick: its fixtures and body run with process
+    creation refused, and a test that forgot its marker fails saying so."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "_execute_child", _refuse_to_spawn)
+        patch.setattr(os, "fork", _refuse_to_spawn)
+        patch.setattr(os, "posix_spawn", _refuse_to_spawn)
+        return (yield)
+
+
 def _backends() -> list[str]:
     wanted = os.environ.get("RLBOT_TEST_BACKENDS", "sqlite,postgresql").split(",")
     return [b.strip() for b in wanted if b.strip()]
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file per worker; each test copies it (a migration per
+    test costs Alembic's start-up and a second of the disk's syncs)."""
+    from bot.store.migrations import upgrade
+
+    path = tmp_path_factory.mktemp("template") / "rl-bot.db"
+    upgrade(f"sqlite:///{path}")
+    leftovers = [p.name for p in path.parent.iterdir() if p != path]
+    assert not leftovers, f"the template is not one closed file: {leftovers}"
+    return path
+
+
+class DatabaseDropper:
+    """Drops used PostgreSQL test databases on one background thread.
+
+    DROP DATABASE forces a checkpoint, seconds on a busy disk; no test needs to
+    wait for it, so a test's teardown only hands the name over."""
+
+    def __init__(self) -> None:
+        self._names: queue.Queue[str | None] = queue.Queue()
+        self._errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="drop-databases", daemon=True)
+        self._thread.start()
+
+    def drop(self, name: str) -> None:
+        self._names.put(name)
+
+    def _run(self) -> None:
+        while (name := self._names.get()) is not None:
+            try:
+                pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            except Exception as exc:  # reported when the session ends
+                self._errors.append(f"{name}: {exc!r}")
+
+    def close(self) -> None:
+        self._names.put(None)
+        self._thread.join()
+        assert not self._errors, f"test databases not dropped: {self._errors}"
 
 
 @pytest.fixture(scope="session")
@@ -50,24 +141,39 @@ def pg_template() -> Iterator[str]:
     pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=_backends())
-def db_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """A migrated, empty database on the backend under test."""
-    if request.param == "sqlite":
-        path = tmp_path_factory.mktemp("db") / "rl-bot.db"
-        url = f"sqlite:///{path}"
-        from bot.store.migrations import upgrade
+@pytest.fixture(scope="session")
+def pg_dropper(pg_template: str) -> Iterator[DatabaseDropper]:
+    dropper = DatabaseDropper()
+    yield dropper
+    dropper.close()
 
-        upgrade(url)
-        yield url
+
+@contextlib.contextmanager
+def fresh_database(request: pytest.FixtureRequest, backend: str) -> Iterator[str]:
+    """A migrated, empty database on `backend`, for a test or a module: a copy of
+    the session's template."""
+    if backend == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        tmp_path_factory: pytest.TempPathFactory = request.getfixturevalue("tmp_path_factory")
+        path = tmp_path_factory.mktemp("db") / "rl-bot.db"
+        shutil.copyfile(template, path)
+        yield f"sqlite:///{path}"
         return
-    template = request.getfixturevalue("pg_template")
+    pg_template: str = request.getfixturevalue("pg_template")
+    dropper: DatabaseDropper = request.getfixturevalue("pg_dropper")
     name = f"rlbot_t_{uuid.uuid4().hex[:12]}"
-    pg_admin(PG_BASE, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    yield f"{PG_BASE}/{name}"
-    pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_admin(PG_BASE, f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    try:
+        yield f"{PG_BASE}/{name}"
+    finally:
+        dropper.drop(name)
+
+
+@pytest.fixture(params=_backends())
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A migrated, empty database on the backend under test."""
+    with fresh_database(request, request.param) as url:
+        yield url
 
 
 @pytest.fixture
@@ -108,6 +214,9 @@ def launch_bot(
         return proc
 
     yield launch
+    # Every process is asked to stop before any is waited for: their shutdowns overlap.
+    for proc in started:
+        proc.request_stop()
     for proc in started:
         proc.stop()
         print(proc.log_tail())  # shown by pytest only when the test fails

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import socket
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+from hypothesis import settings
 
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 
@@ -73,6 +75,16 @@ def query(db_url: str, sql: str, **params: Any) -> list[tuple[Any, ...]]:
     return list(_run_async(go()))
 
 
+@functools.cache
+def local_http() -> httpx.Client:
+    """One client for the tests' requests to their bots on 127.0.0.1. `httpx.get`
+    builds a client per call, TLS context and all (tens of ms of CPU), and the
+    readiness and metric polls call it many times a second. Idle connections are
+    dropped after 2 s, before uvicorn closes them (5 s), so none is reused as the
+    bot hangs up."""
+    return httpx.Client(limits=httpx.Limits(keepalive_expiry=2.0))
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -82,6 +94,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.05)
+
+
+def examples(full: int) -> int:
+    """A property test's `max_examples`: `full` under hypothesis' default profile,
+    scaled with the loaded one (conftest loads `quick` for the quick loop)."""
+    return max(10, full * settings.default.max_examples // 100)
 
 
 def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[str, str]:
@@ -96,11 +114,11 @@ def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[s
         TOGETHER_MAX_RPS="500",
         DATABASE_URL=db_url,
         POLL_INTERVAL_SECONDS="1",
-        # One GET per session, as these tests count them; tests/test_list_polling.py
+        # One GET per session, as these tests count them; tests/poll/test_list_polling.py
         # covers the list plan that POLL_PLAN=auto picks for many sessions.
         POLL_PLAN="get",
         # No resource reads: these tests count Together requests per session.
-        # tests/test_spend_process.py turns the spend watch on (its default).
+        # tests/alerts/test_spend_process.py turns the spend watch on (its default).
         SPEND_WATCH="false",
         DELIVERY_INTERVAL_SECONDS="0.2",
         CHANNEL_MIN_INTERVAL_SECONDS="0",
@@ -120,6 +138,8 @@ class BotProcess:
     env: dict[str, str]
     workdir: Path
     args: Sequence[str] = field(default_factory=list)
+    # A second SIGTERM would make uvicorn skip its graceful shutdown.
+    _stop_requested: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def start(
@@ -191,7 +211,7 @@ class BotProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"rl-bot exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                if local_http().get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
@@ -200,7 +220,7 @@ class BotProcess:
 
     def metric(self, name: str) -> float | None:
         """One sample of the bot's /metrics, by its exact name (labels included, if any)."""
-        body = httpx.get(f"{self.url}/metrics", timeout=5).text
+        body = local_http().get(f"{self.url}/metrics", timeout=5).text
         for line in body.splitlines():
             head, _, value = line.rpartition(" ")
             if head == name:
@@ -274,11 +294,18 @@ class BotProcess:
         signed = sign(secret, body, timestamp)
         if headers is not None:
             signed = headers
-        return httpx.post(f"{self.url}/slack/events", content=body, headers=signed, timeout=10)
+        return local_http().post(
+            f"{self.url}/slack/events", content=body, headers=signed, timeout=10
+        )
+
+    def request_stop(self) -> None:
+        """SIGTERM, without waiting: `stop` or `terminate` waits for the exit."""
+        if self.proc.poll() is None and not self._stop_requested:
+            self.proc.send_signal(signal.SIGTERM)
+            self._stop_requested = True
 
     def terminate(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        self.request_stop()
         return self.proc.wait(timeout=timeout)
 
     def kill(self) -> None:

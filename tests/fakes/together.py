@@ -1,7 +1,7 @@
 """`FakeTogether`: a Together-API-shaped HTTP server for RL training sessions.
 
 It answers the shapes of Together's own SDK (`together` 3.1.1,
-`together.types.post_training`), field for field; tests/test_together_contract.py
+`together.types.post_training`), field for field; tests/together/test_together_contract.py
 validates every kind of answer with those models in strict mode.
 
 Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_key`):

@@ -29,6 +29,7 @@ from bot.training.rules import (
     stalled_for,
 )
 from bot.training.status import ResourceStatus, Status
+from tests.support import examples
 
 T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
@@ -278,7 +279,7 @@ _polls = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_polls, st.sampled_from([None, 5, 15, 30]))
 def test_a_resumed_follows_its_stall_and_no_stall_repeats(
     polls: list[tuple[int, int | None, Status]], minutes: int | None

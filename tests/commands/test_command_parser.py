@@ -1,6 +1,6 @@
 """The `/rl-session` grammar as a pure rule: text in, `Command` out, no process.
 
-The property tests in tests/test_properties.py hold the parser to safety
+The property tests in tests/commands/test_properties.py hold the parser to safety
 (nothing but a well-formed id ever leaves it); these pin each form's meaning:
 verbs, filters, mute durations and digest times.
 """

@@ -1,6 +1,6 @@
 """Issue 4, Slack faults: what delivery and the command path do when Slack says no.
 
-tests/test_subscriptions.py already covers 500s plus a 1 s 429 during delivery
+tests/commands/test_subscriptions.py already covers 500s plus a 1 s 429 during delivery
 and an archived channel; this file covers the rest: a longer Retry-After, the
 `ratelimited` error, `invalid_auth` (loud, kept, told once afterwards),
 `channel_not_found` and `thread_not_found` (ended after one attempt), faults on
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from tests.commands.test_commands_http import Rig, shared_rig
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, query, wait_until
-from tests.test_commands_http import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

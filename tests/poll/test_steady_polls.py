@@ -28,6 +28,7 @@ from bot.together.errors import TogetherError
 from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
 from bot.training.snapshots import watch_state
 from tests.fakes import make_session
+from tests.support import examples
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 OWNER = "replica-a"
@@ -77,7 +78,7 @@ _odd = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(status=_odd, step=_odd, created_at=_odd, resource=_odd, display_name=_odd, lora=_odd)
 def test_the_head_agrees_with_the_whole_model_on_any_values(
     status: Any, step: Any, created_at: Any, resource: Any, display_name: Any, lora: Any

@@ -1,6 +1,6 @@
 """The small rules inside the Slack renderers, tested directly and fast.
 
-tests/test_rendering.py holds whole messages to Block Kit and to the README;
+tests/rendering/test_rendering.py holds whole messages to Block Kit and to the README;
 these pin the helpers they are built from: how a user is named, how a status,
 a session type or a registration is worded, and the digest and Home layouts.
 """

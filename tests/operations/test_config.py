@@ -16,7 +16,7 @@ from bot import cli
 from bot.config import Settings, is_placeholder, tier_of
 from bot.config_doc import COMMAND, markdown
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SECRETS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "TOGETHER_API_KEY")
 
 

@@ -182,7 +182,7 @@ def _lists_of(together: FakeTogether, status: str) -> int:
 def test_ls_takes_the_pollers_fresh_pass_instead_of_listing_again(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
-    from tests.test_ls import ask, row_ids
+    from tests.commands.test_ls import ask, row_ids
 
     running = [f"a{i:07d}-0000-0000-0000-000000000000" for i in range(4)]
     for sid in running:

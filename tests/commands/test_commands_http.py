@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PG_BASE, _backends
+from tests.conftest import _backends, fresh_database
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import BotProcess, pg_admin, query
+from tests.support import BotProcess, query
 
 SID_NEW = "123e4567-e89b-12d3-a456-426614174000"
 SID_OLD = "0a1b2c3d-0000-4000-8000-00000000000a"
@@ -77,33 +77,22 @@ def module_rig(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, **env: str
 ) -> Iterator[Rig]:
     """A migrated database on `request.param`'s backend and one `rl-bot serve` on it."""
-    pg_name = None
-    if request.param == "sqlite":
-        db_url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'rl-bot.db'}"
-        from bot.store.migrations import upgrade
-
-        upgrade(db_url)
-    else:
-        template = request.getfixturevalue("pg_template")
-        pg_name = f"rlbot_m_{uuid.uuid4().hex[:12]}"
-        pg_admin(PG_BASE, f'CREATE DATABASE "{pg_name}" TEMPLATE "{template}"')
-        db_url = f"{PG_BASE}/{pg_name}"
     workdir: Path = tmp_path_factory.mktemp("bot")
-    try:
-        with FakeSlack() as slack, FakeTogether() as together:
-            bot = BotProcess.start(
-                workdir=workdir, db_url=db_url, slack=slack, together=together, env=env
-            )
-            # Bolt asks Slack's auth.test once, on the first request: do it now, so no
-            # test's count of Slack calls depends on which test a worker runs first.
-            bot.command("help", response_url=slack.response_url("warm-up"))
-            try:
-                yield Rig(bot=bot, slack=slack, together=together, db_url=db_url)
-            finally:
-                bot.stop()
-    finally:
-        if pg_name is not None:
-            pg_admin(PG_BASE, f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
+    with (
+        fresh_database(request, request.param) as db_url,
+        FakeSlack() as slack,
+        FakeTogether() as together,
+    ):
+        bot = BotProcess.start(
+            workdir=workdir, db_url=db_url, slack=slack, together=together, env=env
+        )
+        # Bolt asks Slack's auth.test once, on the first request: do it now, so no
+        # test's count of Slack calls depends on which test a worker runs first.
+        bot.command("help", response_url=slack.response_url("warm-up"))
+        try:
+            yield Rig(bot=bot, slack=slack, together=together, db_url=db_url)
+        finally:
+            bot.stop()
 
 
 def shared_rig(**env: str) -> Any:

@@ -236,7 +236,7 @@ def test_console_logs_are_not_json(
 
 
 def test_healthz_and_readyz(start_bot: BotFactory, slack: FakeSlack, db_url: str) -> None:
-    # Slack's answer is normally reused for a minute (tests/test_resources_edges.py);
+    # Slack's answer is normally reused for a minute (tests/process/test_resources_edges.py);
     # with the cache off each probe asks, so a change shows at once.
     bot = start_bot(READYZ_SLACK_CACHE_SECONDS="0")
     health = httpx.get(f"{bot.url}/healthz")
@@ -393,6 +393,7 @@ def test_serve_migrates_the_default_sqlite_database_itself(
         bot.stop()
 
 
+@pytest.mark.slow  # runs python as a subprocess
 def test_the_running_bot_compares_revisions_without_alembic(tmp_path: Path) -> None:
     """The head read from the scripts and the revision read from the database are
     Alembic's own, and nothing the serving process imports pulls Alembic in."""
@@ -475,6 +476,7 @@ def _yaml(name: str) -> Any:
     return yaml.safe_load((REPO / name).read_text())
 
 
+@pytest.mark.slow  # runs `docker compose` where it exists
 def test_compose_runs_bot_with_postgres_and_a_one_shot_migrate(tmp_path: Path) -> None:
     compose = _yaml("docker-compose.yml")
     services = compose["services"]

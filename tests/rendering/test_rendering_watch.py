@@ -30,7 +30,7 @@ from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
 from bot.training.sessions import TrainingSession
 from tests.fakes.together import make_model_resource, make_session
-from tests.test_rendering import (
+from tests.rendering.test_rendering import (
     INJECTIONS,
     MENTION,
     PERMALINK,
@@ -43,6 +43,7 @@ from tests.test_rendering import (
     sessions,
     untrusted,
 )
+from tests.support import examples
 
 NOW = datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -376,7 +377,7 @@ def test_watch_messages_always_valid_and_inert(
 
 
 @settings(
-    max_examples=40,  # each example renders up to 120 rows: keep the quick loop quick
+    max_examples=examples(40),  # each example renders up to 120 rows: keep the quick loop quick
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -41,6 +41,7 @@ from bot.rendering import (
 from bot.rendering.terminal import as_text
 from bot.training.sessions import TrainingSession
 from tests.block_kit import block_kit_problems
+from tests.support import examples
 
 SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"
 PERMALINK = "https://example.slack.com/archives/C0123/p1700000000000100?thread_ts=1700000000.000100&cid=C0123"
@@ -607,7 +608,7 @@ README_EXAMPLE: dict[str, Any] = {
 
 
 def test_readme_example_card_is_what_the_bot_posts() -> None:
-    page = (Path(__file__).resolve().parent.parent / "docs" / "commands.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "commands.md").read_text()
     after = page.split("Example card, exactly as `chat.postMessage` receives it", 1)[1]
     example = json.loads(after.split("```json\n", 1)[1].split("\n```", 1)[0])
     assert example == card(session(README_EXAMPLE)), (
@@ -1130,7 +1131,7 @@ def sessions(draw: st.DrawFn) -> TrainingSession:
 
 
 PROPERTY_SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
