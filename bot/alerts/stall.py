@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.outbox.queue import OutboxRow, ProgressPayload, Thread, progress_row, stall_page_row
+from bot.training.clamp import naive_utc, utc
 from bot.training.rules import (
     STALL_AFTER,
     Progress,
@@ -148,12 +149,12 @@ def resource_timing(stored: Any) -> tuple[datetime | None, int | None]:
 
 
 def _like(when: datetime | None, now: datetime) -> datetime | None:
-    """`when` comparable with `now`: the database's times are naive UTC."""
+    """`when` comparable with `now`: the database's times are naive UTC. A time
+    from Together whose offset carries it past the years `datetime` holds is
+    clamped to the edge."""
     if when is None or (when.tzinfo is None) == (now.tzinfo is None):
         return when
-    if now.tzinfo is None:
-        return when.astimezone(UTC).replace(tzinfo=None)
-    return when.replace(tzinfo=UTC)
+    return naive_utc(when) if now.tzinfo is None else utc(when)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ outbox insert, one state update, a few incident statements.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from bot.together.client import TogetherClient, TogetherError
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, max_pages
 from bot.training.shapes import RawSession, TrainingSession
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -209,14 +212,18 @@ async def _poll_batch(
                 result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
             else:
                 result.fetched += 1
-        # the spend watch: each model resource once per cycle; a failed read is left out
+        # the spend watch: each model resource once per cycle; a failed read is left out,
+        # and a read that fails in any other way leaves this part's news to go on without
         reads = None
         if resources is not None:
-            reads = await resources.read(
-                s.head if isinstance(s, RawSession) else s
-                for s in part.values()
-                if not isinstance(s, TogetherError)
-            )
+            try:
+                reads = await resources.read(
+                    s.head if isinstance(s, RawSession) else s
+                    for s in part.values()
+                    if not isinstance(s, TogetherError)
+                )
+            except Exception:
+                log.exception("the spend watch could not read this part's model resources")
         to_status, rows = await store_apart(
             sessionmaker,
             part,

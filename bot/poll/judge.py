@@ -23,6 +23,7 @@ from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
 from bot.together.client import TogetherError
+from bot.training.clamp import shifted
 from bot.training.shapes import RawSession, TrainingSession, short_status
 from bot.training.snapshots import watch_state
 from bot.training.transitions import checkpoint_news, detect, gone
@@ -80,7 +81,8 @@ def observe(
     if isinstance(fetched, TogetherError) and not fetched.sent:
         # Held back by a shared pause (another session's 429): ask again when it
         # ends; nothing went wrong with this session, so nothing is counted.
-        return {"next_poll_at": now + timedelta(seconds=max(fetched.retry_after or 1.0, 1.0))}, []
+        wait = max(fetched.retry_after or 1.0, 1.0)
+        return {"next_poll_at": shifted(now, wait)}, []
     if isinstance(fetched, TogetherError):
         failures = row.consecutive_failures + 1
         since = row.not_found_since
@@ -108,7 +110,7 @@ def observe(
             "consecutive_failures": failures,
             "not_found_since": None,
             "last_failure": str(fetched)[:300],
-            "next_poll_at": now + timedelta(seconds=delay),
+            "next_poll_at": shifted(now, delay),
         }, []
     session = fetched
     seq = row.transition_seq

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
+from bot.training.clamp import shifted
 from bot.training.shapes import ResourceStatus, Status
 
 STALL_AFTER = timedelta(minutes=15)
@@ -196,11 +197,11 @@ def idles_out_at(
     if expires_at is not None:
         return expires_at
     timeout = (
-        timedelta(seconds=inactive_timeout)
+        inactive_timeout
         if inactive_timeout is not None and inactive_timeout > 0
         else DEFAULT_INACTIVE_TIMEOUT
     )
-    return progress.since + timeout
+    return shifted(progress.since, timeout)
 
 
 def eta(progress: Progress, target: int | None, now: datetime) -> datetime | None:
@@ -213,7 +214,7 @@ def eta(progress: Progress, target: int | None, now: datetime) -> datetime | Non
     if progress.rate is None or progress.rate <= 0:
         return None
     minutes = (target - progress.step) / progress.rate
-    if minutes > 60 * 24 * 365:  # a year or more: not an ETA anyone can use
+    if not minutes <= 60 * 24 * 365:  # a year or more (or no number): not an ETA anyone can use
         return None
     return now + timedelta(minutes=minutes)
 
