@@ -39,10 +39,10 @@ from bot.poll.isolate import store_apart
 from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.store.tables import db_now
-from bot.together.budget import POLL, SIDE_KINDS, charged_to
+from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
 from bot.together.client import TogetherClient, TogetherError
 from bot.together.list_pass import Lister
-from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, max_pages
+from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, justified_pages, max_pages
 from bot.training.shapes import RawSession, TrainingSession
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,7 @@ async def _poll_cycle(
     t0, started = time.monotonic(), lister.clock()
     pages_before = lister.pages_fetched(LIVE_STATUSES)
     side_before = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS)
+    planned_before = together.ledger.total(consumer=POLL, kinds=PLANNED_KINDS)
     while True:
         result = await _poll_batch(
             sessionmaker=sessionmaker,
@@ -140,7 +141,8 @@ async def _poll_cycle(
             break
     lister.forget(LIVE_STATUSES)  # a later cycle lists afresh: hold no sessions meanwhile
     side = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS) - side_before
-    planner.note_side(side, claimed=total.claimed, watched=total.watched)
+    planned = together.ledger.total(consumer=POLL, kinds=PLANNED_KINDS) - planned_before
+    planner.note_spend(side, planned=planned, claimed=total.claimed, watched=total.watched)
     total.list_pages = lister.pages_fetched(LIVE_STATUSES) - pages_before
     total.seconds = time.monotonic() - t0
     return total
@@ -244,7 +246,7 @@ async def _poll_batch(
             planner,
             ids,
             plan=result.plan,
-            pages=MAX_LIST_PAGES if forced is Plan.LIST else max_pages(len(ids)),
+            pages=_pages(len(ids), watched, planner, settings, forced=forced),
             since=cycle_started,
             settings=settings,
             write=write,
@@ -259,6 +261,19 @@ async def _poll_batch(
     result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
     return result
+
+
+def _pages(
+    due: int, watched: int, planner: Planner, settings: Settings, *, forced: Plan | None
+) -> int:
+    """The most pages this batch's list pass may take: what the project's known size
+    justifies, or, while nothing is known of it (or POLL_PLAN=list forces the list),
+    as much as the budget leaves a round if that is more; and no more than the
+    GETs it replaces (unless forced). A list whose cursor never ends is cut there."""
+    pages = justified_pages(watched, planner.seen)
+    if forced is Plan.LIST or planner.seen is None:
+        pages = max(pages, planner.page_cap(settings))
+    return min(pages, MAX_LIST_PAGES if forced is Plan.LIST else max_pages(due))
 
 
 async def learn(
