@@ -31,6 +31,11 @@ from bot.training.transitions import checkpoint_news, detect, gone
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
 
+# In the progress column: how many times what the card shows of the watch has
+# changed. It numbers the redraws, so a value that comes back (12, 13, then 12
+# steps/min again) is a new redraw, not a repeat of the first one.
+REDRAWS = "redraws"
+
 
 class Watched(Protocol):
     """What `observe` reads of a session's watch row."""
@@ -264,12 +269,20 @@ def _watch_progress(
     read: Read | None,
 ) -> tuple[dict[str, Any], ProgressCheck | None, str | None]:
     """The progress column after this poll (the step as seen, the spend watch's
-    read), the stall watch's check when it may owe a message, and the card's watch
-    key when what the card shows of the watch changed (None: it did not)."""
+    read, the redraws so far), the stall watch's check when it may owe a message,
+    and the key of this redraw of the card when what it shows of the watch changed
+    (None: it did not): numbered, so each change is its own redraw."""
     progress, check = check_progress(row.progress, session, now=now, stall_after=stall_after)
-    old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
-    spend = stored_spend(old_spend, read, now=now)
+    old = row.progress if isinstance(row.progress, dict) else {}
+    spend = stored_spend(old.get("spend"), read, now=now)
     if spend is not None:
         progress["spend"] = spend
+    redraws = old.get(REDRAWS)
+    if not isinstance(redraws, int) or isinstance(redraws, bool) or redraws < 0:
+        redraws = 0
     key = watch_key(progress)
-    return progress, check, key if key is not None and key != watch_key(row.progress) else None
+    if key is None or key == watch_key(row.progress):
+        progress[REDRAWS] = redraws
+        return progress, check, None
+    progress[REDRAWS] = redraws + 1
+    return progress, check, f"{redraws + 1}:{key}"
