@@ -120,6 +120,7 @@ class CheckpointsPayload(_Payload):
     kind: Literal[Kind.CHECKPOINTS] = Kind.CHECKPOINTS
     # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
     items: list[dict[str, Any]] = []
+    more: int = 0  # new checkpoints beyond the items (a burst): only counted
     session: dict[str, Any] | None = None
 
 
@@ -346,10 +347,15 @@ def watch_row(
 
 
 def checkpoints_row(
-    thread: Thread, *, seq: int, items: list[dict[str, Any]], snapshot: dict[str, Any] | None
+    thread: Thread,
+    *,
+    seq: int,
+    items: list[dict[str, Any]],
+    snapshot: dict[str, Any] | None,
+    more: int = 0,
 ) -> OutboxRow:
     """The checkpoints that appeared in one poll, for one subscription's thread."""
-    payload = CheckpointsPayload(items=items, session=snapshot)
+    payload = CheckpointsPayload(items=items, more=more, session=snapshot)
     return _thread_row(thread, f"checkpoints:{thread.subscription_id}:{seq}", payload)
 
 

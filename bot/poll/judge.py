@@ -26,7 +26,7 @@ from bot.together.client import TogetherError
 from bot.training.clamp import shifted
 from bot.training.shapes import RawSession, TrainingSession, short_status
 from bot.training.snapshots import watch_state
-from bot.training.transitions import checkpoint_news, detect, gone
+from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect, gone
 
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
@@ -123,7 +123,8 @@ def observe(
     news = checkpoint_news(row.checkpoint_keys, session)
     if news:
         seq += 1
-        found.append(SessionEvent(seq, session, checkpoints=news))
+        more = checkpoints_beyond(row.checkpoint_keys, session)
+        found.append(SessionEvent(seq, session, checkpoints=news, more_checkpoints=more))
     change = detect(row.last_status, session)
     if change is not None:
         seq += 1
