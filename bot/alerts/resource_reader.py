@@ -3,7 +3,8 @@
 `ResourceReader` reads, in the poll cycle after the sessions are fetched, the
 model resource of each session (one GET per resource per cycle however many
 sessions share it) and its price (`estimate-cost`, cached per resource shape
-for an hour: Together's price rarely changes). A failed read is transient: the
+for an hour: Together's price rarely changes; at most MAX_PRICES shapes, none
+past a day). A failed read is transient: the
 session's own news goes on, and the card keeps what the last read saw (what is
 kept of a read, and when the card is redrawn, is in `bot.alerts.spend`).
 """
@@ -28,6 +29,12 @@ log = logging.getLogger(__name__)
 
 #: how long a price is reused for the same resource shape
 PRICE_TTL_SECONDS = 3600.0
+#: how long a price is kept at all: past its TTL it stands in only when Together
+#: cannot price the shape again
+PRICE_KEEP_SECONDS = 24 * 3600.0
+#: the most resource shapes priced at once (the oldest priced go first): shapes
+#: come from outside, and a long-running bot sees ever more of them
+MAX_PRICES = 512
 #: resource GETs in flight at once
 _CONCURRENCY = 8
 #: a session not seen this long is forgotten (its next read counts as new)
@@ -100,6 +107,7 @@ class ResourceReader:
         self._sessions = {
             s: v for s, v in self._sessions.items() if now - v[2] < _FORGET_SESSION_SECONDS
         }
+        self._prices = {s: v for s, v in self._prices.items() if now - v[1] < PRICE_KEEP_SECONDS}
 
     def due(self, sessions: Iterable[TrainingSession]) -> tuple[dict[str, str], list[str]]:
         """The sessions' resources by session, and the resources to read now: not
@@ -249,7 +257,10 @@ class ResourceReader:
         except TogetherError as exc:
             log.info("no price for a model resource: %s", exc.kind)
             return cached[0] if cached is not None else None
+        self._prices.pop(shape, None)  # kept in the order priced: the oldest first
         self._prices[shape] = (price, now)
+        while len(self._prices) > MAX_PRICES:
+            del self._prices[next(iter(self._prices))]
         return price
 
 

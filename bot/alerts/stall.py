@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.outbox.contract.payloads import ProgressPayload
@@ -37,7 +37,7 @@ from bot.training.rules import (
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.status import ResourceStatus, Status
-from bot.training.time_bounds import naive_utc
+from bot.training.time_bounds import naive_utc, utc
 
 
 @dataclass(frozen=True)
@@ -151,12 +151,12 @@ def resource_timing(stored: Any) -> tuple[datetime | None, int | None]:
 
 
 def _like(when: datetime | None, now: datetime) -> datetime | None:
-    """`when` comparable with `now`: the database's times are naive UTC."""
+    """`when` comparable with `now`: the database's times are naive UTC. A time
+    from Together whose offset carries it past the years `datetime` holds is
+    clamped to the edge."""
     if when is None or (when.tzinfo is None) == (now.tzinfo is None):
         return when
-    if now.tzinfo is None:
-        return naive_utc(when)
-    return when.replace(tzinfo=UTC)
+    return naive_utc(when) if now.tzinfo is None else utc(when)
 
 
 @dataclass(frozen=True)

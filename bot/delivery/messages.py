@@ -60,7 +60,7 @@ async def render_row(
                 session, p.old_status, p.new_status, ended=p.ended, gone=p.gone
             )
         case CheckpointsPayload() as p:
-            return rendering.checkpoint_message(session_of(p.session, row), p.items)
+            return rendering.checkpoint_message(session_of(p.session, row), p.items, more=p.more)
         case DigestPayload(message=dict() as stored):  # queued before digests were data
             if stored.get("text"):
                 return {"text": str(stored["text"]), "blocks": list(stored.get("blocks") or [])}

@@ -41,6 +41,8 @@ class SessionEvent:
     session: TrainingSession | None
     transition: Transition | None = None
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    # New checkpoints older than the newest told in `checkpoints`: only counted.
+    more_checkpoints: int = 0
     # The step as this poll saw it, when a stall, its end or a slow start may be owed.
     progress: ProgressCheck | None = None
     # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
@@ -160,7 +162,11 @@ def notifications(
                 elif "checkpoints" in sub.filters and not muted:
                     out.rows.append(
                         checkpoints_row(
-                            thread, seq=event.seq, items=event.checkpoints, snapshot=snapshot
+                            thread,
+                            seq=event.seq,
+                            items=event.checkpoints,
+                            snapshot=snapshot,
+                            more=event.more_checkpoints,
                         )
                     )
             if (

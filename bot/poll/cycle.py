@@ -14,6 +14,7 @@ outbox insert, one state update, a few incident statements.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,12 +39,14 @@ from bot.poll.isolate import store_apart
 from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.store.tables import db_now
-from bot.together.budget import POLL, SIDE_KINDS, charged_to
+from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
-from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, max_pages
+from bot.together.poll_plan import LIVE_STATUSES, Plan, choose, justified_pages, max_pages
 from bot.training.sessions import RawSession, TrainingSession
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -107,6 +110,7 @@ async def _poll_cycle(
     t0, started = time.monotonic(), lister.clock()
     pages_before = lister.pages_fetched(LIVE_STATUSES)
     side_before = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS)
+    planned_before = together.ledger.total(consumer=POLL, kinds=PLANNED_KINDS)
     while True:
         result = await _poll_batch(
             sessionmaker=sessionmaker,
@@ -138,7 +142,8 @@ async def _poll_cycle(
             break
     lister.forget(LIVE_STATUSES)  # a later cycle lists afresh: hold no sessions meanwhile
     side = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS) - side_before
-    planner.note_side(side, claimed=total.claimed, watched=total.watched)
+    planned = together.ledger.total(consumer=POLL, kinds=PLANNED_KINDS) - planned_before
+    planner.note_spend(side, planned=planned, claimed=total.claimed, watched=total.watched)
     total.list_pages = lister.pages_fetched(LIVE_STATUSES) - pages_before
     total.seconds = time.monotonic() - t0
     return total
@@ -210,14 +215,18 @@ async def _poll_batch(
                 result.errors[outcome.kind] = result.errors.get(outcome.kind, 0) + 1
             else:
                 result.fetched += 1
-        # the spend watch: each model resource once per cycle; a failed read is left out
+        # the spend watch: each model resource once per cycle; a failed read is left out,
+        # and a read that fails in any other way leaves this part's news to go on without
         reads = None
         if resources is not None:
-            reads = await resources.read(
-                s.head if isinstance(s, RawSession) else s
-                for s in part.values()
-                if not isinstance(s, TogetherError)
-            )
+            try:
+                reads = await resources.read(
+                    s.head if isinstance(s, RawSession) else s
+                    for s in part.values()
+                    if not isinstance(s, TogetherError)
+                )
+            except Exception:
+                log.exception("the spend watch could not read this part's model resources")
         to_status, rows = await store_apart(
             sessionmaker,
             part,
@@ -238,7 +247,7 @@ async def _poll_batch(
             planner,
             ids,
             plan=result.plan,
-            pages=MAX_LIST_PAGES if forced is Plan.LIST else max_pages(len(ids)),
+            pages=_pages(len(ids), watched, planner, settings, forced=forced),
             since=cycle_started,
             settings=settings,
             write=write,
@@ -253,6 +262,19 @@ async def _poll_batch(
     result.transitions = sum(result.to_status.values())
     crash_point("poll_after_state_write", settings.fault_crash_at)
     return result
+
+
+def _pages(
+    due: int, watched: int, planner: Planner, settings: Settings, *, forced: Plan | None
+) -> int:
+    """The most pages this batch's list pass may take: what the project's known size
+    justifies, or, while nothing is known of it (or POLL_PLAN=list forces the list),
+    as much as the budget leaves a round if that is more; and no more than the
+    GETs it replaces (unless forced). A list whose cursor never ends is cut there."""
+    pages = justified_pages(watched, planner.seen)
+    if forced is Plan.LIST or planner.seen is None:
+        pages = max(pages, planner.page_cap(settings))
+    return min(pages, MAX_LIST_PAGES if forced is Plan.LIST else max_pages(due))
 
 
 async def learn(

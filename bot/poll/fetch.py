@@ -4,8 +4,9 @@ Each cycle learns them the cheaper way (`bot.together.poll_plan`): one GET each,
 or the list pages of the live statuses (shared through
 `bot.together.list_pass.Lister`) plus one GET for each due session not listed,
 since only a direct GET may say a session ended or is gone. A list pass cut
-short by a failed page says nothing of the sessions it did not reach: they
-count as that failure (backed off, never "ended").
+short (by a failed page, its page limit or a cursor going round) says nothing
+of the sessions it did not reach: they count as a failed poll (backed off,
+never "ended").
 
 What is learnt is handed to a `write` callback a part at a time, so a cycle
 never holds thousands of sessions at once: with the list plan, each page's due
@@ -168,11 +169,16 @@ async def after_the_pass(
     pass cut short, else their end from the error watch's pages or a GET
     (`previous`: what the pass before this one made of the project)."""
     listed, rest = listing.listed, listing.rest
-    if listed.error is not None:
+    if listed.error is not None or not listed.complete:
         # The pages not read may hold any of these: not known to have ended, only
-        # not learnt this time, like any failed poll.
+        # not learnt this time, like any failed poll. Not asked for one by one
+        # either: a pass cut short by its page limit (a list that never ends) must
+        # not turn into a GET for each session it did not reach.
+        failed = listed.error or TogetherError(
+            "bad_response", "the list pass did not reach its end"
+        )
         for i in range(0, len(rest), RECORD_CHUNK):
-            await write(dict.fromkeys(rest[i : i + RECORD_CHUNK], listed.error))
+            await write(dict.fromkeys(rest[i : i + RECORD_CHUNK], failed))
         return Learnt()
     from_error_pages = 0
     if rest:

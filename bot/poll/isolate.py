@@ -1,9 +1,12 @@
-"""Storing a batch so that one session the database refuses never holds back the
-others.
+"""Storing a batch so that one session whose result cannot be stored never holds
+back the others.
 
-A session whose result cannot be stored (odd API text the database refuses)
-is split off until it stands alone; it is backed off, and after
-MAX_WRITE_FAILURES polls in a row it is set aside with one operator alert.
+A session whose result cannot be stored (odd API text the database refuses, or
+any other exception while it is judged, told or written: a value from outside
+that no rule foresaw) is split off until it stands alone; it is backed off, and
+after MAX_WRITE_FAILURES polls in a row it is set aside with one operator alert.
+Only the database going away fails the whole write: that is no one session's
+fault, and the next tick tries again.
 """
 
 from __future__ import annotations
@@ -43,15 +46,15 @@ async def store_apart(
     interval: float,
     reads: Mapping[str, Read] | None = None,
 ) -> tuple[dict[str, int], int]:
-    """Write `part` in one transaction. If the database refuses it, each half in
-    its own transaction, halved again where it fails, until the sessions that
+    """Write `part` in one transaction. If the database refuses it (or judging,
+    telling or writing it raises anything else), each half in its own transaction, halved again where it fails, until the sessions that
     cannot be stored stand alone (one bad session among n costs about 2·log2(n)
     transactions). Those are counted toward being set aside, unless none at all
     could be stored: then the fault is not in any one session, and nothing is
     counted.
 
     Returns how many sessions changed to each status, and the outbox rows written."""
-    refused: dict[str, DBAPIError] = {}
+    refused: dict[str, Exception] = {}
     to_status: dict[str, int] = defaultdict(int)
     totals = [0, 0]  # outbox rows, sessions stored
 
@@ -68,10 +71,16 @@ async def store_apart(
                     incidents=False,
                     reads=reads,
                 )
-        except DBAPIError as exc:
-            if not _refused_data(exc):
+        except Exception as exc:
+            if isinstance(exc, DBAPIError) and not _refused_data(exc):
                 raise
             if len(chunk) == 1:
+                if not isinstance(exc, DBAPIError):  # a bug or an unforeseen value: say where
+                    log.error(
+                        "could not judge or store a session's poll result",
+                        exc_info=exc,
+                        extra={"session_id": next(iter(chunk))},
+                    )
                 refused.update(dict.fromkeys(chunk, exc))
                 return
             if chunk is part:
@@ -104,14 +113,15 @@ def _refused_data(exc: DBAPIError) -> bool:
 async def _note_write_failure(
     sessionmaker: async_sessionmaker[AsyncSession],
     session_id: str,
-    exc: DBAPIError,
+    exc: Exception,
     *,
     owner: str,
     settings: Settings,
 ) -> None:
     """Count a poll whose result could not be stored; back off, and at
     MAX_WRITE_FAILURES set the session aside with one operator alert."""
-    reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    reason = type(orig).__name__ if orig is not None else type(exc).__name__
     async with sessionmaker() as db, db.begin():
         row = (
             await db.execute(

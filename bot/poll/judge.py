@@ -26,10 +26,16 @@ from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
 from bot.training.status import short_status
-from bot.training.transitions import checkpoint_news, detect, gone
+from bot.training.time_bounds import later
+from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect, gone
 
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
+
+# In the progress column: how many times what the card shows of the watch has
+# changed. It numbers the redraws, so a value that comes back (12, 13, then 12
+# steps/min again) is a new redraw, not a repeat of the first one.
+REDRAWS = "redraws"
 
 
 class Watched(Protocol):
@@ -81,7 +87,8 @@ def observe(
     if isinstance(fetched, TogetherError) and not fetched.sent:
         # Held back by a shared pause (another session's 429): ask again when it
         # ends; nothing went wrong with this session, so nothing is counted.
-        return {"next_poll_at": now + timedelta(seconds=max(fetched.retry_after or 1.0, 1.0))}, []
+        wait = max(fetched.retry_after or 1.0, 1.0)
+        return {"next_poll_at": later(now, wait)}, []
     if isinstance(fetched, TogetherError):
         failures = row.consecutive_failures + 1
         since = row.not_found_since
@@ -109,7 +116,7 @@ def observe(
             "consecutive_failures": failures,
             "not_found_since": None,
             "last_failure": str(fetched)[:300],
-            "next_poll_at": now + timedelta(seconds=delay),
+            "next_poll_at": later(now, delay),
         }, []
     session = fetched
     seq = row.transition_seq
@@ -117,7 +124,8 @@ def observe(
     news = checkpoint_news(row.checkpoint_keys, session)
     if news:
         seq += 1
-        found.append(SessionEvent(seq, session, checkpoints=news))
+        more = checkpoints_beyond(row.checkpoint_keys, session)
+        found.append(SessionEvent(seq, session, checkpoints=news, more_checkpoints=more))
     change = detect(row.last_status, session)
     if change is not None:
         seq += 1
@@ -263,12 +271,20 @@ def _watch_progress(
     read: Read | None,
 ) -> tuple[dict[str, Any], ProgressCheck | None, str | None]:
     """The progress column after this poll (the step as seen, the spend watch's
-    read), the stall watch's check when it may owe a message, and the card's watch
-    key when what the card shows of the watch changed (None: it did not)."""
+    read, the redraws so far), the stall watch's check when it may owe a message,
+    and the key of this redraw of the card when what it shows of the watch changed
+    (None: it did not): numbered, so each change is its own redraw."""
     progress, check = check_progress(row.progress, session, now=now, stall_after=stall_after)
-    old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
-    spend = stored_spend(old_spend, read, now=now)
+    old = row.progress if isinstance(row.progress, dict) else {}
+    spend = stored_spend(old.get("spend"), read, now=now)
     if spend is not None:
         progress["spend"] = spend
+    redraws = old.get(REDRAWS)
+    if not isinstance(redraws, int) or isinstance(redraws, bool) or redraws < 0:
+        redraws = 0
     key = watch_key(progress)
-    return progress, check, key if key is not None and key != watch_key(row.progress) else None
+    if key is None or key == watch_key(row.progress):
+        progress[REDRAWS] = redraws
+        return progress, check, None
+    progress[REDRAWS] = redraws + 1
+    return progress, check, f"{redraws + 1}:{key}"

@@ -3,7 +3,9 @@
 The interval in use is the shortest that keeps a round of polls within
 `TOGETHER_REQUESTS_PER_MINUTE`, after what the other consumers (here and on the
 other replicas) spend and what the poller spends beside its plan (the spend
-watch's reads). A failing session waits longer each time, up to
+watch's reads). A round costs what the plan estimates or what the last rounds
+were measured to spend, whichever is more: an estimate from what Together
+said (a list that never ends, say) never outruns the budget for long. A failing session waits longer each time, up to
 MAX_POLL_BACKOFF_SECONDS, or as long as Together's Retry-After says.
 """
 
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.config import Settings
-from bot.together.poll_plan import Plan, Seen, budget_interval, round_cost
+from bot.together.poll_plan import Plan, Seen, budget_interval, budget_pages, round_cost
 
 # The longest a failing session waits for its next poll.
 MAX_POLL_BACKOFF_SECONDS = 900.0
@@ -35,8 +37,10 @@ class Planner:
     interval: float | None = None
     clock: Callable[[], float] = time.monotonic
     # The poller's own requests beyond its plan in a round (the spend watch's
-    # resource reads and prices), as the last cycle spent them.
+    # resource reads and prices), as the last cycles spent them.
     side: float = 0.0
+    # The requests of its plan (list pages and GETs) a round was measured to take.
+    planned: float = 0.0
     # What the other consumers spent in the last window, per minute, when the
     # interval was last sized (the other replicas' `remote` included).
     others: float = 0.0
@@ -52,7 +56,7 @@ class Planner:
         replicas) left of the budget."""
         self.others = others + self.remote
         self.interval = budget_interval(
-            round_cost(watched, self.seen, plan) + self.side,
+            max(round_cost(watched, self.seen, plan), self.planned) + self.side,
             requests_per_minute=settings.together_requests_per_minute,
             others_per_minute=self.others,
             min_seconds=settings.poll_min_interval_seconds,
@@ -60,27 +64,43 @@ class Planner:
         )
         return self.interval
 
-    # (when, side requests, sessions claimed) of the cycles in the last `side_window`
-    cycles: deque[tuple[float, int, int]] = field(default_factory=deque)
+    def page_cap(self, settings: Settings) -> int:
+        """The most list pages one pass may take: what the budget leaves a round at
+        the longest interval, after the other consumers and the side cost."""
+        return max(
+            1,
+            budget_pages(
+                requests_per_minute=settings.together_requests_per_minute,
+                others_per_minute=self.others,
+                max_seconds=settings.poll_interval_seconds,
+            )
+            - int(self.side),
+        )
+
+    # (when, side requests, planned requests, sessions claimed) of the cycles in the
+    # last `side_window`
+    cycles: deque[tuple[float, int, int, int]] = field(default_factory=deque)
     side_window: float = SIDE_WINDOW
 
-    def note_side(self, spent: int, *, claimed: int, watched: int) -> None:
-        """The side requests a round costs, averaged over the cycles of the last
-        `side_window` seconds: the spend watch reads a resource once per
+    def note_spend(self, side: int, *, planned: int = 0, claimed: int, watched: int) -> None:
+        """The side and planned requests a round costs, averaged over the cycles of
+        the last `side_window` seconds: the spend watch reads a resource once per
         SPEND_REFRESH_SECONDS, so one cycle reads many and the next ones none, and
         sizing from the last cycle alone would swing the interval with them. A tick
         that claimed and spent nothing is no cycle (most ticks are: the poll job
         ticks every few seconds and sessions fall due once an interval); counted,
         it made the average nothing and the side cost never stretched the interval."""
-        if not claimed and not spent:
+        if not claimed and not side and not planned:
             return
         now = self.clock()
-        self.cycles.append((now, spent, claimed))
+        self.cycles.append((now, side, planned, claimed))
         while self.cycles and now - self.cycles[0][0] > self.side_window:
             self.cycles.popleft()
-        polled = sum(c for _, _, c in self.cycles)
+        polled = sum(c for *_, c in self.cycles)
         if polled:
-            self.side = sum(s for _, s, _ in self.cycles) * max(watched, claimed) / polled
+            per_round = max(watched, claimed) / polled
+            self.side = sum(c[1] for c in self.cycles) * per_round
+            self.planned = sum(c[2] for c in self.cycles) * per_round
 
 
 def side_window(settings: Settings) -> float:

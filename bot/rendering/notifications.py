@@ -101,11 +101,14 @@ def transition_message(
 _LIST_CHECKPOINTS = 10
 
 
-def checkpoint_message(session: TrainingSession, items: Sequence[dict[str, Any]]) -> Message:
+def checkpoint_message(
+    session: TrainingSession, items: Sequence[dict[str, Any]], *, more: int = 0
+) -> Message:
     """All checkpoints that appeared in one poll, told as one message.
 
     Each item is `{"kind", "id", "step", "created_at", "registered", "event"}`
-    where event is "new" or "registered" (a registration appeared later)."""
+    where event is "new" or "registered" (a registration appeared later); `more`
+    new checkpoints beyond the items are only counted."""
     name = session_name(session)
     lines = []
     for item in items[:_LIST_CHECKPOINTS]:
@@ -115,10 +118,11 @@ def checkpoint_message(session: TrainingSession, items: Sequence[dict[str, Any]]
         names = [str(n) for n in registered] if isinstance(registered, list) else []
         facts = checkpoint_facts(kind, str(item.get("id") or ""), item.get("step"), names)
         lines.append(f"• *{kind.capitalize()} checkpoint {what}:* {facts}")
-    more = len(items) - len(lines)
-    if more > 0:
-        lines.append(f"…and {more} more")
-    count = len(items)
+    more = max(more, 0)
+    hidden = len(items) - len(lines) + more
+    if hidden > 0:
+        lines.append(f"…and {hidden} more")
+    count = len(items) + more
     head = f":floppy_disk: {count} new checkpoint event{'s' if count != 1 else ''}"
     blocks = [section_block(head + "\n" + "\n".join(lines))]
     if session.step is not None:

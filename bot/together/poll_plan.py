@@ -71,6 +71,28 @@ def max_pages(due: int) -> int:
     return max(1, due - 1)
 
 
+def justified_pages(watched: int, seen: Seen | None) -> int:
+    """The most pages a pass of the live statuses may take for what is known of the
+    project: the pages its sessions fill (the watched ones, or as many as the last
+    pass listed), one more when that pass reached the end (the project grows),
+    twice as many and one when it did not (still finding its size, at most
+    doubling a cycle). A cursor that never ends costs no more than this."""
+    pages = pages_for(max(watched, seen.live if seen is not None else 0))
+    return pages + 1 if seen is not None and seen.complete else 2 * pages + 1
+
+
+def budget_pages(
+    *, requests_per_minute: float, others_per_minute: float, max_seconds: float
+) -> int:
+    """The most requests one round may take within the budget at the longest
+    interval (`max_seconds`), after the other consumers' spend (at least one);
+    unbounded when there is no budget (`requests_per_minute` 0)."""
+    if requests_per_minute <= 0:
+        return 1 << 30
+    left = requests_per_minute - others_per_minute
+    return max(1, int(left * max_seconds / 60.0))
+
+
 def seen_after(
     *, listed: int, complete: bool, due: int, missing: int, at: float, before: Seen | None
 ) -> Seen:

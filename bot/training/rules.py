@@ -215,7 +215,7 @@ def eta(progress: Progress, target: int | None, now: datetime) -> datetime | Non
     if progress.rate is None or progress.rate <= 0:
         return None
     minutes = (target - progress.step) / progress.rate
-    if minutes > 60 * 24 * 365:  # a year or more: not an ETA anyone can use
+    if not minutes <= 60 * 24 * 365:  # a year or more (or no number): not an ETA anyone can use
         return None
     return later(now, span(minutes * 60))
 

@@ -10,15 +10,13 @@ from Together's full answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import UTC, datetime
 from functools import cache
 from itertools import islice
 from typing import Any, Literal
 
 from bot.training.checkpoints import Checkpoint
 from bot.training.sessions import TrainingSession
-from bot.training.transitions import checkpoint_keys
+from bot.training.transitions import checkpoint_keys, newest
 
 COUNTS_KEY = "checkpoint_counts"
 KEPT_CHECKPOINTS = 5
@@ -47,13 +45,10 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
     snapshot["metadata"] = {"wandb": _bounded(wandb, 2)} if isinstance(wandb, dict) else None
     for kind in ("training", "inference"):
         checkpoints: list[Checkpoint] = list(getattr(session, f"{kind}_checkpoints"))
-        kept: Iterable[int] = range(len(checkpoints))
-        if len(checkpoints) > KEPT_CHECKPOINTS:
-            # The newest (ties as the card breaks them), kept in the API's order.
-            ranked = sorted(kept, key=lambda i: _newest_first(checkpoints[i]), reverse=True)
-            kept = sorted(ranked[:KEPT_CHECKPOINTS])
+        # The newest (ties as the card breaks them), kept in the API's order.
         snapshot[f"{kind}_checkpoints"] = [
-            _bounded(checkpoints[i].model_dump(mode="json"), 2) for i in kept
+            _bounded(checkpoints[i].model_dump(mode="json"), 2)
+            for i in newest(checkpoints, KEPT_CHECKPOINTS)
         ]
     snapshot[COUNTS_KEY] = {
         "training": checkpoint_count(session, "training"),
@@ -91,17 +86,6 @@ def checkpoint_count(session: TrainingSession, kind: CheckpointKind) -> int:
     if isinstance(stored, int) and not isinstance(stored, bool) and stored > listed:
         return stored
     return listed
-
-
-def _newest_first(cp: Checkpoint) -> tuple[bool, float]:
-    """The order the card lists checkpoints in; undated ones last."""
-    created: datetime | None = cp.created_at
-    if created is None:
-        return (False, 0.0)
-    try:
-        return (True, (created if created.tzinfo else created.replace(tzinfo=UTC)).timestamp())
-    except (OverflowError, OSError, ValueError):
-        return (False, 0.0)
 
 
 def _bounded(value: Any, depth: int) -> Any:

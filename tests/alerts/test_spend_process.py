@@ -6,6 +6,7 @@ sessions sharing one resource cost one resource GET per poll cycle."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -229,3 +230,26 @@ def test_a_resource_is_read_once_within_its_refresh_however_many_cycles(
     )
     time.sleep(0.5)  # the last cycle's resource reads, after its sessions
     assert together.requests_for(RID) == first
+
+
+def test_a_value_the_card_showed_before_is_drawn_again_when_it_comes_back(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    """Queue position 3, 2, 3, then 2 again: each is drawn (a redraw of a value the
+    card showed before was dropped as a repeat of the first, and the card kept
+    showing the value before it)."""
+    together.add_resource(RID, "PENDING", queue_position=3)
+    together.add(SID, "CREATING", step="0", model_resources_id=RID)
+    bot = start_bot(SPEND_WATCH="true", SPEND_REFRESH_SECONDS="0")  # read every cycle
+    root = subscribe(bot, slack, SID, "C123")
+
+    def queue() -> str | None:
+        updates = slack.updates("C123", root)
+        [posted] = [c for c in slack.successful_posts("C123") if c.ts == root]
+        shown = json.dumps(updates[-1].blocks if updates else posted.blocks)
+        found = re.search(r"\*Queue position\*\\n(\d+)", shown)  # in JSON: "\\n"
+        return found.group(1) if found else None
+
+    for position in ("3", "2", "3", "2"):
+        together.set_resource(RID, queue_position=int(position))
+        wait_until(lambda p=position: queue() == p, what=f"queue position {position} shown")

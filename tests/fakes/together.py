@@ -24,7 +24,9 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
                                               sessions go to STOPPING too
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
-`has_more` is false. Errors are `{"error": {"message", "type", "param", "code"}}`.
+`has_more` is false. With `endless_list` set, the session list never ends: past the
+last real page it says `has_more` with a fresh cursor each time, one made-up live
+session a page (a broken cursor). Errors are `{"error": {"message", "type", "param", "code"}}`.
 Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API;
 one scripted with `after=True` replaces the answer of a request that was served (a stop that
 took effect, then an odd body or no answer in time). `route` limits a fault to one route.
@@ -84,6 +86,8 @@ _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
 #: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
 DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
+#: the cursors of the made-up pages past the end of an endless session list
+ENDLESS_CURSOR = "endless-"
 #: session statuses that block a stop without `force`
 _ACTIVE = frozenset(STATUS_PREFIX + s for s in ("CREATING", "RUNNING", "STOPPING"))
 
@@ -374,6 +378,8 @@ class FakeTogether(FakeHTTPServer):
         #: called with each session-list request's target (path and query) after its
         #: page is computed and before it is sent: a test acts "between two pages" here
         self.on_list_page: Callable[[str], None] | None = None
+        #: the session list never ends (see the module docstring)
+        self.endless_list = False
         self.resources: dict[str, dict[str, Any]] = {}
         self.requests: list[TogetherRequest] = []
         #: request targets (path + query) in arrival order
@@ -853,6 +859,12 @@ class FakeTogether(FakeHTTPServer):
         if creator == "me":
             creator = self.key_owner
         resource_id = _one(query, "model_resources_id")
+        after = _one(query, "after") or ""
+        if self.endless_list and after.startswith(ENDLESS_CURSOR):
+            response = self._endless_page(after, statuses)
+            if self.on_list_page is not None:
+                self.on_list_page(target)
+            return response
         with self._lock:
             # Only the page is copied: a pass over thousands of sessions must not cost
             # this server a copy of all of them per page.
@@ -865,11 +877,25 @@ class FakeTogether(FakeHTTPServer):
             ]
             order = dict(self._order)
             items.sort(key=lambda s: order.get(str(s["id"]), 0))
-            response = _page(items, query, position=order.get)
+            response = _page(items, query, position=order.get, endless=self.endless_list)
         hook = self.on_list_page
         if hook is not None:
             hook(target)
         return response
+
+    def _endless_page(self, after: str, statuses: set[str]) -> Response:
+        """A page past the end of an endless list: one made-up session of the first
+        status asked for, and a fresh cursor."""
+        try:
+            n = int(after[len(ENDLESS_CURSOR) :]) + 1
+        except ValueError:
+            n = 0
+        status = min(statuses) if statuses else STATUS_PREFIX + "RUNNING"
+        made_up = make_session(_uid("endless", str(n)), status, checkpoints=0)
+        cursor = f"{ENDLESS_CURSOR}{n}"
+        return Response.json(
+            {"data": [made_up], "meta": {"has_more": True, "limit": 100, "next_cursor": cursor}}
+        )
 
     def _list_resources(self, query: dict[str, list[str]]) -> Response:
         allowed = frozenset(RESOURCE_PREFIX + s for s in RESOURCE_STATUSES)
@@ -914,10 +940,12 @@ def _page(
     items: list[dict[str, Any]],
     query: dict[str, list[str]],
     position: Callable[[str], int | None] | None = None,
+    endless: bool = False,
 ) -> Response:
     """One cursor page: `after` is the id of the previous page's last item. With
     `position` (sessions) the page starts after that item's place in list order,
-    whether or not it is still listed; without, after the item itself."""
+    whether or not it is still listed; without, after the item itself. `endless`:
+    the last page says there is more, under a made-up cursor."""
     try:
         limit = max(1, min(100, int(_one(query, "limit") or 100)))
     except ValueError:
@@ -936,6 +964,8 @@ def _page(
     page = items[:limit]
     has_more = len(items) > limit
     cursor = str(page[-1]["id"]) if page and has_more else ""
+    if endless and not has_more:
+        has_more, cursor = True, f"{ENDLESS_CURSOR}0"
     return Response.json(
         {"data": page, "meta": {"has_more": has_more, "limit": limit, "next_cursor": cursor}}
     )

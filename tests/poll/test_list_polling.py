@@ -275,3 +275,39 @@ def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
     assert 2 <= passes <= 4, passes
     cycles = [line for line in bot.log().splitlines() if "poll cycle:" in line]
     assert "poll cycle: 3 sessions" in cycles[-1]  # all three in one cycle
+
+
+# --- a list that never ends ----------------------------------------------------------------------
+
+
+def test_an_endless_list_cursor_keeps_to_the_budget_and_ends_no_session(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    """Together's list says `has_more` with a fresh cursor forever: the poller's passes
+    are cut near what its 20 sessions justify, its interval follows what it measured
+    itself spend, and no session is told ended."""
+    sids = [f"d{i:07d}-0000-0000-0000-00000000000e" for i in range(20)]
+    for sid in sids:
+        together.add(sid)
+    together.endless_list = True
+    budget = 120
+    bot = start_bot(
+        POLL_PLAN="auto",
+        POLL_INTERVAL_SECONDS="60",
+        POLL_MIN_INTERVAL_SECONDS="1",
+        TOGETHER_REQUESTS_PER_MINUTE=str(budget),
+    )
+    roots = {sid: _subscribe(bot, slack, sid, f"C{i}") for i, sid in enumerate(sids)}
+    _list_passes(together, 2)
+    with together._lock:
+        start = len(together.requests)
+    window = 20.0
+    time.sleep(window)  # a rate is measured over time
+    with together._lock:
+        spent = len(together.requests) - start
+    assert spent <= budget * window / 60, spent
+    assert _first_pages(together) >= 3  # still polling by the list
+    for i, sid in enumerate(sids):
+        assert _thread(slack, f"C{i}", roots[sid]) == [], sid
+    assert query(db_url, "SELECT count(*) FROM watched_sessions WHERE active") == [(20,)]
+    assert query(db_url, "SELECT count(*) FROM subscriptions WHERE active") == [(20,)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.poll.audience import Watcher, notifications
 from bot.poll.judge import Judgement, judge, observe
 from bot.poll.pace import MAX_POLL_BACKOFF_SECONDS
 from bot.together.errors import TogetherError
@@ -158,3 +159,24 @@ def test_a_session_not_among_the_rows_is_not_judged() -> None:
     assert list(judged.updates) == [SID]
     assert judged.updates[SID]["consecutive_failures"] == 1
     assert judged.ended() == [] and judged.to_status() == {}
+
+
+def test_a_card_value_that_comes_back_is_redrawn_again() -> None:
+    """12 → 13 → 12 steps/min: three redraws, each its own outbox row (the third
+    one was dropped as a repeat of the first, and the card kept showing 13)."""
+    sub = Watcher(1, SID, "C1", "1.000", frozenset({"status"}), target_step=10_000)
+    stored = StoredRow()
+    shown: list[str] = []
+    keys: list[str] = []
+    for minute, step in enumerate((0, 10, 22, 36, 47)):  # 12, then 13, then 12 a minute
+        now = NOW + timedelta(minutes=minute)
+        raw = RawSession.of(make_session(SID, step=str(step)))
+        judged = _judge({SID: stored}, {SID: raw}, now=now)
+        stored = StoredRow(
+            checkpoint_keys=checkpoint_keys(raw.session()), progress=judged.updates[SID]["progress"]
+        )
+        owed = notifications(judged.events, [sub], now=now, oncall_channel=None)
+        keys += [row.dedupe_key for row in owed.rows]
+        shown += [str(e.watch["rate"]) for e in judged.events.get(SID, []) if e.watch]
+    assert shown == ["12.0", "13.0", "12.0"]
+    assert len(keys) == 3 and len(set(keys)) == 3, keys

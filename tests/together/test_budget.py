@@ -22,7 +22,7 @@ from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
-from bot.together.poll_plan import Plan, budget_interval
+from bot.together.poll_plan import Plan, Seen, budget_interval
 from bot.training.resources import ModelResource
 from tests import together_fixtures
 from tests.fakes import FakeSlack, FakeTogether
@@ -338,18 +338,18 @@ def test_the_side_cost_of_a_round_is_averaged_over_recent_cycles() -> None:
     round's side cost is their average, not the last cycle's (which swung 10 → 0)."""
     now = [0.0]
     planner = Planner(clock=lambda: now[0])
-    planner.note_side(10, claimed=20, watched=20)
+    planner.note_spend(10, claimed=20, watched=20)
     assert planner.side == 10
     for _ in range(4):
         now[0] += 10
-        planner.note_side(0, claimed=20, watched=20)
+        planner.note_spend(0, claimed=20, watched=20)
     assert planner.side == pytest.approx(2.0)  # 10 requests over five rounds
     # Half-round cycles (20 of 40 watched) count as half a round each.
-    planner.note_side(0, claimed=20, watched=40)
+    planner.note_spend(0, claimed=20, watched=40)
     assert planner.side == pytest.approx(10 * 40 / 120)
     # Past the window the burst is forgotten.
     now[0] += SIDE_WINDOW + 1
-    planner.note_side(0, claimed=20, watched=20)
+    planner.note_spend(0, claimed=20, watched=20)
     assert planner.side == 0
 
 
@@ -359,11 +359,33 @@ def test_ticks_that_claim_nothing_leave_the_side_cost_as_it_was() -> None:
     bench: 20 resource pages a refresh never stretched the interval)."""
     now = [0.0]
     planner = Planner(clock=lambda: now[0])
-    planner.note_side(21, claimed=2000, watched=2000)
+    planner.note_spend(21, claimed=2000, watched=2000)
     for _ in range(3):
         now[0] += 2.5
-        planner.note_side(0, claimed=0, watched=0)
+        planner.note_spend(0, claimed=0, watched=0)
     assert planner.side == 21
     now[0] += 2.5
-    planner.note_side(0, claimed=2000, watched=2000)
+    planner.note_spend(0, claimed=2000, watched=2000)
     assert planner.side == pytest.approx(10.5)
+
+
+def test_what_the_poller_measured_itself_spend_stretches_its_interval() -> None:
+    """A plan estimated at one page a round (a list that looked short) that was
+    measured at 99 pages a round is sized by the 99: 49.5 s at 120 a minute, not
+    the 5 s the estimate allowed."""
+    settings = Settings(
+        _env_file=None,
+        together_requests_per_minute=120,
+        poll_interval_seconds=60,
+        poll_min_interval_seconds=5,
+    )
+    now = [0.0]
+    planner = Planner(clock=lambda: now[0])
+    planner.seen = Seen(live=150, complete=False, missing=0.0, at=0.0)
+    assert planner.interval_for(100, Plan.LIST, settings) == 5.0  # the estimate alone
+    planner.note_spend(0, planned=99, claimed=100, watched=100)
+    assert planner.interval_for(100, Plan.LIST, settings) == pytest.approx(49.5)
+    # A pass may not take more pages than the budget leaves a round at the longest interval.
+    assert planner.page_cap(settings) == 120
+    planner.interval_for(100, Plan.LIST, settings, others=60)
+    assert planner.page_cap(settings) == 60

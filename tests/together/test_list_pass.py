@@ -10,9 +10,12 @@ import time
 
 import httpx
 
+from bot.config import Settings
+from bot.poll.fetch import Fetched, Listing, after_the_pass
 from bot.together.client import TogetherClient
-from bot.together.list_pass import SEND_WAIT, list_pass
-from bot.together.poll_plan import LIVE_STATUSES
+from bot.together.errors import TogetherError
+from bot.together.list_pass import SEND_WAIT, ListPass, list_pass
+from bot.together.poll_plan import LIVE_STATUSES, Seen
 from bot.training.sessions import RawSession
 from tests import together_fixtures
 from tests.fakes import FakeTogether, make_session
@@ -120,3 +123,27 @@ async def test_a_transport_that_never_says_a_request_left_still_pages_through() 
     assert listed.complete and listed.pages == 3
     assert [listed.session(i).id for i in ids] == ids
     assert time.monotonic() - started < 10 * SEND_WAIT + 2.0
+
+
+async def test_the_sessions_a_pass_cut_short_did_not_show_fail_and_are_not_asked_for() -> None:
+    """A pass that stopped at its page limit (a list that never ends) says nothing
+    of the due sessions it did not reach: each is a failed poll (backed off), none
+    is asked for by a GET, none is taken to have ended."""
+    written: dict[str, Fetched] = {}
+
+    async def write(part: dict[str, Fetched]) -> None:
+        written.update(part)
+
+    cut = ListPass(pages=3, complete=False, at=1.0)
+    listing = Listing(listed=cut, rest=["a", "b"], seen=Seen(0, False, 0.0, 1.0))
+    learnt = await after_the_pass(
+        None,  # type: ignore[arg-type]  # asked for nothing: no client needed
+        None,  # type: ignore[arg-type]
+        listing,
+        previous=None,
+        settings=Settings(_env_file=None),
+        write=write,
+    )
+    assert learnt.gets == 0 and learnt.from_error_pages == 0
+    assert set(written) == {"a", "b"}
+    assert all(isinstance(r, TogetherError) and r.kind == "bad_response" for r in written.values())

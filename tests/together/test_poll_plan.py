@@ -9,7 +9,9 @@ from bot.together.poll_plan import (
     Plan,
     Seen,
     budget_interval,
+    budget_pages,
     choose,
+    justified_pages,
     list_cost,
     max_pages,
     round_cost,
@@ -118,3 +120,16 @@ def test_the_claim_slack_lengthens_the_gap_only_while_the_budget_sets_the_interv
     assert poll_gap(5.0, settings) == 5.0
     # Set by the budget: never polled more often than it allows.
     assert poll_gap(12.0, settings) == 12.0 + slack
+
+
+def test_a_pass_is_capped_near_what_the_watched_and_live_counts_justify() -> None:
+    assert justified_pages(20, None) == 3  # probing: twice the pages and one
+    cut = Seen(live=22, complete=False, missing=0.0, at=NOW)
+    assert justified_pages(20, cut) == 3  # a cursor that never ends stays at that
+    grown = Seen(live=500, complete=False, missing=0.0, at=NOW)
+    assert justified_pages(150, grown) == 11  # a big project: doubling each pass
+    whole = Seen(live=10_000, complete=True, missing=0.0, at=NOW)
+    assert justified_pages(150, whole) == 101  # known size: one page more
+    assert budget_pages(requests_per_minute=120, others_per_minute=20, max_seconds=60) == 100
+    assert budget_pages(requests_per_minute=120, others_per_minute=200, max_seconds=60) == 1
+    assert budget_pages(requests_per_minute=0, others_per_minute=0, max_seconds=60) > 10**6

@@ -318,6 +318,31 @@ def test_list_pages_follow_meta_cursor(fake: FakeTogether, coverage: FieldCovera
     assert pages == 3 and ids == [f"l-{i}" for i in range(7)]
 
 
+def test_an_endless_list_says_has_more_with_a_fresh_cursor_in_the_sdks_shape(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    fake.add("e-1", "RUNNING")
+    fake.endless_list = True
+    try:
+        cursors, ids = [], []
+        cursor = ""
+        for _ in range(4):
+            params = {"status[]": "TRAINING_SESSION_STATUS_RUNNING", "limit": 100}
+            page = strict(
+                SessionsListResponse,
+                fetch(fake, "/rl/training-sessions", params={**params, "after": cursor}),
+                coverage,
+            )
+            assert page.meta is not None and page.meta.has_more and page.meta.next_cursor
+            ids += [s.id for s in page.data or []]
+            assert all(s.status == "TRAINING_SESSION_STATUS_RUNNING" for s in page.data or [])
+            cursor = page.meta.next_cursor
+            cursors.append(cursor)
+    finally:
+        fake.endless_list = False
+    assert ids[0] == "e-1" and len(set(ids)) == 4 and len(set(cursors)) == 4
+
+
 def test_list_filters_brackets_comma_creator_and_resource(
     fake: FakeTogether, coverage: FieldCoverage
 ) -> None:

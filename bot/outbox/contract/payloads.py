@@ -55,6 +55,7 @@ class CheckpointsPayload(_Payload):
     kind: Literal[Kind.CHECKPOINTS] = Kind.CHECKPOINTS
     # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
     items: list[dict[str, Any]] = []
+    more: int = 0  # new checkpoints beyond the items (a burst): only counted
     session: dict[str, Any] | None = None
 
 

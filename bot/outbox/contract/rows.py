@@ -130,10 +130,15 @@ def watch_row(
 
 
 def checkpoints_row(
-    thread: Thread, *, seq: int, items: list[dict[str, Any]], snapshot: dict[str, Any] | None
+    thread: Thread,
+    *,
+    seq: int,
+    items: list[dict[str, Any]],
+    snapshot: dict[str, Any] | None,
+    more: int = 0,
 ) -> OutboxRow:
     """The checkpoints that appeared in one poll, for one subscription's thread."""
-    payload = CheckpointsPayload(items=items, session=snapshot)
+    payload = CheckpointsPayload(items=items, more=more, session=snapshot)
     return _thread_row(thread, f"checkpoints:{thread.subscription_id}:{seq}", payload)
 
 
