@@ -22,6 +22,7 @@ from bot.alerts.stall import ProgressCheck
 from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
+from bot.store.progress import WatchProgress
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
@@ -201,17 +202,16 @@ def judge(
             interval=interval,
         )
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            values["progress"], progress, key = _watch_progress(
+            watch, progress, key = _watch_progress(
                 row, fetched, now=now, stall_after=stall_after, read=read
             )
+            values["progress"] = watch.dump()
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             # the card is redrawn when what it shows changes: the resource, steps/min
             if key is not None and not fetched.terminal:
                 found.append(
-                    SessionEvent(
-                        values["transition_seq"], fetched, watch=values["progress"], watch_key=key
-                    )
+                    SessionEvent(values["transition_seq"], fetched, watch=watch, watch_key=key)
                 )
             # the row this state was built from; a later poll of the same row is steady
             values["fingerprint"] = fingerprint
@@ -251,7 +251,7 @@ def _steady(
     progress, check, key = _watch_progress(
         row, fetched.head, now=now, stall_after=stall_after, read=read
     )
-    return progress if check is None and key is None else None
+    return progress.dump() if check is None and key is None else None
 
 
 def _watch_progress(
@@ -261,14 +261,12 @@ def _watch_progress(
     now: datetime,
     stall_after: timedelta | None,
     read: Read | None,
-) -> tuple[dict[str, Any], ProgressCheck | None, str | None]:
+) -> tuple[WatchProgress, ProgressCheck | None, str | None]:
     """The progress column after this poll (the step as seen, the spend watch's
     read), the stall watch's check when it may owe a message, and the card's watch
     key when what the card shows of the watch changed (None: it did not)."""
-    progress, check = check_progress(row.progress, session, now=now, stall_after=stall_after)
-    old_spend = row.progress.get("spend") if isinstance(row.progress, dict) else None
-    spend = stored_spend(old_spend, read, now=now)
-    if spend is not None:
-        progress["spend"] = spend
+    old = WatchProgress.read(row.progress)
+    progress, check = check_progress(old, session, now=now, stall_after=stall_after)
+    progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})
     key = watch_key(progress)
-    return progress, check, key if key is not None and key != watch_key(row.progress) else None
+    return progress, check, key if key is not None and key != watch_key(old) else None
