@@ -218,10 +218,10 @@ async def _look(
         except TogetherError as exc:
             if (over := final_answer(exc)) is None:
                 raise
-            return IdleCheck.model_construct(done=over), None
+            return IdleCheck(done=over), None
     status = resource.status_enum
     if status in ENDED:
-        return IdleCheck.model_construct(done=status.value.lower()), None
+        return IdleCheck(done=status.value.lower()), None
     if status is not ResourceStatus.READY:
         return waiting(status, now=now, after=after), None
     sessions = await attached_sessions(
@@ -230,10 +230,10 @@ async def _look(
     since = idle_since(resource, sessions)
     if since is None:
         # Another session took it: its own watch (if any) follows it when it ends.
-        return IdleCheck.model_construct(done="busy"), None
+        return IdleCheck(done="busy"), None
     if now - since < after:
         due = later(since, after)
-        return IdleCheck.model_construct(check_at=due, idle_since=since), None
+        return IdleCheck(check_at=due, idle_since=since), None
     price = next((c.price for c in on_it if c.price is not None), None)
     if price is None:
         try:
@@ -242,7 +242,7 @@ async def _look(
             log.info("no price for an idle resource: %s", exc.kind)
     ids = sorted({s.id for s in sessions} | {c.session_id for c in on_it})
     payload = idle_payload(resource, sessions, since=since, price=price)
-    return IdleCheck.model_construct(done="alerted", idle_since=since), (payload, ids)
+    return IdleCheck(done="alerted", idle_since=since), (payload, ids)
 
 
 def final_answer(exc: TogetherError) -> str | None:
@@ -264,7 +264,7 @@ def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleC
     it may still turn READY and sit idle, so it is looked at again, often enough
     that its alert comes at most a quarter of IDLE_RESOURCE_ALERT_MINUTES late.
     Pure."""
-    return IdleCheck.model_construct(waiting=status.value, check_at=later(now, after / 4))
+    return IdleCheck(waiting=status.value, check_at=later(now, after / 4))
 
 
 async def _mark(db: AsyncSession, marks: dict[str, IdleCheck]) -> None:

@@ -67,8 +67,8 @@ def check(
     now: datetime,
     stall_after: timedelta | None = STALL_AFTER,
 ) -> tuple[WatchProgress, ProgressCheck | None]:
-    """The new progress column (the step as seen; the spend watch adds its read),
-    and a check when this poll may owe a message.
+    """The new progress column (the step as this poll saw it, the spend watch's
+    last read carried over), and a check when this poll may owe a message.
 
     `stall_after` is the default threshold (STALL_AFTER_MINUTES; None: off). No
     threshold is shorter than it or than a minute, so a step frozen for less
@@ -78,7 +78,7 @@ def check(
     prev_seen_at = stored.seen_at if prev is not None else None
     status = session.status_enum
     progress, change = observe_progress(prev, status=status, step=session.step, now=now)
-    new = WatchProgress.seen(progress, now)
+    new = WatchProgress.seen(progress, now, spend=stored.spend)
     least = min(stall_after, SHORTEST_OWN_THRESHOLD) if stall_after else SHORTEST_OWN_THRESHOLD
     frozen = stalled_for(progress, now)
     worth = (

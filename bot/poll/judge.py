@@ -267,6 +267,7 @@ def _watch_progress(
     key when what the card shows of the watch changed (None: it did not)."""
     old = WatchProgress.read(row.progress)
     progress, check = check_progress(old, session, now=now, stall_after=stall_after)
-    progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})
+    if read is not None:  # the spend watch's read this cycle replaces its last one
+        progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})
     key = watch_key(progress)
     return progress, check, key if key is not None and key != watch_key(old) else None

@@ -94,8 +94,8 @@ class SpendRead(_Stored):
         ready_seconds: float,
         seen_at: datetime,
     ) -> SpendRead:
-        """A read just made (no validation: the models are ours)."""
-        return cls.model_construct(
+        """A read just made."""
+        return cls(
             resource_id=resource.id,
             status=resource.status_enum.value,
             resource=resource.model_dump(mode="json", exclude_none=True),
@@ -181,8 +181,8 @@ class WatchProgress(_Stored):
     def seen(
         cls, progress: Progress, seen_at: datetime, *, spend: SpendRead | None = None
     ) -> WatchProgress:
-        """What a poll just measured (no validation: the values are ours)."""
-        return WatchProgress.model_construct(
+        """What a poll just measured."""
+        return WatchProgress(
             step=progress.step,
             since=progress.since,
             running=progress.running,
@@ -238,8 +238,8 @@ class CardView(WatchProgress):
     def of(
         cls, watch: WatchProgress, *, target: int | None = None, eta: datetime | None = None
     ) -> CardView:
-        """The column's view for one card (no validation: the values are ours)."""
-        return cls.model_construct(**dict(watch), target=target, eta=eta)
+        """The column's view for one card."""
+        return cls(**dict(watch), target=target, eta=eta)
 
     def _fields(self) -> dict[str, Any]:
         out = super()._fields()
