@@ -9,31 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
-from bot.alerts.spend import float_or_none, stored_model, time_or_none
-from bot.alerts.stall import load_progress
 from bot.rendering.blocks import Message
 from bot.rendering.watch import WatchFacts, with_watch
-from bot.training.resources import CostEstimate, ModelResource
+from bot.store.progress import CardView
 from bot.training.rules import eta, stalled_for
 
 
-def facts(progress: Any) -> WatchFacts:
+def facts(view: CardView) -> WatchFacts:
     """The card's watch facts from a `watched_sessions.progress` value (with a
     subscription's `target` and its `eta`, when the poller added them)."""
-    progress = progress if isinstance(progress, dict) else {}
-    target = progress.get("target")
-    spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
-    resource = stored_model(ModelResource, spend.get("resource"))
-    price = stored_model(CostEstimate, spend.get("price"))
+    spend = view.spend
+    price = spend.cost() if spend is not None else None
     return WatchFacts(
-        resource=resource,
+        resource=spend.model_resource() if spend is not None else None,
         price=price,
-        ready_seconds=float_or_none(spend.get("ready_seconds")) if price is not None else None,
-        rate=float_or_none(progress.get("rate")),
-        target=target if isinstance(target, int) and not isinstance(target, bool) else None,
-        eta=time_or_none(progress.get("eta")),
+        ready_seconds=spend.ready_seconds if spend is not None and price is not None else None,
+        rate=view.rate,
+        target=view.target,
+        eta=view.eta,
     )
 
 
@@ -43,7 +37,7 @@ class CardWatch:
     view of it (`watched_sessions.progress`) and the subscription's own
     `target=` and stall threshold (None: no stall flag)."""
 
-    progress: Any
+    progress: CardView
     target: int | None = None
     stall_after: timedelta | None = None
 
@@ -57,7 +51,7 @@ def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | No
     stall flag is up while a RUNNING session's step has not moved for
     `stall_after`."""
     base = facts(watch.progress)
-    progress, _ = load_progress(watch.progress)
+    progress = watch.progress.progress()
     target = watch.target if watch.target is not None else base.target
     if progress is None:
         return replace(base, target=target), None

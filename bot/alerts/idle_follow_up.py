@@ -5,7 +5,7 @@ READY, and billing, with nothing on it.
 It judges idleness by the org-wide watch's rule (`bot.alerts.idle.idle_since`)
 and writes the same alert with the same dedupe keys, so a resource is told once
 whichever watch finds it first. Where each session's follow-up stands is kept
-in its `watched_sessions.progress` (`IDLE_CHECK`), which `ls` also reads.
+in its `watched_sessions.progress` (`IdleCheck`), which `ls` also reads.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from bot.alerts.idle import (
     write_idle_alerts,
 )
 from bot.alerts.resource_reader import ResourceReader
-from bot.alerts.spend import stored_model
 from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
+from bot.store.progress import IdleCheck, SpendRead, WatchProgress
 from bot.store.tables import WatchedSession, db_now
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
@@ -43,8 +43,6 @@ log = logging.getLogger(__name__)
 
 #: the job's name (its lease in `jobs`, and what its Together requests are charged to)
 SUBSCRIBED_JOB = "watch_subscribed_idle"
-#: `watched_sessions.progress` key of where the follow-up of a session's resource stands
-IDLE_CHECK = "idle_check"
 #: an ended session's resource is followed for at most this long after its last poll
 FOLLOW_FOR = timedelta(days=1)
 #: the most ended watches one run reads, the most recently ended first
@@ -69,7 +67,7 @@ def candidate(
     session_id: str,
     *,
     last_status: str,
-    progress: Any,
+    progress: WatchProgress,
     snapshot: Any,
     now: datetime,
     fresh_for: timedelta,
@@ -80,29 +78,27 @@ def candidate(
     stopped or failed) nor waiting for a later time. Pure."""
     if status_of(last_status) in ACTIVE:
         return None
-    progress = progress if isinstance(progress, dict) else {}
-    spend = progress.get("spend") if isinstance(progress.get("spend"), dict) else {}
-    resource_id = spend.get("resource_id")
-    if not isinstance(resource_id, str) or not resource_id:
+    spend = progress.spend or SpendRead()
+    resource_id = spend.resource_id
+    if not resource_id:
+        # the snapshot is Together's session as stored
         resource_id = snapshot.get("model_resources_id") if isinstance(snapshot, dict) else None
     if not isinstance(resource_id, str) or not is_session_id(resource_id):
         return None
-    check = progress.get(IDLE_CHECK)
-    if isinstance(check, dict) and check.get("resource_id") == resource_id:
-        if check.get("done"):
+    check = progress.idle_check
+    if check is not None and check.resource_id == resource_id:
+        if check.done:
             return None
-        at = _when(check.get("check_at"))
+        at = naive_utc(check.check_at)
         if at is not None and now < at:
             return None
-    fresh = price = None
-    seen = _when(spend.get("seen_at"))
-    if spend.get("resource_id") == resource_id and seen is not None and now - seen <= fresh_for:
-        if spend.get("status") != ResourceStatus.READY.value:
+    fresh = None
+    seen = naive_utc(spend.seen_at)
+    if spend.resource_id == resource_id and seen is not None and now - seen <= fresh_for:
+        if spend.status != ResourceStatus.READY.value:
             return None  # the spend watch read it just now: not READY, so not idle
-        fresh = stored_model(ModelResource, spend.get("resource"))
-    if isinstance(spend.get("price"), dict):
-        price = stored_model(CostEstimate, spend["price"])
-    return Candidate(session_id, resource_id, fresh, price)
+        fresh = spend.model_resource()
+    return Candidate(session_id, resource_id, fresh, spend.cost())
 
 
 async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
@@ -169,7 +165,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
                 c := candidate(
                     r.session_id,
                     last_status=r.last_status,
-                    progress=r.progress,
+                    progress=WatchProgress.read(r.progress),
                     snapshot=r.snapshot,
                     now=now,
                     fresh_for=timedelta(seconds=2 * settings.poll_interval_seconds),
@@ -182,7 +178,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
     for c in found:
         if threads.get(c.session_id):  # nobody to tell: not worth a request
             by_resource.setdefault(c.resource_id, []).append(c)
-    marks: dict[str, dict[str, Any]] = {}
+    marks: dict[str, IdleCheck] = {}
     alerts: list[tuple[IdlePayload, list[str]]] = []
     for resource_id, on_it in sorted(by_resource.items()):
         try:
@@ -195,7 +191,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             continue
         mark, alert = outcome
         for c in on_it:
-            marks[c.session_id] = {"resource_id": resource_id} | mark
+            marks[c.session_id] = mark.model_copy(update={"resource_id": resource_id})
         if alert is not None:
             alerts.append(alert)
     async with rt.sessionmaker() as db, db.begin():
@@ -212,7 +208,7 @@ async def _look(
     after: timedelta,
     now: datetime,
     reader: ResourceReader | None,
-) -> tuple[dict[str, Any], tuple[IdlePayload, list[str]] | None]:
+) -> tuple[IdleCheck, tuple[IdlePayload, list[str]] | None]:
     """One resource's follow-up: where it stands now, and its alert when it is due."""
     together = rt.together
     resource = next((c.fresh for c in on_it if c.fresh is not None), None)
@@ -222,10 +218,10 @@ async def _look(
         except TogetherError as exc:
             if (over := final_answer(exc)) is None:
                 raise
-            return {"done": over}, None
+            return IdleCheck(done=over), None
     status = resource.status_enum
     if status in ENDED:
-        return {"done": status.value.lower()}, None
+        return IdleCheck(done=status.value.lower()), None
     if status is not ResourceStatus.READY:
         return waiting(status, now=now, after=after), None
     sessions = await attached_sessions(
@@ -234,10 +230,10 @@ async def _look(
     since = idle_since(resource, sessions)
     if since is None:
         # Another session took it: its own watch (if any) follows it when it ends.
-        return {"done": "busy"}, None
+        return IdleCheck(done="busy"), None
     if now - since < after:
         due = later(since, after)
-        return {"check_at": due.isoformat(), "idle_since": since.isoformat()}, None
+        return IdleCheck(check_at=due, idle_since=since), None
     price = next((c.price for c in on_it if c.price is not None), None)
     if price is None:
         try:
@@ -246,7 +242,7 @@ async def _look(
             log.info("no price for an idle resource: %s", exc.kind)
     ids = sorted({s.id for s in sessions} | {c.session_id for c in on_it})
     payload = idle_payload(resource, sessions, since=since, price=price)
-    return {"done": "alerted", "idle_since": since.isoformat()}, (payload, ids)
+    return IdleCheck(done="alerted", idle_since=since), (payload, ids)
 
 
 def final_answer(exc: TogetherError) -> str | None:
@@ -263,15 +259,15 @@ def final_answer(exc: TogetherError) -> str | None:
     return None
 
 
-def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> dict[str, Any]:
+def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleCheck:
     """The mark of a resource not READY yet (queued for GPUs, starting) nor ended:
     it may still turn READY and sit idle, so it is looked at again, often enough
     that its alert comes at most a quarter of IDLE_RESOURCE_ALERT_MINUTES late.
     Pure."""
-    return {"waiting": status.value, "check_at": later(now, after / 4).isoformat()}
+    return IdleCheck(waiting=status.value, check_at=later(now, after / 4))
 
 
-async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
+async def _mark(db: AsyncSession, marks: dict[str, IdleCheck]) -> None:
     """Note where each ended session's follow-up stands, in its progress column
     (rows the poller no longer writes). `updated_at` stays when the watch ended: it
     bounds how long the follow-up goes on and when the watch is pruned."""
@@ -283,30 +279,22 @@ async def _mark(db: AsyncSession, marks: dict[str, dict[str, Any]]) -> None:
         )
     )
     for r in rows:
-        progress = dict(r.progress) if isinstance(r.progress, dict) else {}
-        progress[IDLE_CHECK] = marks[r.session_id]
+        progress = WatchProgress.read(r.progress)
+        progress = progress.model_copy(update={"idle_check": marks[r.session_id]})
         await db.execute(
             update(WatchedSession)
             .where(WatchedSession.session_id == r.session_id, WatchedSession.active.is_(False))
-            .values(progress=progress, updated_at=WatchedSession.updated_at)
+            .values(progress=progress.dump(), updated_at=WatchedSession.updated_at)
             .execution_options(synchronize_session=False)
         )
 
 
-def known_idle_since(progress: Any, resource_id: str | None) -> datetime | None:
+def known_idle_since(progress: WatchProgress, resource_id: str | None) -> datetime | None:
     """When this follow-up last found the session's resource idle (None: it did not,
     or it found it busy or gone since). Pure; for `ls`."""
-    check = progress.get(IDLE_CHECK) if isinstance(progress, dict) else None
-    if not isinstance(check, dict) or not resource_id or check.get("resource_id") != resource_id:
+    check = progress.idle_check
+    if check is None or not resource_id or check.resource_id != resource_id:
         return None
-    if check.get("done") not in (None, "alerted"):
+    if check.done not in (None, "alerted"):
         return None
-    return _when(check.get("idle_since"))
-
-
-def _when(value: Any) -> datetime | None:
-    try:
-        when = datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-    return naive_utc(when)
+    return naive_utc(check.idle_since)

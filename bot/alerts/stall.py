@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, progress_row, stall_page_row
+from bot.store.progress import SpendRead, WatchProgress
 from bot.training.rules import (
     STALL_AFTER,
     Progress,
@@ -56,59 +56,29 @@ class ProgressCheck:
     inactive_timeout: int | None = None
 
 
-def stored_progress(progress: Progress, seen_at: datetime) -> dict[str, Any]:
-    """The `watched_sessions.progress` column: JSON, the step as a string (int64)."""
-    return {
-        "step": None if progress.step is None else str(progress.step),
-        "since": progress.since.isoformat(),
-        "running": progress.running,
-        "rate": progress.rate,
-        "anchored": progress.anchored,
-        "seen_at": seen_at.isoformat(),
-    }
-
-
-def load_progress(stored: Any) -> tuple[Progress | None, datetime | None]:
-    """The column back; anything unreadable is a first look."""
-    if not isinstance(stored, dict):
-        return None, None
-    try:
-        step = stored.get("step")
-        rate = stored.get("rate")
-        progress = Progress(
-            step=None if step is None else int(step),
-            since=datetime.fromisoformat(str(stored["since"])),
-            running=bool(stored.get("running")),
-            rate=float(rate) if isinstance(rate, int | float) else None,
-            anchored=bool(stored.get("anchored")),
-        )
-        seen_at = datetime.fromisoformat(str(stored["seen_at"]))
-    except (KeyError, TypeError, ValueError):
-        return None, None
-    return progress, seen_at
-
-
 #: A subscription's own threshold (`stall=`) is whole minutes, at least one.
 SHORTEST_OWN_THRESHOLD = timedelta(minutes=1)
 
 
 def check(
-    stored: Any,
+    stored: WatchProgress,
     session: TrainingSession,
     *,
     now: datetime,
     stall_after: timedelta | None = STALL_AFTER,
-) -> tuple[dict[str, Any], ProgressCheck | None]:
-    """The new progress column, and a check when this poll may owe a message.
+) -> tuple[WatchProgress, ProgressCheck | None]:
+    """The new progress column (the step as this poll saw it, the spend watch's
+    last read carried over), and a check when this poll may owe a message.
 
     `stall_after` is the default threshold (STALL_AFTER_MINUTES; None: off). No
     threshold is shorter than it or than a minute, so a step frozen for less
     than that (or a stall that ended sooner) owes no row in any thread: no
     check, and the poller reads no subscriptions for it."""
-    prev, prev_seen_at = load_progress(stored)
+    prev = stored.progress()
+    prev_seen_at = stored.seen_at if prev is not None else None
     status = session.status_enum
     progress, change = observe_progress(prev, status=status, step=session.step, now=now)
-    new = stored_progress(progress, now)
+    new = WatchProgress.seen(progress, now, spend=stored.spend)
     least = min(stall_after, SHORTEST_OWN_THRESHOLD) if stall_after else SHORTEST_OWN_THRESHOLD
     frozen = stalled_for(progress, now)
     worth = (
@@ -124,24 +94,24 @@ def check(
     if not worth:
         return new, None
     created = _like(session.created_at, now)
-    expires_at, timeout = resource_timing(stored)
+    expires_at, timeout = resource_timing(stored.spend)
     return new, ProgressCheck(
         progress, change, prev_seen_at, status, created, _like(expires_at, now), timeout
     )
 
 
-def resource_timing(stored: Any) -> tuple[datetime | None, int | None]:
-    """From the spend watch's last read of the resource (`progress["spend"]`): its
-    `expires_at` while READY, and its `inactive_timeout` (None for what it did not say)."""
-    spend = stored.get("spend") if isinstance(stored, dict) else None
-    if not isinstance(spend, dict) or not isinstance(spend.get("resource"), dict):
+def resource_timing(spend: SpendRead | None) -> tuple[datetime | None, int | None]:
+    """From the spend watch's last read of the resource: its `expires_at` while
+    READY, and its `inactive_timeout` (None for what it did not say). Read from
+    Together's resource as stored, without parsing all of it."""
+    resource = spend.resource if spend is not None else None
+    if spend is None or resource is None:
         return None, None
-    resource = spend["resource"]
     timeout = resource.get("inactive_timeout")
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
         timeout = None
     expires_at = None
-    if spend.get("status") == ResourceStatus.READY.value:
+    if spend.status == ResourceStatus.READY.value:
         try:
             raw = resource.get("expires_at")
             expires_at = datetime.fromisoformat(str(raw).replace("Z", "+00:00")) if raw else None

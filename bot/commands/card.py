@@ -12,6 +12,7 @@ from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.subscriptions import active_subscription, stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
+from bot.store.progress import CardView
 from bot.store.tables import utcnow
 from bot.training.sessions import TrainingSession
 
@@ -44,7 +45,7 @@ async def watched_card(
         return card
     own = sub.stall_after_minutes if sub is not None else None
     watch = root_card.CardWatch(
-        progress,
+        CardView.of(progress),
         target=sub.target_step if sub is not None else None,
         stall_after=threshold(own, stall_threshold(settings)),
     )

@@ -14,12 +14,10 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
 
 from bot.alerts.idle import ACTIVE
 from bot.alerts.idle_follow_up import known_idle_since
 from bot.alerts.resource_reader import live_resource_pages
-from bot.alerts.stall import load_progress
 from bot.commands.asker import Sessionmaker
 from bot.commands.card import stall_threshold
 from bot.commands.ls_query import ListQuery, More, creators, more_value
@@ -27,6 +25,7 @@ from bot.commands.subscriptions import stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_page
+from bot.store.progress import WatchProgress
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass
@@ -36,7 +35,7 @@ from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
-ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, Any]]]
+ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, WatchProgress]]]
 #: pages of live resources read for one `ls` page, at most (100 resources each)
 MAX_RESOURCE_PAGES = 5
 
@@ -171,7 +170,7 @@ async def page_message(
 
 def with_progress(
     row: SessionRow,
-    stored: Any,
+    stored: WatchProgress | None,
     now: datetime,
     stall_after: timedelta | None,
     *,
@@ -183,13 +182,14 @@ def with_progress(
     idle follow-up found it with no CREATING or RUNNING session, the live
     resources still list it READY, and no session on this page runs on it
     (`busy`: the resources of the page's CREATING or RUNNING rows)."""
-    progress, _ = load_progress(stored)
+    progress = stored.progress() if stored is not None else None
     resource = row.resource
     idle = (
         resource is not None
         and resource.status_enum is ResourceStatus.READY
         and row.session.status_enum not in ACTIVE
         and resource.id not in busy
+        and stored is not None
         and known_idle_since(stored, resource.id) is not None
     )
     if progress is None:
@@ -199,7 +199,9 @@ def with_progress(
     return replace(row, rate=progress.rate, stalled=stalled, idle_resource=idle)
 
 
-async def progress_of(sessionmaker: Sessionmaker, session_ids: list[str]) -> dict[str, Any]:
+async def progress_of(
+    sessionmaker: Sessionmaker, session_ids: list[str]
+) -> dict[str, WatchProgress]:
     """What the bot's polls measured of these sessions (those it watches), for `ls`."""
     async with sessionmaker() as db:
         return await stored_progress(db, session_ids)

@@ -13,7 +13,6 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -25,6 +24,7 @@ from bot import rendering
 from bot.commands.parser import DEFAULT_FILTERS
 from bot.outbox.queue import end_subscriptions
 from bot.store.engine import insert_ignoring
+from bot.store.progress import WatchProgress
 from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
@@ -333,14 +333,14 @@ async def set_digest(
     settings.updated_by, settings.updated_at = user_id, utcnow()
 
 
-async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, Any]:
+async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, WatchProgress]:
     """The progress column of those of these sessions the bot watches."""
     rows = await db.execute(
         select(WatchedSession.session_id, WatchedSession.progress).where(
             WatchedSession.session_id.in_(session_ids)
         )
     )
-    return {r.session_id: r.progress for r in rows if r.progress is not None}
+    return {r.session_id: WatchProgress.read(r.progress) for r in rows if r.progress is not None}
 
 
 async def set_target(db: AsyncSession, subscription_id: int, step: int) -> None:

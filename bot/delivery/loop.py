@@ -44,6 +44,7 @@ from bot.outbox.contract.payloads import Kind, OncallPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, claim_due, fence
 from bot.root_card import CardWatch
+from bot.store.progress import CardView
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.client import TogetherClient
 
@@ -137,7 +138,7 @@ async def card_watches(
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {
         r.id: CardWatch(
-            progress=r.progress,
+            progress=CardView.read(r.progress),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
         )

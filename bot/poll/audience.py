@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from bot.alerts.stall import ProgressCheck, StallSettings, load_progress
+from bot.alerts.stall import ProgressCheck, StallSettings
 from bot.alerts.stall import rows as stall_rows
 from bot.outbox.contract.rows import (
     OutboxRow,
@@ -24,6 +24,7 @@ from bot.outbox.contract.rows import (
     status_row,
     watch_row,
 )
+from bot.store.progress import CardView, WatchProgress
 from bot.training.rules import eta
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
@@ -47,7 +48,7 @@ class SessionEvent:
     progress: ProgressCheck | None = None
     # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
     # and the key of what it shows.
-    watch: dict[str, Any] | None = None
+    watch: WatchProgress | None = None
     watch_key: str | None = None
 
 
@@ -82,15 +83,15 @@ def tells(filters: frozenset[str], transition: Transition) -> bool:
 
 
 def _card_watch(
-    watch: dict[str, Any], key: str, sub: Watcher, now: datetime
-) -> list[tuple[str, dict[str, Any]]]:
+    watch: WatchProgress, key: str, sub: Watcher, now: datetime
+) -> list[tuple[str, CardView]]:
     """What one subscription's card shows of the watch: the resource (spend
     watch) and, with its own `target=`, the target and ETA; nothing when neither."""
     if sub.target_step is None:
-        return [(key, watch)] if watch.get("spend") else []
-    progress, _ = load_progress(watch)
+        return [(key, CardView.of(watch))] if watch.spend is not None else []
+    progress = watch.progress()
     when = eta(progress, sub.target_step, now) if progress is not None else None
-    shown = watch | {"target": sub.target_step, "eta": when.isoformat() if when else None}
+    shown = CardView.of(watch, target=sub.target_step, eta=when)
     return [(f"{key}:t{sub.target_step}", shown)]
 
 

@@ -22,6 +22,7 @@ from bot.alerts.stall import ProgressCheck
 from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
+from bot.store.progress import WatchProgress
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
@@ -31,11 +32,6 @@ from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect
 
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
-
-# In the progress column: how many times what the card shows of the watch has
-# changed. It numbers the redraws, so a value that comes back (12, 13, then 12
-# steps/min again) is a new redraw, not a repeat of the first one.
-REDRAWS = "redraws"
 
 
 class Watched(Protocol):
@@ -209,17 +205,16 @@ def judge(
             interval=interval,
         )
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            values["progress"], progress, key = _watch_progress(
+            watch, progress, key = _watch_progress(
                 row, fetched, now=now, stall_after=stall_after, read=read
             )
+            values["progress"] = watch.dump()
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             # the card is redrawn when what it shows changes: the resource, steps/min
             if key is not None and not fetched.terminal:
                 found.append(
-                    SessionEvent(
-                        values["transition_seq"], fetched, watch=values["progress"], watch_key=key
-                    )
+                    SessionEvent(values["transition_seq"], fetched, watch=watch, watch_key=key)
                 )
             # the row this state was built from; a later poll of the same row is steady
             values["fingerprint"] = fingerprint
@@ -259,7 +254,7 @@ def _steady(
     progress, check, key = _watch_progress(
         row, fetched.head, now=now, stall_after=stall_after, read=read
     )
-    return progress if check is None and key is None else None
+    return progress.dump() if check is None and key is None else None
 
 
 def _watch_progress(
@@ -269,22 +264,17 @@ def _watch_progress(
     now: datetime,
     stall_after: timedelta | None,
     read: Read | None,
-) -> tuple[dict[str, Any], ProgressCheck | None, str | None]:
+) -> tuple[WatchProgress, ProgressCheck | None, str | None]:
     """The progress column after this poll (the step as seen, the spend watch's
     read, the redraws so far), the stall watch's check when it may owe a message,
     and the key of this redraw of the card when what it shows of the watch changed
     (None: it did not): numbered, so each change is its own redraw."""
-    progress, check = check_progress(row.progress, session, now=now, stall_after=stall_after)
-    old = row.progress if isinstance(row.progress, dict) else {}
-    spend = stored_spend(old.get("spend"), read, now=now)
-    if spend is not None:
-        progress["spend"] = spend
-    redraws = old.get(REDRAWS)
-    if not isinstance(redraws, int) or isinstance(redraws, bool) or redraws < 0:
-        redraws = 0
+    old = WatchProgress.read(row.progress)
+    progress, check = check_progress(old, session, now=now, stall_after=stall_after)
+    if read is not None:  # the spend watch's read this cycle replaces its last one
+        progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})
     key = watch_key(progress)
-    if key is None or key == watch_key(row.progress):
-        progress[REDRAWS] = redraws
-        return progress, check, None
-    progress[REDRAWS] = redraws + 1
-    return progress, check, f"{redraws + 1}:{key}"
+    if key is None or key == watch_key(old):
+        return progress.model_copy(update={"redraws": old.redraws}), check, None
+    redraws = old.redraws + 1
+    return progress.model_copy(update={"redraws": redraws}), check, f"{redraws}:{key}"

@@ -155,8 +155,8 @@ class WatchedSession(Base):
     # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
     # session is set aside (inactive, `last_failure` says why) with one alert.
     write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
-    # The step as the bot's polls saw it (`bot.alerts.stall.stored_progress`): when
-    # it last moved, the measured steps/min, when it was last seen.
+    # The watches' view of the session (`bot.store.progress.WatchProgress`): the step
+    # as the polls saw it, the spend watch's last read, the idle follow-up's mark.
     progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
     # A hash of the Together row the stored state was built from (`RawSession`): a
     # poll whose row hashes the same changes nothing but the progress. NULL: unknown.

@@ -13,6 +13,7 @@ import pytest
 from bot.alerts.idle import attached_sessions, idle_since
 from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer, waiting
 from bot.alerts.stall import check as stall_check
+from bot.store.progress import WatchProgress
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
@@ -73,7 +74,7 @@ def look(status: str = "STOPPED", **progress: Any) -> Candidate | None:
     return candidate(
         "s1",
         last_status=f"TRAINING_SESSION_STATUS_{status}",
-        progress=progress,
+        progress=WatchProgress.read(progress),
         snapshot={"model_resources_id": RID},
         now=NOW,
         fresh_for=FRESH,
@@ -103,7 +104,7 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
         candidate(
             "s1",
             last_status="STOPPED",
-            progress=None,
+            progress=WatchProgress.read(None),
             snapshot={"model_resources_id": "../x"},
             now=NOW,
             fresh_for=FRESH,
@@ -144,7 +145,7 @@ async def test_attached_sessions_reads_every_page(
 def test_a_resource_not_ready_yet_is_looked_at_again_a_quarter_threshold_later() -> None:
     after = timedelta(minutes=20)
     for status in (ResourceStatus.PENDING, ResourceStatus.CREATING, ResourceStatus.STOPPING):
-        mark = waiting(status, now=NOW, after=after)
+        mark = waiting(status, now=NOW, after=after).dump()
         assert "done" not in mark and mark["waiting"] == status.value
         assert mark["check_at"] == (NOW + timedelta(minutes=5)).isoformat()
         assert look(idle_check={"resource_id": RID} | mark) is None  # not before then
@@ -199,7 +200,7 @@ def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
         step=5,
         created_at="0001-01-01T00:00:00+05:00",
     )
-    _, got = stall_check(stored, running, now=NOW)
+    _, got = stall_check(WatchProgress.read(stored), running, now=NOW)
     assert got is not None and got.expires_at == datetime.max
     assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX
 

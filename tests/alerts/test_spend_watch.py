@@ -10,9 +10,9 @@ from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, stored, watch_key
-from bot.alerts.stall import stored_progress
 from bot.rendering.watch import watch_blocks
 from bot.root_card import CardWatch, card_facts, card_with_watch, facts
+from bot.store.progress import CardView, WatchProgress
 from bot.together.client import TogetherClient
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
@@ -30,20 +30,20 @@ def resource(status: str = "READY", **over: object) -> ModelResource:
 
 def test_ready_time_adds_up_only_between_two_ready_reads() -> None:
     first = stored(None, (resource("CREATING"), PRICE), now=NOW)
-    assert first is not None and first["ready_seconds"] == 0.0
+    assert first is not None and first.ready_seconds == 0.0
     second = stored(first, (resource(), PRICE), now=NOW + timedelta(minutes=5))
-    assert second is not None and second["ready_seconds"] == 0.0  # was not READY before
+    assert second is not None and second.ready_seconds == 0.0  # was not READY before
     third = stored(second, (resource(), PRICE), now=NOW + timedelta(minutes=35))
-    assert third is not None and third["ready_seconds"] == 1800.0
+    assert third is not None and third.ready_seconds == 1800.0
     stopped = stored(third, (resource("STOPPED"), PRICE), now=NOW + timedelta(minutes=40))
-    assert stopped is not None and stopped["ready_seconds"] == 1800.0
+    assert stopped is not None and stopped.ready_seconds == 1800.0
 
 
 def test_a_failed_read_keeps_the_last_and_a_failed_price_keeps_the_old_price() -> None:
     first = stored(None, (resource(), PRICE), now=NOW)
     assert stored(first, None, now=NOW + timedelta(minutes=1)) == first
     later = stored(first, (resource(), None), now=NOW + timedelta(minutes=1))
-    assert later is not None and later["price"] == PRICE.model_dump(mode="json")
+    assert later is not None and later.price == PRICE.model_dump(mode="json")
 
 
 def test_another_resource_starts_the_count_again() -> None:
@@ -52,13 +52,13 @@ def test_another_resource_starts_the_count_again() -> None:
         make_model_resource("8d3e4567-e89b-12d3-a456-426614174000", "READY", now=NOW)
     )
     later = stored(first, (other, PRICE), now=NOW + timedelta(hours=1))
-    assert later is not None and later["ready_seconds"] == 0.0
+    assert later is not None and later.ready_seconds == 0.0
 
 
 def test_the_card_says_gpu_price_and_an_estimated_spend() -> None:
     first = stored(None, (resource(), PRICE), now=NOW)
     spend = stored(first, (resource(), PRICE), now=NOW + timedelta(hours=2))
-    got = facts({"rate": 3.0, "spend": spend})
+    got = facts(CardView.of(WatchProgress.model_construct(rate=3.0, spend=spend)))
     assert got.resource is not None and got.resource.id == RID
     assert got.ready_seconds == 7200.0
     shown = str(watch_blocks(got))
@@ -69,9 +69,9 @@ def test_the_card_says_gpu_price_and_an_estimated_spend() -> None:
 
 def test_unreadable_columns_give_no_facts() -> None:
     for bad in (None, "x", {"spend": "x"}, {"spend": {"resource": 3, "price": []}}):
-        got = facts(bad)
+        got = facts(CardView.read(bad))
         assert got.resource is None and got.price is None and got.ready_seconds is None
-    assert card_key(None) is None and card_key("x") is None
+    assert card_key(None) is None and card_key(WatchProgress.read("x").spend) is None
 
 
 def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready() -> None:
@@ -91,25 +91,29 @@ def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready()
 
 
 def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the_eta() -> None:
-    assert watch_key({"rate": None}) is None and watch_key(None) is None
-    slow, fast = watch_key({"rate": 10.0}), watch_key({"rate": 10.2})
+    def key(watch: object) -> str | None:
+        return watch_key(WatchProgress.read(watch))
+
+    assert key({"rate": None}) is None and key(None) is None
+    slow, fast = key({"rate": 10.0}), key({"rate": 10.2})
     assert slow is not None and slow == fast  # the same "10 steps/min"
-    assert watch_key({"rate": 12.0}) != slow
+    assert key({"rate": 12.0}) != slow
     spend = stored(None, (resource(), PRICE), now=NOW)
-    assert watch_key({"rate": 10.0, "spend": spend}) != slow
+    assert spend is not None and key({"rate": 10.0, "spend": spend.dump()}) != slow
     eta = NOW + timedelta(minutes=10)
-    got = facts({"rate": 100.0, "target": 2000, "eta": eta.isoformat()})
+    got = facts(CardView.read({"rate": 100.0, "target": 2000, "eta": eta.isoformat()}))
     assert got.target == 2000 and got.eta == eta
     shown = str(watch_blocks(got, step=1000))
     assert "step 2,000, ETA" in shown and "100 steps/min" in shown
-    assert facts({"target": True, "eta": "soon"}).target is None
+    assert facts(CardView.read({"target": True, "eta": "soon"})).target is None
 
 
-def _watched(step: int, since: datetime, *, running: bool = True) -> dict[str, Any]:
+def _watched(step: int, since: datetime, *, running: bool = True) -> CardView:
     """A `watched_sessions.progress` value: the step since `since`, 10 steps/min,
     on a READY resource."""
     progress = Progress(step=step, since=since, running=running, rate=10.0, anchored=True)
-    return stored_progress(progress, since) | {"spend": stored(None, (resource(), PRICE), now=NOW)}
+    spend = stored(None, (resource(), PRICE), now=NOW)
+    return CardView.of(WatchProgress.seen(progress, since, spend=spend))
 
 
 def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() -> None:
@@ -138,10 +142,11 @@ def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() ->
 
 def test_a_watch_state_without_progress_still_shows_the_resource() -> None:
     spend = stored(None, (resource(), PRICE), now=NOW)
-    got, step = card_facts(CardWatch({"spend": spend}, target=50), now=NOW)
+    view = CardView.of(WatchProgress.model_construct(spend=spend))
+    got, step = card_facts(CardWatch(view, target=50), now=NOW)
     assert got.resource is not None and got.target == 50 and got.eta is None and step is None
-    nothing, _ = card_facts(CardWatch(None), now=NOW)
-    assert nothing == facts(None)
+    nothing, _ = card_facts(CardWatch(CardView.read(None)), now=NOW)
+    assert nothing == facts(CardView.read(None))
 
 
 # --- ResourceReader: which resources a cycle reads, and how --------------------------------

@@ -7,9 +7,10 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bot.alerts.stall import StallSettings, check, load_progress, rows, threshold
+from bot.alerts.stall import StallSettings, check, rows, threshold
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import Thread
+from bot.store.progress import WatchProgress
 from bot.training.sessions import TrainingSession
 from tests.fakes import make_session
 from tests.fakes.together import make_model_resource
@@ -31,7 +32,8 @@ def threads(*minutes: int | None, muted: bool = False) -> list[tuple[Thread, int
 
 
 def poll(stored: object, s: TrainingSession, at: timedelta) -> tuple[dict, object]:
-    return check(stored, s, now=T0 + at)
+    new, progress = check(WatchProgress.read(stored), s, now=T0 + at)
+    return new.dump(), progress
 
 
 def owed(stored: object, s: TrainingSession, at: timedelta, subs: list) -> tuple[dict, list]:
@@ -101,10 +103,11 @@ def test_a_slow_start_is_told_from_togethers_created_at() -> None:
 def test_the_progress_column_round_trips_and_odd_values_are_a_first_look() -> None:
     stored, _ = poll(None, session(step=12345678901234567), 0 * MIN)
     assert stored["step"] == "12345678901234567"
-    progress, seen_at = load_progress(stored)
+    read = WatchProgress.read(stored)
+    progress, seen_at = read.progress(), read.seen_at
     assert progress is not None and progress.step == 12345678901234567 and seen_at == T0
     for odd in (None, "x", {}, {"since": "yesterday", "seen_at": "now"}, {"step": "a"}):
-        assert load_progress(odd) == (None, None)
+        assert WatchProgress.read(odd).progress() is None
 
 
 def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
@@ -119,8 +122,7 @@ def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
             stall_after=default, creating_after=30 * MIN, oncall_channel="COPS", page_on_stall=True
         )
         for _ in range(40):
-            narrowed: object = None
-            every: object = None
+            narrowed = every = WatchProgress.read(None)
             at, step, status = timedelta(0), 7, "RUNNING"
             skipped = 0
             for _ in range(30):

@@ -162,11 +162,12 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
 
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
+    from bot.store.progress import WatchProgress
     from bot.training.sessions import TrainingSession
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
     since = datetime(2026, 3, 1, 10, 0)
-    stored = {
+    stored_json = {
         "step": "7",
         "since": since.isoformat(),
         "running": True,
@@ -175,6 +176,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
         "seen_at": since.isoformat(),
     }
     at = since + timedelta(minutes=20)
+    stored = WatchProgress.read(stored_json)
     stalled = with_progress(row, stored, at, timedelta(minutes=15))
     assert stalled.rate == 2.5 and stalled.stalled
     assert not with_progress(row, stored, at, timedelta(minutes=30)).stalled
@@ -206,6 +208,7 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
+    from bot.store.progress import WatchProgress
     from bot.training.resources import ModelResource
     from bot.training.sessions import TrainingSession
     from tests.fakes.together import make_model_resource
@@ -216,18 +219,21 @@ def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
         id="s1", status="TRAINING_SESSION_STATUS_STOPPED", model_resources_id="res-a"
     )
     row = SessionRow(session=stopped, resource=ready)
-    idle = {"idle_check": {"resource_id": "res-a", "idle_since": "2026-03-01T10:00:00"}}
+    idle_json = {"idle_check": {"resource_id": "res-a", "idle_since": "2026-03-01T10:00:00"}}
+    idle = WatchProgress.read(idle_json)
     assert with_progress(row, idle, at, None).idle_resource
-    alerted = {"idle_check": idle["idle_check"] | {"done": "alerted"}}
+    alerted = WatchProgress.read({"idle_check": idle_json["idle_check"] | {"done": "alerted"}})
     assert with_progress(row, alerted, at, None).idle_resource
     # Busy (taken by another session on this page, or as the follow-up found it),
     # not READY any more, or about another resource: no flag.
     assert not with_progress(row, idle, at, None, busy={"res-a"}).idle_resource
-    busy = {"idle_check": {"resource_id": "res-a", "done": "busy"}}
+    busy = WatchProgress.read({"idle_check": {"resource_id": "res-a", "done": "busy"}})
     assert not with_progress(row, busy, at, None).idle_resource
     pending = ModelResource.model_validate(make_model_resource("res-a", "PENDING"))
     assert not with_progress(SessionRow(stopped, resource=pending), idle, at, None).idle_resource
-    other = {"idle_check": {"resource_id": "res-b", "idle_since": "2026-03-01T10:00:00"}}
+    other = WatchProgress.read(
+        {"idle_check": {"resource_id": "res-b", "idle_since": "2026-03-01T10:00:00"}}
+    )
     assert not with_progress(row, other, at, None).idle_resource
     running = SessionRow(
         TrainingSession(

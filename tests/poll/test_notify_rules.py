@@ -20,6 +20,7 @@ from bot.outbox.contract.payloads import (
 )
 from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Watcher, notifications, tells
+from bot.store.progress import WatchProgress
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
 from tests.fakes import make_session
@@ -179,7 +180,7 @@ def test_an_unknown_kind_is_refused() -> None:
 
 def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
-    watch = {"rate": 2.0, "spend": {"status": "READY"}}
+    watch = WatchProgress.read({"rate": 2.0, "spend": {"status": "READY"}})
     events = {SID: [SessionEvent(3, session, watch=watch, watch_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
@@ -188,7 +189,8 @@ def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_sh
     assert rows.alerts == []
     for row in rows.rows:
         payload = row.payload
-        assert isinstance(payload, RootPayload) and payload.watch == watch
+        assert isinstance(payload, RootPayload) and payload.watch is not None
+        assert payload.watch.dump() == watch.dump()
         assert payload.old_status == payload.new_status == session.status
 
 
@@ -197,11 +199,11 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     since = NOW - timedelta(minutes=1)
     watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
     watch |= {"anchored": True, "seen_at": NOW.isoformat()}
-    events = {SID: [SessionEvent(3, session, watch=watch, watch_key="k")]}
+    events = {SID: [SessionEvent(3, session, watch=WatchProgress.read(watch), watch_key="k")]}
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows
     [row] = rows  # no spend and no target: no redraw for subscription 1
     assert row.dedupe_key == "watch:2:k:t2000"
     assert isinstance(row.payload, RootPayload) and row.payload.watch is not None
-    assert row.payload.watch["target"] == 2000
-    assert row.payload.watch["eta"] == (NOW + timedelta(minutes=10)).isoformat()
+    assert row.payload.watch.dump()["target"] == 2000
+    assert row.payload.watch.dump()["eta"] == (NOW + timedelta(minutes=10)).isoformat()

@@ -29,8 +29,8 @@ from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import watch_state
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
 from tests.fakes import FakeSlack, FakeTogether, make_session
-from tests.support import BotFactory, query, wait_until
 from tests.process.test_exactly_once import notifications, subscribe
+from tests.support import BotFactory, query, wait_until
 
 T = TypeVar("T")
 INT64_MAX = 9223372036854775807

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from bot.store.progress import CardView
+
 
 class Kind(StrEnum):
     """What a row tells, and so how delivery sends it."""
@@ -48,7 +50,7 @@ class TransitionPayload(_StatusChange):
 class RootPayload(_StatusChange):
     kind: Literal[Kind.ROOT] = Kind.ROOT
     #: the watch's view of the session (`watched_sessions.progress`) for the card
-    watch: dict[str, Any] | None = None
+    watch: CardView | None = None
 
 
 class CheckpointsPayload(_Payload):

@@ -28,6 +28,7 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
+from bot.store.progress import CardView
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.transitions import Transition
@@ -115,9 +116,7 @@ def status_row(
     return _thread_row(thread, f"transition:{thread.subscription_id}:{seq}", payload)
 
 
-def watch_row(
-    thread: Thread, *, key: str, session: TrainingSession, watch: dict[str, Any]
-) -> OutboxRow:
+def watch_row(thread: Thread, *, key: str, session: TrainingSession, watch: CardView) -> OutboxRow:
     """A redraw of one subscription's root card with what the spend watch saw
     (resource, price, estimated spend), once per `key` of what it shows."""
     payload = RootPayload(
