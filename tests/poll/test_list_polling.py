@@ -272,7 +272,11 @@ def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
     start = _first_pages(together)
     time.sleep(10)
     passes = _first_pages(together) - start
-    assert 2 <= passes <= 4, passes
+    # Shared, a round is one pass: one to three in 10 s at a 3.5-5 s interval (the
+    # interval follows the pages measured per session polled, which the first
+    # one- and two-session cycles raise for a while). Each on its own phase would
+    # make three passes a round: six or more.
+    assert 1 <= passes <= 4, passes
     cycles = [line for line in bot.log().splitlines() if "poll cycle:" in line]
     assert "poll cycle: 3 sessions" in cycles[-1]  # all three in one cycle
 
