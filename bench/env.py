@@ -27,7 +27,7 @@ from bot.store.engine import make_engine  # noqa: E402
 from bot.store.migrations import upgrade  # noqa: E402
 from bot.store.tables import Subscription, WatchedSession, utcnow  # noqa: E402
 from bot.training.sessions import TrainingSession  # noqa: E402
-from bot.training.snapshots import watch_state  # noqa: E402
+from bot.training.snapshots import seen_state  # noqa: E402
 from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402
 
@@ -107,7 +107,7 @@ def _watch_row(sid: str, snapshot: dict[str, Any], *, due: datetime, active: boo
     return {
         "session_id": sid,
         "active": active,
-        **watch_state(session),
+        **seen_state(session),
         "transition_seq": 0,
         "next_poll_at": due,
         "last_polled_at": None,

@@ -62,7 +62,7 @@ def card_key(spend: SpendRead | None) -> str | None:
     return digest[:16]
 
 
-def watch_key(progress: WatchProgress) -> str | None:
+def card_view_key(progress: WatchProgress) -> str | None:
     """A short key of what the card shows of a `watched_sessions.progress`
     value: the resource (`card_key`) and the steps/min as worded (None: neither)."""
     spend, rate = card_key(progress.spend), rate_words(progress.rate)

@@ -28,7 +28,7 @@ from bot.store.progress import WatchProgress
 from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ async def watch(db: AsyncSession, session: TrainingSession, *, first_poll_in: fl
     """Start (or restart) polling a session from what Together says now; its first
     poll is due `first_poll_in` seconds from now."""
     now = utcnow()
-    values = watch_state(session) | {
+    values = seen_state(session) | {
         "next_poll_at": now + timedelta(seconds=first_poll_in),
         "active": True,
         "consecutive_failures": 0,

@@ -38,7 +38,7 @@ BASELINE_CLOCK_SLACK = timedelta(seconds=60)
 ERROR_STATUS = STATUS_PREFIX + Status.ERROR.value
 
 
-async def watch_all_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
+async def page_new_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
     """Alert on-call for any session that entered ERROR since the watch began,
     subscribed or not; each error once (the alert's dedupe key is the error).
 

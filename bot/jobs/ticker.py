@@ -21,7 +21,7 @@ from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
-from bot.jobs.error_watch import watch_all_errors
+from bot.jobs.error_watch import page_new_errors
 from bot.jobs.prune import prune_outbox, prune_watches
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
@@ -192,7 +192,7 @@ class Ticker:
                 break
 
     async def watch_errors(self) -> None:
-        if await watch_all_errors(self.rt, lister=self.lister):
+        if await page_new_errors(self.rt, lister=self.lister):
             self._deliver_now()
 
     async def watch_idle(self) -> None:

@@ -49,10 +49,10 @@ class SessionEvent:
     # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
     # and the key of what it shows.
     watch: WatchProgress | None = None
-    watch_key: str | None = None
+    card_view_key: str | None = None
 
 
-class Watcher(NamedTuple):
+class Subscriber(NamedTuple):
     """One active subscription, as far as telling is concerned."""
 
     id: int
@@ -83,7 +83,7 @@ def tells(filters: frozenset[str], transition: Transition) -> bool:
 
 
 def _card_watch(
-    watch: WatchProgress, key: str, sub: Watcher, now: datetime
+    watch: WatchProgress, key: str, sub: Subscriber, now: datetime
 ) -> list[tuple[str, CardView]]:
     """What one subscription's card shows of the watch: the resource (spend
     watch) and, with its own `target=`, the target and ETA; nothing when neither."""
@@ -97,7 +97,7 @@ def _card_watch(
 
 def notifications(
     events: Mapping[str, Sequence[SessionEvent]],
-    watchers: Iterable[Watcher],
+    watchers: Iterable[Subscriber],
     *,
     now: datetime,
     oncall_channel: str | None,
@@ -110,7 +110,7 @@ def notifications(
     gets a `root` row, so its root card keeps showing the current state. An
     error also pages on-call once, linking the first subscription's thread.
     Watchers are taken in the order given (the first one's thread is linked)."""
-    by_session: dict[str, list[Watcher]] = defaultdict(list)
+    by_session: dict[str, list[Subscriber]] = defaultdict(list)
     for watcher in watchers:
         by_session[watcher.session_id].append(watcher)
     stored = stored_snapshots or {}
@@ -119,7 +119,7 @@ def notifications(
         subs = by_session.get(session_id, [])
         for event in found:
             session = event.session
-            if event.watch is not None and event.watch_key and session is not None:
+            if event.watch is not None and event.card_view_key and session is not None:
                 out.rows += [
                     watch_row(
                         Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
@@ -128,7 +128,7 @@ def notifications(
                         watch=watch,
                     )
                     for sub in subs
-                    for key, watch in _card_watch(event.watch, event.watch_key, sub, now)
+                    for key, watch in _card_watch(event.watch, event.card_view_key, sub, now)
                 ]
                 continue
             if event.progress is not None:

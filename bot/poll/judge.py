@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.alerts.resource_reader import Read
+from bot.alerts.spend import card_view_key
 from bot.alerts.spend import stored as stored_spend
-from bot.alerts.spend import watch_key
 from bot.alerts.stall import ProgressCheck
 from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
@@ -25,7 +25,7 @@ from bot.poll.pace import backoff
 from bot.store.progress import WatchProgress
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 from bot.training.status import short_status
 from bot.training.time_bounds import later
 from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect, gone
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
 
 
-class Watched(Protocol):
+class WatchedRow(Protocol):
     """What `observe` reads of a session's watch row."""
 
     @property
@@ -49,7 +49,7 @@ class Watched(Protocol):
     def not_found_since(self) -> datetime | None: ...
 
 
-class StoredWatch(Watched, Protocol):
+class StoredWatchedRow(WatchedRow, Protocol):
     """What `judge` reads of a session's watch row: `observe`'s columns, and what
     tells a steady poll (nothing but time moved) from one to judge whole."""
 
@@ -66,7 +66,7 @@ class StoredWatch(Watched, Protocol):
 
 
 def observe(
-    row: Watched,
+    row: WatchedRow,
     fetched: TrainingSession | TogetherError,
     *,
     now: datetime,
@@ -78,7 +78,7 @@ def observe(
     the events to tell, numbered on from `row.transition_seq`.
 
     A failure backs the session off; Together's own 404 is told as "gone" only
-    once it has lasted `confirm`; a state is stored whole (`watch_state`) and
+    once it has lasted `confirm`; a state is stored whole (`seen_state`) and
     its checkpoint news and status change become events."""
     if isinstance(fetched, TogetherError) and not fetched.sent:
         # Held back by a shared pause (another session's 429): ask again when it
@@ -126,7 +126,7 @@ def observe(
     if change is not None:
         seq += 1
         found.append(SessionEvent(seq, session, transition=change))
-    return watch_state(session) | {
+    return seen_state(session) | {
         "transition_seq": seq,
         "consecutive_failures": 0,
         "not_found_since": None,
@@ -163,7 +163,7 @@ class Judgement:
 
 
 def judge(
-    rows: Mapping[str, StoredWatch],
+    rows: Mapping[str, StoredWatchedRow],
     outcomes: Mapping[str, Fetched],
     *,
     now: datetime,
@@ -214,7 +214,7 @@ def judge(
             # the card is redrawn when what it shows changes: the resource, steps/min
             if key is not None and not fetched.terminal:
                 found.append(
-                    SessionEvent(values["transition_seq"], fetched, watch=watch, watch_key=key)
+                    SessionEvent(values["transition_seq"], fetched, watch=watch, card_view_key=key)
                 )
             # the row this state was built from; a later poll of the same row is steady
             values["fingerprint"] = fingerprint
@@ -225,7 +225,7 @@ def judge(
 
 
 def _steady(
-    row: StoredWatch,
+    row: StoredWatchedRow,
     fetched: RawSession,
     *,
     now: datetime,
@@ -258,7 +258,7 @@ def _steady(
 
 
 def _watch_progress(
-    row: StoredWatch,
+    row: StoredWatchedRow,
     session: TrainingSession,
     *,
     now: datetime,
@@ -273,8 +273,8 @@ def _watch_progress(
     progress, check = check_progress(old, session, now=now, stall_after=stall_after)
     if read is not None:  # the spend watch's read this cycle replaces its last one
         progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})
-    key = watch_key(progress)
-    if key is None or key == watch_key(old):
+    key = card_view_key(progress)
+    if key is None or key == card_view_key(old):
         return progress.model_copy(update={"redraws": old.redraws}), check, None
     redraws = old.redraws + 1
     return progress.model_copy(update={"redraws": redraws}), check, f"{redraws}:{key}"

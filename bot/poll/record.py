@@ -26,7 +26,7 @@ from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
 from bot.outbox.queue import SESSION_ENDED, insert_outbox, unalerted
-from bot.poll.audience import SessionEvent, Watcher, notifications
+from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
@@ -173,7 +173,7 @@ async def _write_events(
         .order_by(Subscription.id)
     )
     watchers = [
-        Watcher(
+        Subscriber(
             id=sub.id,
             session_id=sub.session_id,
             channel_id=sub.channel_id,

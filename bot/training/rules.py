@@ -152,7 +152,7 @@ class StallEvent:
 
 
 @dataclass(frozen=True)
-class StallWatch:
+class StallNotice:
     """One subscriber's view of a stall: its threshold and whether it was told."""
 
     #: None: stall alerts are off for this subscription
@@ -162,11 +162,11 @@ class StallWatch:
 
 
 def stall_rule(
-    watch: StallWatch,
+    watch: StallNotice,
     progress: Progress,
     change: StepChange | None,
     now: datetime,
-) -> tuple[StallWatch, StallEvent | None]:
+) -> tuple[StallNotice, StallEvent | None]:
     """One "stalled" per episode once the threshold passes, one "resumed" when
     the step moves again; a session that stops running ends the episode
     silently (its status change is told already)."""
@@ -248,7 +248,7 @@ def creating_episode(created_at: datetime | None, first_seen: datetime) -> str:
 
 
 @dataclass(frozen=True)
-class ResourceWatch:
+class ResourceSeen:
     """What the bot has observed of one model resource."""
 
     status: ResourceStatus
@@ -271,13 +271,13 @@ class IdleEvent:
 
 
 def observe_resource(
-    prev: ResourceWatch | None,
+    prev: ResourceSeen | None,
     *,
     status: ResourceStatus,
     active_sessions: int,
     now: datetime,
     idle_after: timedelta | None = IDLE_RESOURCE_ALERT_AFTER,
-) -> tuple[ResourceWatch, IdleEvent | None]:
+) -> tuple[ResourceSeen, IdleEvent | None]:
     """Accumulate observed READY time and decide the idle alert.
 
     Between two polls that both saw READY the whole span counts; when the
@@ -298,7 +298,7 @@ def observe_resource(
     if idle and idle_since is None:
         idle_since = now
     told = prev.idle_told if prev is not None and prev.idle_told == idle_since else None
-    watch = ResourceWatch(status, now, seconds, idle_since, told)
+    watch = ResourceSeen(status, now, seconds, idle_since, told)
     if (
         idle_since is not None
         and told is None

@@ -62,7 +62,7 @@ def _dumped_fields(model: type[TrainingSession]) -> set[str]:
     return set(model.model_fields) - _KEPT_APART
 
 
-def watch_state(session: TrainingSession) -> dict[str, Any]:
+def seen_state(session: TrainingSession) -> dict[str, Any]:
     """The watch columns that say what the bot last saw of a session.
 
     Written from one place whenever Together tells the bot a session's state:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
-from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, stored, watch_key
+from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
 from bot.rendering.watch import watch_blocks
 from bot.root_card import CardWatch, card_facts, card_with_watch, facts
 from bot.store.progress import CardView, WatchProgress
@@ -92,7 +92,7 @@ def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready()
 
 def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the_eta() -> None:
     def key(watch: object) -> str | None:
-        return watch_key(WatchProgress.read(watch))
+        return card_view_key(WatchProgress.read(watch))
 
     assert key({"rate": None}) is None and key(None) is None
     slow, fast = key({"rate": 10.0}), key({"rate": 10.2})

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 import bot.jobs.error_watch as error_watch
 from bot.config import Settings
-from bot.jobs.error_watch import watch_all_errors
+from bot.jobs.error_watch import page_new_errors
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.queue import OutboxMessage
 from bot.store.engine import make_engine, make_sessionmaker
@@ -66,7 +66,7 @@ def run(db_url: str, lister: FakeLister, rounds: list[list[dict[str, Any]]]) -> 
             )
             for rows in rounds:
                 lister.rows = rows
-                await watch_all_errors(rt)
+                await page_new_errors(rt)
             async with maker() as db:
                 query = select(OutboxMessage.kind, OutboxMessage.session_id)
                 return [tuple(r) for r in await db.execute(query.order_by(OutboxMessage.id))]

@@ -20,7 +20,7 @@ from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import RawSession, TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 from bot.training.transitions import (
     TOLD_CHECKPOINTS,
     checkpoint_keys,
@@ -172,7 +172,7 @@ def test_thousands_of_checkpoints_keep_the_column_and_the_row_small(db_url: str)
                     active=True,
                     consecutive_failures=0,
                     write_failures=0,
-                    **watch_state(TrainingSession.model_validate(first)),
+                    **seen_state(TrainingSession.model_validate(first)),
                 )
             )
             db.add(

@@ -19,7 +19,7 @@ from bot.outbox.contract.payloads import (
     read_payload,
 )
 from bot.outbox.contract.rows import oncall_key, operator_row
-from bot.poll.audience import SessionEvent, Watcher, notifications, tells
+from bot.poll.audience import SessionEvent, Subscriber, notifications, tells
 from bot.store.progress import WatchProgress
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
@@ -37,8 +37,8 @@ def _session(status: str, sid: str = SID) -> TrainingSession:
 
 def _watcher(
     id: int, filters: str = "status", *, muted_until: datetime | None = None, sid: str = SID
-) -> Watcher:
-    return Watcher(
+) -> Subscriber:
+    return Subscriber(
         id=id,
         session_id=sid,
         channel_id=f"C{id}",
@@ -181,7 +181,7 @@ def test_an_unknown_kind_is_refused() -> None:
 def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
     watch = WatchProgress.read({"rate": 2.0, "spend": {"status": "READY"}})
-    events = {SID: [SessionEvent(3, session, watch=watch, watch_key="abc")]}
+    events = {SID: [SessionEvent(3, session, watch=watch, card_view_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
     )
@@ -199,7 +199,7 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     since = NOW - timedelta(minutes=1)
     watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
     watch |= {"anchored": True, "seen_at": NOW.isoformat()}
-    events = {SID: [SessionEvent(3, session, watch=WatchProgress.read(watch), watch_key="k")]}
+    events = {SID: [SessionEvent(3, session, watch=WatchProgress.read(watch), card_view_key="k")]}
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows
     [row] = rows  # no spend and no target: no redraw for subscription 1

@@ -26,7 +26,7 @@ from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.training.rules import Progress, eta, idles_out_at
 from bot.training.sessions import RawSession, TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
 from tests.fakes import FakeSlack, FakeTogether, make_session
 from tests.process.test_exactly_once import notifications, subscribe
@@ -95,7 +95,7 @@ async def _watch(maker: Any, sid: str) -> None:
                 active=True,
                 consecutive_failures=0,
                 write_failures=0,
-                **watch_state(session),
+                **seen_state(session),
             )
         )
         db.add(

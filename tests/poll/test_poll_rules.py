@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.poll.audience import Watcher, notifications
+from bot.poll.audience import Subscriber, notifications
 from bot.poll.judge import Judgement, judge, observe
 from bot.poll.pace import MAX_POLL_BACKOFF_SECONDS
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 from bot.training.status import short_status
 from bot.training.transitions import GONE, checkpoint_keys
 from tests.fakes import make_session
@@ -44,7 +44,7 @@ def test_an_unchanged_session_is_stored_whole_and_tells_nothing() -> None:
     session = _session("RUNNING")
     values, events = _observe(Row(checkpoint_keys=checkpoint_keys(session)), session)
     assert events == []
-    assert values == watch_state(session) | {
+    assert values == seen_state(session) | {
         "transition_seq": 4,
         "consecutive_failures": 0,
         "not_found_since": None,
@@ -164,7 +164,7 @@ def test_a_session_not_among_the_rows_is_not_judged() -> None:
 def test_a_card_value_that_comes_back_is_redrawn_again() -> None:
     """12 → 13 → 12 steps/min: three redraws, each its own outbox row (the third
     one was dropped as a repeat of the first, and the card kept showing 13)."""
-    sub = Watcher(1, SID, "C1", "1.000", frozenset({"status"}), target_step=10_000)
+    sub = Subscriber(1, SID, "C1", "1.000", frozenset({"status"}), target_step=10_000)
     stored = StoredRow()
     shown: list[str] = []
     keys: list[str] = []

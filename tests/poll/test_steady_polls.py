@@ -26,7 +26,7 @@ from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
 from bot.together.answers import raw_sessions
 from bot.together.errors import TogetherError
 from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
-from bot.training.snapshots import watch_state
+from bot.training.snapshots import seen_state
 from tests.fakes import make_session
 from tests.support import examples
 
@@ -151,7 +151,7 @@ async def _watch(maker: Any, session: TrainingSession) -> None:
                 active=True,
                 consecutive_failures=0,
                 write_failures=0,
-                **watch_state(session),
+                **seen_state(session),
             )
         )
         db.add(
@@ -235,7 +235,7 @@ def test_a_row_like_the_stored_one_is_judged_whole_after_a_failure_or_another_wr
             assert stored.consecutive_failures == 0 and stored.last_failure is None
             assert stored.snapshot["display_name"] != "as-stored"
             # Another writer (a re-subscribe) stores a state from elsewhere: no fingerprint.
-            for key, value in watch_state(TrainingSession.model_validate(running)).items():
+            for key, value in seen_state(TrainingSession.model_validate(running)).items():
                 setattr(stored, key, value)
             stored.snapshot = {**stored.snapshot, "display_name": "as-stored"}
         async with maker() as db:

@@ -15,9 +15,9 @@ from bot.training.rules import (
     MAX_OBSERVED_GAP,
     STALL_AFTER,
     Progress,
-    ResourceWatch,
+    ResourceSeen,
     StallEvent,
-    StallWatch,
+    StallNotice,
     creating_episode,
     creating_overdue,
     estimated_spend,
@@ -38,9 +38,9 @@ MIN = timedelta(minutes=1)
 class Session:
     """Drives the rules the way the poller does: one call per poll."""
 
-    def __init__(self, *watches: StallWatch) -> None:
+    def __init__(self, *watches: StallNotice) -> None:
         self.progress: Progress | None = None
-        self.watches = list(watches) or [StallWatch()]
+        self.watches = list(watches) or [StallNotice()]
         self.events: list[list[StallEvent]] = [[] for _ in self.watches]
 
     def poll(self, at: timedelta, step: int | None, status: Status = Status.RUNNING) -> None:
@@ -86,7 +86,7 @@ def test_each_stall_episode_is_its_own_event() -> None:
 
 
 def test_per_subscription_threshold_and_off() -> None:
-    s = Session(StallWatch(), StallWatch(timedelta(minutes=30)), StallWatch(None))
+    s = Session(StallNotice(), StallNotice(timedelta(minutes=30)), StallNotice(None))
     for minute in range(0, 29):
         s.poll(minute * MIN, 5)
     assert [s.kinds(i) for i in range(3)] == [["stalled"], [], []]
@@ -138,7 +138,7 @@ def test_replaying_a_poll_from_the_same_state_gives_the_same_episode() -> None:
     events = []
     for _ in range(2):
         p, change = observe_progress(progress, status=Status.RUNNING, step=3, now=now)
-        _, event = stall_rule(StallWatch(), p, change, now)
+        _, event = stall_rule(StallNotice(), p, change, now)
         events.append(event)
     assert events[0] is not None and events[0] == events[1]
     assert events[0].episode == f"stalled:{T0.isoformat()}"
@@ -201,7 +201,7 @@ def test_creating_too_long() -> None:
 
 class Resource:
     def __init__(self, idle_after: timedelta | None = IDLE_RESOURCE_ALERT_AFTER) -> None:
-        self.watch: ResourceWatch | None = None
+        self.watch: ResourceSeen | None = None
         self.alerts: list[str] = []
         self.idle_after = idle_after
 
@@ -284,7 +284,7 @@ _polls = st.lists(
 def test_a_resumed_follows_its_stall_and_no_stall_repeats(
     polls: list[tuple[int, int | None, Status]], minutes: int | None
 ) -> None:
-    s = Session(StallWatch(timedelta(minutes=minutes) if minutes else None))
+    s = Session(StallNotice(timedelta(minutes=minutes) if minutes else None))
     at = timedelta(0)
     for gap, step, status in polls:
         at += gap * MIN
