@@ -5,6 +5,6 @@ import sys
 __version__ = "0.1.0"
 
 # httpx imports its command-line client (click, rich, pygments) whenever those are
-# installed, as developer tools install them: 3.5 MB the bot never uses. Without
+# installed, as developer tools install them: megabytes the bot never uses. Without
 # this module httpx defines a stub instead, as it does where they are missing.
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 The running bot only compares revisions (the start-up check, `/readyz`): it reads
 the head from the migration scripts' own `revision` / `down_revision` lines and
 the database's from `alembic_version`, without importing Alembic, which with
-Mako costs the process about 8 MB for good. Alembic is imported to migrate, and
+Mako costs the process megabytes for good. Alembic is imported to migrate, and
 to find the head when the scripts are not one straight line."""
 
 from __future__ import annotations

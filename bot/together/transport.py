@@ -93,7 +93,7 @@ class Transport:
         self._observe = observe
         # Requests wait for a connection here, not inside httpcore's pool: the pool
         # rescans its whole queue on every hand-over, which is quadratic in a burst
-        # (200 queued commands spent a quarter of the event loop there).
+        # of commands.
         self._slots = asyncio.Semaphore(_pool_size(http) or 32)
 
     async def _request(
@@ -141,7 +141,7 @@ class Transport:
 
         if len(response.content) > PARSE_INLINE_BYTES:
             # Big enough that decoding and validating would hold up other requests'
-            # acks: a worker thread (measured on 4 MiB: a 0.7 s stall becomes 0.15 s).
+            # acks: a worker thread.
             return await asyncio.to_thread(decode)
         return decode()
 
