@@ -23,6 +23,7 @@ from bot.runtime import Runtime
 from bot.store.engine import database_gone
 from bot.store.job_locks import claim_job, release_job
 from bot.store.tables import AlertSent, Subscription, db_now
+from bot.store.write_apart import write_apart
 from bot.together.list_pass import Lister, ListPass
 from bot.training.sessions import TrainingSession
 from bot.training.status import STATUS_PREFIX, Status
@@ -115,36 +116,20 @@ def _is_news(session: TrainingSession, baseline: datetime) -> bool:
 async def _write_apart(
     rt: Runtime, memos: list[_Memo], *, starting: bool
 ) -> tuple[int, list[_Memo]]:
-    """Write `memos` in one transaction; if that fails, each half in its own, halved
-    again where it fails, until the sessions at fault stand alone (one among n costs
-    about 2*log2(n) transactions). Returns how many were paged and the set-aside.
-
-    A database that is gone is not split over (every part would fail), nor is a
-    failure of every part: the fault is then in no one session."""
-    failures: list[tuple[_Memo, BaseException]] = []
+    """Write `memos` so that a session at fault is set aside alone (`write_apart`);
+    how many were paged, and the set-aside."""
     paged = 0
 
-    async def write(chunk: list[_Memo]) -> None:
+    async def write(chunk: Sequence[_Memo]) -> None:
         nonlocal paged
-        try:
-            paged += await _write(rt, chunk, starting=starting)
-        except Exception as exc:
-            if database_gone(exc):
-                raise
-            if len(chunk) == 1:
-                failures.append((chunk[0], exc))
-                return
-            if chunk is memos:
-                log.warning(
-                    "org-wide error watch could not write this run (%s); writing each apart",
-                    type(exc).__name__,
-                )
-            await write(chunk[: len(chunk) // 2])
-            await write(chunk[len(chunk) // 2 :])
+        paged += await _write(rt, chunk, starting=starting)
 
-    await write(memos)
-    if failures and len(failures) == len(memos) > 1:
-        raise failures[0][1]
+    failures = await write_apart(
+        memos,
+        write,
+        fatal=database_gone,
+        split_warning="org-wide error watch could not write this run (%s); writing each apart",
+    )
     for memo, exc in failures:
         log.error(
             "org-wide error watch set aside a session it could not write (%s)",

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.resource_reader import Read
@@ -28,7 +28,9 @@ from bot.outbox.queue import insert_outbox
 from bot.poll.fetch import Fetched
 from bot.poll.pace import backoff
 from bot.poll.record import record_outcomes
+from bot.store.engine import database_gone
 from bot.store.tables import WatchedSession, db_now
+from bot.store.write_apart import write_apart
 
 log = logging.getLogger(__name__)
 
@@ -54,60 +56,41 @@ async def store_apart(
     counted.
 
     Returns how many sessions changed to each status, and the outbox rows written."""
-    refused: dict[str, Exception] = {}
     to_status: dict[str, int] = defaultdict(int)
     totals = [0, 0]  # outbox rows, sessions stored
 
-    async def store(chunk: dict[str, Fetched]) -> None:
-        try:
-            async with sessionmaker() as db, db.begin():
-                statuses, written = await record_outcomes(
-                    db,
-                    chunk,
-                    owner=owner,
-                    settings=settings,
-                    polled_at=polled_at,
-                    interval=interval,
-                    incidents=False,
-                    reads=reads,
-                )
-        except Exception as exc:
-            if isinstance(exc, DBAPIError) and not _refused_data(exc):
-                raise
-            if len(chunk) == 1:
-                if not isinstance(exc, DBAPIError):  # a bug or an unforeseen value: say where
-                    log.error(
-                        "could not judge or store a session's poll result",
-                        exc_info=exc,
-                        extra={"session_id": next(iter(chunk))},
-                    )
-                refused.update(dict.fromkeys(chunk, exc))
-                return
-            if chunk is part:
-                log.warning(
-                    "could not store this batch's poll results (%s); storing each session apart",
-                    type(exc).__name__,
-                )
-            items = list(chunk.items())
-            await store(dict(items[: len(items) // 2]))
-            await store(dict(items[len(items) // 2 :]))
-            return
+    async def store(chunk: Sequence[str]) -> None:
+        async with sessionmaker() as db, db.begin():
+            statuses, written = await record_outcomes(
+                db,
+                {sid: part[sid] for sid in chunk},
+                owner=owner,
+                settings=settings,
+                polled_at=polled_at,
+                interval=interval,
+                incidents=False,
+                reads=reads,
+            )
         for status, n in statuses.items():
             to_status[status] += n
         totals[0] += written
         totals[1] += len(chunk)
 
-    await store(part)
-    if refused and not totals[1] and len(part) > 1:
-        raise next(iter(refused.values()))
-    for session_id, exc in refused.items():
+    refused = await write_apart(
+        list(part),
+        store,
+        fatal=lambda exc: isinstance(exc, DBAPIError) and database_gone(exc),
+        split_warning="could not store this batch's poll results (%s); storing each session apart",
+    )
+    for session_id, exc in refused:
+        if not isinstance(exc, DBAPIError):  # a bug or an unforeseen value: say where
+            log.error(
+                "could not judge or store a session's poll result",
+                exc_info=exc,
+                extra={"session_id": session_id},
+            )
         await _note_write_failure(sessionmaker, session_id, exc, owner=owner, settings=settings)
     return dict(to_status), totals[0]
-
-
-def _refused_data(exc: DBAPIError) -> bool:
-    """The database refused what was written (not: the database went away)."""
-    return not exc.connection_invalidated and not isinstance(exc, OperationalError | InterfaceError)
 
 
 async def _note_write_failure(
