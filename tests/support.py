@@ -322,3 +322,31 @@ class BotProcess:
 
 class BotFactory(Protocol):
     def __call__(self, **env: str) -> BotProcess: ...
+
+
+def watched_rows(session: Any, *, root_ts: str = "1.000", filters: str | None = None) -> list[Any]:
+    """A session as the poller finds it on its first due poll (its seen state
+    stored) and one channel's subscription to it, for in-process poll tests."""
+    from bot.store.tables import Subscription, WatchedSession, utcnow
+    from bot.training.snapshots import seen_state
+
+    subscription = Subscription(
+        team_id="T1",
+        channel_id="C1",
+        session_id=session.id,
+        root_ts=root_ts,
+        subscribed_by="U1",
+        active=True,
+    )
+    if filters is not None:
+        subscription.filters = filters
+    watched = WatchedSession(
+        session_id=session.id,
+        transition_seq=0,
+        next_poll_at=utcnow(),
+        active=True,
+        consecutive_failures=0,
+        write_failures=0,
+        **seen_state(session),
+    )
+    return [watched, subscription]

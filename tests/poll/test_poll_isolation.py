@@ -23,14 +23,13 @@ from bot.outbox.queue import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.isolate import MAX_WRITE_FAILURES, store_apart
 from bot.store.engine import make_engine, make_sessionmaker
-from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
+from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.training.rules import Progress, eta, idles_out_at
 from bot.training.sessions import RawSession, TrainingSession
-from bot.training.snapshots import seen_state
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
 from tests.fakes import FakeSlack, FakeTogether, make_session
 from tests.process.test_exactly_once import notifications, subscribe
-from tests.support import BotFactory, query, wait_until
+from tests.support import BotFactory, query, wait_until, watched_rows
 
 T = TypeVar("T")
 INT64_MAX = 9223372036854775807
@@ -87,27 +86,7 @@ def _run(db_url: str, work: Callable[[Any], Awaitable[T]]) -> T:
 async def _watch(maker: Any, sid: str) -> None:
     async with maker() as db, db.begin():
         session = TrainingSession.model_validate(make_session(sid))
-        db.add(
-            WatchedSession(
-                session_id=sid,
-                transition_seq=0,
-                next_poll_at=utcnow(),
-                active=True,
-                consecutive_failures=0,
-                write_failures=0,
-                **seen_state(session),
-            )
-        )
-        db.add(
-            Subscription(
-                team_id="T1",
-                channel_id="C1",
-                session_id=sid,
-                root_ts=f"1.{sid[0]}",
-                subscribed_by="U1",
-                active=True,
-            )
-        )
+        db.add_all(watched_rows(session, root_ts=f"1.{sid[0]}"))
 
 
 async def _lease(maker: Any, *sids: str) -> None:

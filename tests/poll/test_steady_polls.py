@@ -22,13 +22,13 @@ from bot.outbox.queue import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.record import record_outcomes
 from bot.store.engine import make_engine, make_sessionmaker
-from bot.store.tables import Subscription, WatchedSession, db_now, utcnow
+from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.together.answers import raw_sessions
 from bot.together.errors import TogetherError
 from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
 from bot.training.snapshots import seen_state
 from tests.fakes import make_session
-from tests.support import examples
+from tests.support import examples, watched_rows
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 OWNER = "replica-a"
@@ -143,27 +143,7 @@ async def _stored(db: AsyncSession) -> WatchedSession:
 
 async def _watch(maker: Any, session: TrainingSession) -> None:
     async with maker() as db, db.begin():
-        db.add(
-            WatchedSession(
-                session_id=SID,
-                transition_seq=0,
-                next_poll_at=utcnow(),
-                active=True,
-                consecutive_failures=0,
-                write_failures=0,
-                **seen_state(session),
-            )
-        )
-        db.add(
-            Subscription(
-                team_id="T1",
-                channel_id="C1",
-                session_id=SID,
-                root_ts="1.000",
-                subscribed_by="U1",
-                active=True,
-            )
-        )
+        db.add_all(watched_rows(session))
 
 
 def _rows(maker: Any) -> Awaitable[list[OutboxMessage]]:
