@@ -7,7 +7,7 @@ not hide the others); an object asked for by id must be that object.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -42,6 +42,24 @@ _Parsed = TypeVar("_Parsed", TrainingSession, ModelResource, RawSession)
 def query_string(params: list[tuple[str, str]]) -> str:
     """A URL's query, each value escaped (a status or cursor cannot add a parameter)."""
     return "&".join(f"{k}={quote(v, safe='')}" for k, v in params)
+
+
+def list_query(
+    status: str | Sequence[str] | None,
+    *,
+    limit: int,
+    after: str | None,
+    **filters: str | None,
+) -> str:
+    """A list endpoint's query, as Together reads it: `status[]=A&status[]=B`, then
+    the filters that are set, the page size (1 to 100) and the cursor."""
+    statuses = [status] if isinstance(status, str) else list(status or [])
+    params = [("status[]", s) for s in statuses]
+    params += [(name, value) for name, value in filters.items() if value]
+    params.append(("limit", str(max(1, min(100, limit)))))
+    if after:
+        params.append(("after", after))
+    return query_string(params)
 
 
 def parse_sessions(rows: list[Any]) -> list[TrainingSession]:

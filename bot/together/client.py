@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from bot.together.answers import next_cursor, parse_one, parse_sessions, query_string
+from bot.together.answers import list_query, next_cursor, parse_one, parse_sessions
 from bot.together.errors import TogetherError
 from bot.together.resources import ModelResourceEndpoints
 from bot.training.sessions import RawSession, TrainingSession, is_session_id
@@ -112,19 +112,16 @@ class TogetherClient(ModelResourceEndpoints):
         through can ask for the next page while it parses this one; `sent` is set
         once this request has left (not at all through a transport that does not
         say so)."""
-        statuses = [status] if isinstance(status, str) else list(status or [])
-        params: list[tuple[str, str]] = []
-        params.extend(("status[]", s) for s in statuses)
-        if created_by:
-            params.append(("created_by", created_by))
-        if model_resources_id:
-            params.append(("model_resources_id", model_resources_id))
-        params.append(("limit", str(max(1, min(100, limit)))))
-        if after:
-            params.append(("after", after))
+        query = list_query(
+            status,
+            limit=limit,
+            after=after,
+            created_by=created_by,
+            model_resources_id=model_resources_id,
+        )
         data = await self._request(
             "GET",
-            f"{self._base}/rl/training-sessions?{query_string(params)}",
+            f"{self._base}/rl/training-sessions?{query}",
             kind="list_page",
             sent=sent,
         )

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from bot.together.answers import next_cursor, parse_each, parse_one, query_string
+from bot.together.answers import list_query, next_cursor, parse_each, parse_one
 from bot.together.errors import TogetherError
 from bot.together.transport import Transport
 from bot.training.resources import CostEstimate, ModelResource
@@ -45,16 +45,10 @@ class ModelResourceEndpoints(Transport):
 
         Same conventions as `list_sessions`: `status[]=A&status[]=B`, pagination
         under `meta`, and a row that does not parse is skipped, not fatal."""
-        statuses = [status] if isinstance(status, str) else list(status or [])
-        params: list[tuple[str, str]] = [("status[]", s) for s in statuses]
-        if created_by:
-            params.append(("created_by", created_by))
-        params.append(("limit", str(max(1, min(100, limit)))))
-        if after:
-            params.append(("after", after))
+        query = list_query(status, limit=limit, after=after, created_by=created_by)
         data = await self._request(
             "GET",
-            f"{self._base}/rl/model-resources?{query_string(params)}",
+            f"{self._base}/rl/model-resources?{query}",
             kind="resource_list_page",
         )
         if not isinstance(data, dict):
