@@ -21,7 +21,7 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.payloads import IdlePayload
@@ -29,7 +29,8 @@ from bot.outbox.contract.rows import Thread, idle_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import Subscription, db_now
+from bot.store.queries.subscriptions import threads_of_sessions
+from bot.store.tables import db_now
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
@@ -45,8 +46,6 @@ READY = "MODEL_RESOURCES_STATUS_READY"
 ACTIVE = frozenset({Status.CREATING, Status.RUNNING})
 #: sessions named in an alert
 SHOWN_SESSIONS = 10
-#: `subscriptions.ended_reason` when the poller ended it because the session ended
-SESSION_ENDED = "session ended"
 
 
 def idle_since(resource: ModelResource, sessions: Sequence[TrainingSession]) -> datetime | None:
@@ -101,28 +100,8 @@ async def write_idle_alerts(
 
 async def threads_of(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, list[Thread]]:
     """The threads an idle alert about these sessions' resource goes to, by session."""
-    if not session_ids:
-        return {}
-    subs = await db.execute(
-        select(
-            Subscription.id,
-            Subscription.session_id,
-            Subscription.channel_id,
-            Subscription.root_ts,
-        )
-        .where(
-            Subscription.session_id.in_(list(session_ids)),
-            # A thread whose session ended is where its team looks for what
-            # that left running; one that unsubscribed asked to hear nothing.
-            or_(
-                Subscription.active.is_(True),
-                Subscription.ended_reason == SESSION_ENDED,
-            ),
-        )
-        .order_by(Subscription.id)
-    )
     by_session: dict[str, list[Thread]] = {}
-    for sub in subs:
+    for sub in await threads_of_sessions(db, session_ids):
         by_session.setdefault(sub.session_id, []).append(
             Thread(sub.id, sub.session_id, sub.channel_id, sub.root_ts)
         )

@@ -9,10 +9,11 @@ from datetime import timedelta
 from bot import rendering, root_card
 from bot.alerts.stall import threshold
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.subscriptions import active_subscription, stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.store.progress import CardView
+from bot.store.queries.subscriptions import active_subscription
+from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
 from bot.training.sessions import TrainingSession
 

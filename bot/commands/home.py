@@ -12,7 +12,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.commands.asker import Sessionmaker
 from bot.commands.subscribe import display_name
-from bot.commands.subscriptions import created_watches, user_subscriptions
+from bot.store.queries.subscriptions import user_subscriptions
+from bot.store.queries.watched_sessions import created_watches
 
 log = logging.getLogger(__name__)
 

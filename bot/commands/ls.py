@@ -21,11 +21,11 @@ from bot.alerts.resource_reader import live_resource_pages
 from bot.commands.asker import Sessionmaker
 from bot.commands.card import stall_threshold
 from bot.commands.ls_query import ListQuery, More, creators, more_value
-from bot.commands.subscriptions import stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_page
 from bot.store.progress import WatchProgress
+from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass

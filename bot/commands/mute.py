@@ -10,8 +10,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.subscriptions import set_mute
 from bot.commands.thread import post_in_thread
+from bot.store.queries.subscriptions import set_mute
 
 
 @dataclass(frozen=True)

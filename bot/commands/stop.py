@@ -16,11 +16,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.subscriptions import active_subscription
 from bot.commands.thread import post_in_thread
 from bot.config import Settings
 from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
+from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError

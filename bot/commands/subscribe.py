@@ -14,18 +14,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.subscriptions import (
-    Subscribed,
-    channel_subscriptions,
-    fetch_for_user,
-    set_stall,
-    set_target,
-    subscribe,
-    unsubscribe,
-)
+from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, unsubscribe
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.store.queries.subscriptions import channel_subscriptions, set_stall, set_target
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession

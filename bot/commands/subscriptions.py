@@ -12,23 +12,20 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
 from bot.commands.parser import DEFAULT_FILTERS
 from bot.outbox.queue import end_subscriptions
-from bot.store.engine import insert_ignoring
-from bot.store.progress import WatchProgress
-from bot.store.tables import ChannelSettings, Subscription, WatchedSession, utcnow
+from bot.store.queries.subscriptions import active_subscription, subscription_row
+from bot.store.queries.watched_sessions import start_watching
+from bot.store.tables import Subscription, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import seen_state
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +87,7 @@ async def subscribe(
     if channel_id.startswith("D"):
         raise SubscriptionError(DM_PROBLEM)
     async with sessionmaker() as db, db.begin():
-        existing = await _subscription_row(db, team_id, channel_id, session.id)
+        existing = await subscription_row(db, team_id, channel_id, session.id)
         if existing is not None and existing.active:
             wanted = existing.filter_set if filters is None else filters
             changed = existing.filter_set != wanted
@@ -118,7 +115,7 @@ async def subscribe(
                 user_id=user_id,
                 filters=wanted,
             )
-            await watch(db, session, first_poll_in=first_poll_in)
+            await start_watching(db, session, first_poll_in=first_poll_in)
     except (IntegrityError, _SubscribedMeanwhile) as exc:
         # Another replica (or a double click) stored the same subscription while
         # we posted: keep its root, take back ours (unless we adopted the clicked card).
@@ -129,20 +126,6 @@ async def subscribe(
             "This channel was subscribed to this session a moment ago; updates go in its thread."
         ) from exc
     return Subscribed(sub_id, root, already=False, filters=wanted)
-
-
-async def _subscription_row(
-    db: AsyncSession, team_id: str, channel_id: str, session_id: str
-) -> Subscription | None:
-    return (
-        await db.execute(
-            select(Subscription).where(
-                Subscription.team_id == team_id,
-                Subscription.channel_id == channel_id,
-                Subscription.session_id == session_id,
-            )
-        )
-    ).scalar_one_or_none()
 
 
 async def _store(
@@ -158,7 +141,7 @@ async def _store(
     """Insert the subscription, or revive an ended one. Another replica doing the
     same shows as IntegrityError (insert) or `_SubscribedMeanwhile` (revive)."""
     now = utcnow()
-    row = await _subscription_row(db, team_id, channel_id, session_id)
+    row = await subscription_row(db, team_id, channel_id, session_id)
     if row is None:
         row = Subscription(
             team_id=team_id,
@@ -210,30 +193,6 @@ async def _root_message(
         raise SubscriptionError(slack_problem(exc)) from exc
 
 
-async def watch(db: AsyncSession, session: TrainingSession, *, first_poll_in: float) -> None:
-    """Start (or restart) polling a session from what Together says now; its first
-    poll is due `first_poll_in` seconds from now."""
-    now = utcnow()
-    values = seen_state(session) | {
-        "next_poll_at": now + timedelta(seconds=first_poll_in),
-        "active": True,
-        "consecutive_failures": 0,
-    }
-    await db.execute(
-        insert_ignoring(db, WatchedSession, conflict=["session_id"]).values(
-            session_id=session.id, transition_seq=0, updated_at=now, **values
-        )
-    )
-    # A watch that had stopped is restarted from now, so a stale status is
-    # never told as if it just happened. A live one is left to the poller.
-    await db.execute(
-        update(WatchedSession)
-        .where(WatchedSession.session_id == session.id, WatchedSession.active.is_(False))
-        .values(updated_at=now, **values)
-        .execution_options(synchronize_session=False)
-    )
-
-
 async def unsubscribe(
     *, db: AsyncSession, team_id: str, channel_id: str, session_id: str, user_id: str
 ) -> Subscription | None:
@@ -245,116 +204,6 @@ async def unsubscribe(
     return sub
 
 
-async def channel_subscriptions(
-    *, db: AsyncSession, team_id: str, channel_id: str
-) -> list[tuple[Subscription, WatchedSession | None]]:
-    rows = await db.execute(
-        select(Subscription, WatchedSession)
-        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
-        .where(
-            Subscription.team_id == team_id,
-            Subscription.channel_id == channel_id,
-            Subscription.active.is_(True),
-        )
-        .order_by(Subscription.created_at)
-    )
-    return [(s, w) for s, w in rows.tuples()]
-
-
-async def user_subscriptions(
-    db: AsyncSession, *, user_id: str, limit: int = 100
-) -> list[tuple[Subscription, WatchedSession | None]]:
-    """A person's active subscriptions across channels, newest first (their Home tab)."""
-    rows = await db.execute(
-        select(Subscription, WatchedSession)
-        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
-        .where(Subscription.subscribed_by == user_id, Subscription.active.is_(True))
-        .order_by(Subscription.created_at.desc())
-        .limit(limit)
-    )
-    return [(s, w) for s, w in rows.tuples()]
-
-
-async def created_watches(db: AsyncSession, *, created_by: list[str]) -> list[WatchedSession]:
-    """Watched sessions that one of these Together users created."""
-    wanted = set(created_by)
-    watches = await db.execute(select(WatchedSession).where(WatchedSession.active.is_(True)))
-    return [w for w in watches.scalars() if (w.snapshot or {}).get("created_by") in wanted]
-
-
 async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
     """A user is waiting: retry transient failures a little, within seconds."""
     return await together.get_session(session_id, retries=2, backoff=0.5, max_wait=5.0)
-
-
-async def active_subscription(
-    db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
-) -> Subscription | None:
-    """This channel's subscription to the session, unless it has ended."""
-    row = await _subscription_row(db, team_id, channel_id, session_id)
-    return row if row is not None and row.active else None
-
-
-async def set_mute(
-    *,
-    db: AsyncSession,
-    team_id: str,
-    channel_id: str,
-    session_id: str,
-    until: datetime | None,
-) -> tuple[Subscription | None, bool]:
-    """Mute (or, with None, unmute) this channel's subscription to a session.
-
-    Also says whether it was muted before, so unmuting an unmuted thread is no news."""
-    sub = await active_subscription(
-        db, team_id=team_id, channel_id=channel_id, session_id=session_id
-    )
-    if sub is None:
-        return None, False
-    was_muted = sub.muted_until is not None and sub.muted_until > utcnow()
-    sub.muted_until = until
-    return sub, was_muted
-
-
-async def set_digest(
-    *,
-    db: AsyncSession,
-    team_id: str,
-    channel_id: str,
-    user_id: str,
-    at: str | None,
-    tz: str,
-) -> None:
-    settings = await db.get(ChannelSettings, (team_id, channel_id))
-    if settings is None:
-        settings = ChannelSettings(team_id=team_id, channel_id=channel_id)
-        db.add(settings)
-    settings.digest_time, settings.digest_tz = at, tz
-    settings.updated_by, settings.updated_at = user_id, utcnow()
-
-
-async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, WatchProgress]:
-    """The progress column of those of these sessions the bot watches."""
-    rows = await db.execute(
-        select(WatchedSession.session_id, WatchedSession.progress).where(
-            WatchedSession.session_id.in_(session_ids)
-        )
-    )
-    return {r.session_id: WatchProgress.read(r.progress) for r in rows if r.progress is not None}
-
-
-async def set_target(db: AsyncSession, subscription_id: int, step: int) -> None:
-    """A thread's target step (`subscribe <id> target=2000`), for the card's ETA."""
-    await db.execute(
-        update(Subscription).where(Subscription.id == subscription_id).values(target_step=step)
-    )
-
-
-async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:
-    """A thread's own stall threshold (`subscribe <id> stall=30m`; 0 is off)."""
-    await db.execute(
-        update(Subscription)
-        .where(Subscription.id == subscription_id)
-        .values(stall_after_minutes=minutes)
-        .execution_options(synchronize_session=False)
-    )

@@ -30,7 +30,6 @@ import logging
 from datetime import timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
@@ -45,7 +44,7 @@ from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, claim_due, fence
 from bot.root_card import CardWatch
 from bot.store.progress import CardView
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.queries.subscriptions import card_settings
 from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)
@@ -124,16 +123,7 @@ async def card_watches(
     )
     if not ids:
         return {}
-    found = await db.execute(
-        select(
-            Subscription.id,
-            Subscription.target_step,
-            Subscription.stall_after_minutes,
-            WatchedSession.progress,
-        )
-        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
-        .where(Subscription.id.in_(ids))
-    )
+    found = await card_settings(db, ids)
     minutes = settings.stall_after_minutes
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {

@@ -24,7 +24,8 @@ from bot.outbox.contract.payloads import (
 from bot.outbox.contract.rows import digest_row
 from bot.outbox.queue import OutboxMessage, insert_outbox
 from bot.runtime import Runtime
-from bot.store.tables import ChannelSettings, Subscription, WatchedSession, db_now
+from bot.store.queries.subscriptions import channel_watched
+from bot.store.tables import ChannelSettings, db_now
 from bot.training.status import short_status
 
 log = logging.getLogger(__name__)
@@ -100,15 +101,7 @@ async def digest_of_channel(
     24 hours' status changes (told, or muted or filtered and shown on the card
     only: both `transition` and `root` rows; a `root` row is also written for a
     mere redraw, which is no change). Rendered when it is sent."""
-    watched = await db.execute(
-        select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
-        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
-        .where(
-            Subscription.team_id == setting.team_id,
-            Subscription.channel_id == setting.channel_id,
-            Subscription.active.is_(True),
-        )
-    )
+    watched = await channel_watched(db, team_id=setting.team_id, channel_id=setting.channel_id)
     sessions = [
         DigestSession(session_id=sid, display_name=_display(snapshot), status=status)
         for sid, snapshot, status in watched

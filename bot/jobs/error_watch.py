@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select, update
 
@@ -22,7 +21,8 @@ from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
 from bot.store.engine import database_gone
 from bot.store.job_locks import claim_job, release_job
-from bot.store.tables import AlertSent, Subscription, db_now
+from bot.store.queries.subscriptions import first_threads
+from bot.store.tables import AlertSent, db_now
 from bot.store.write_apart import write_apart
 from bot.together.list_pass import Lister, ListPass
 from bot.training.sessions import TrainingSession
@@ -152,14 +152,7 @@ async def _write(rt: Runtime, memos: Sequence[_Memo], *, starting: bool) -> int:
             memo.session for memo in await unalerted(db, [m for m in memos if m.news], now=now)
         ]
         if fresh:
-            threads: dict[str, Any] = {}
-            subs = await db.execute(
-                select(Subscription.session_id, Subscription.channel_id, Subscription.root_ts)
-                .where(Subscription.session_id.in_([s.id for s in fresh]))
-                .order_by(Subscription.id)
-            )
-            for row in subs:
-                threads.setdefault(row.session_id, row)
+            threads = await first_threads(db, [s.id for s in fresh])
             rows = [
                 oncall_row(
                     channel,

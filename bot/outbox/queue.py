@@ -42,7 +42,16 @@ from sqlalchemy.orm import Mapped, aliased, mapped_column
 from bot.outbox.contract.payloads import Kind, Payload, read_payload
 from bot.outbox.contract.rows import OutboxRow, State
 from bot.store.engine import insert_ignoring
-from bot.store.tables import AlertSent, Base, BigId, Subscription, WatchedSession, db_now, utcnow
+from bot.store.tables import (
+    SESSION_ENDED,
+    AlertSent,
+    Base,
+    BigId,
+    Subscription,
+    WatchedSession,
+    db_now,
+    utcnow,
+)
 
 
 def _enum_column(enum: type[StrEnum], length: int) -> Enum:
@@ -220,11 +229,6 @@ async def claim_due(
             db.expunge(r)
             r.attempts += 1
     return rows
-
-
-#: why a subscription ends with its session (`bot.poll.record`): its last rows
-#: are still told, where a subscription ended any other way hears nothing more
-SESSION_ENDED = "session ended"
 
 
 def _deliverable() -> ColumnElement[bool]:

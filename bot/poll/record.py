@@ -25,12 +25,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
-from bot.outbox.queue import SESSION_ENDED, insert_outbox, unalerted
+from bot.outbox.queue import insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
-from bot.store.tables import Subscription, WatchedSession, db_now
+from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
 
 log = logging.getLogger(__name__)
 

@@ -98,6 +98,11 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+#: why a subscription ends with its session: its last rows are still told,
+#: where a subscription ended any other way hears nothing more
+SESSION_ENDED = "session ended"
+
+
 class Subscription(Base):
     __tablename__ = "subscriptions"
     __table_args__ = (

@@ -1,0 +1,184 @@
+"""Queries on subscriptions: a channel's link to one session and its thread.
+
+A subscription is found by its channel and session; it stays as a row after it
+ends (`active` false) so a second subscribe can revive it with a new root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Row, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, utcnow
+
+
+async def subscription_row(
+    db: AsyncSession, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    """This channel's subscription to the session, active or ended."""
+    return (
+        await db.execute(
+            select(Subscription).where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def active_subscription(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
+) -> Subscription | None:
+    """This channel's subscription to the session, unless it has ended."""
+    row = await subscription_row(db, team_id, channel_id, session_id)
+    return row if row is not None and row.active else None
+
+
+async def channel_subscriptions(
+    *, db: AsyncSession, team_id: str, channel_id: str
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    """A channel's active subscriptions, oldest first, each with its watched session."""
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == team_id,
+            Subscription.channel_id == channel_id,
+            Subscription.active.is_(True),
+        )
+        .order_by(Subscription.created_at)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def user_subscriptions(
+    db: AsyncSession, *, user_id: str, limit: int = 100
+) -> list[tuple[Subscription, WatchedSession | None]]:
+    """A person's active subscriptions across channels, newest first (their Home tab)."""
+    rows = await db.execute(
+        select(Subscription, WatchedSession)
+        .outerjoin(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.subscribed_by == user_id, Subscription.active.is_(True))
+        .order_by(Subscription.created_at.desc())
+        .limit(limit)
+    )
+    return [(s, w) for s, w in rows.tuples()]
+
+
+async def set_mute(
+    *,
+    db: AsyncSession,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    until: datetime | None,
+) -> tuple[Subscription | None, bool]:
+    """Mute (or, with None, unmute) this channel's subscription to a session.
+
+    Also says whether it was muted before, so unmuting an unmuted thread is no news."""
+    sub = await active_subscription(
+        db, team_id=team_id, channel_id=channel_id, session_id=session_id
+    )
+    if sub is None:
+        return None, False
+    was_muted = sub.muted_until is not None and sub.muted_until > utcnow()
+    sub.muted_until = until
+    return sub, was_muted
+
+
+async def set_target(db: AsyncSession, subscription_id: int, step: int) -> None:
+    """A thread's target step (`subscribe <id> target=2000`), for the card's ETA."""
+    await db.execute(
+        update(Subscription).where(Subscription.id == subscription_id).values(target_step=step)
+    )
+
+
+async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> None:
+    """A thread's own stall threshold (`subscribe <id> stall=30m`; 0 is off)."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id)
+        .values(stall_after_minutes=minutes)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def threads_of_sessions(
+    db: AsyncSession, session_ids: Sequence[str]
+) -> Sequence[Row[int, str, str, str]]:
+    """The threads that still hear about these sessions' resources: the active
+    ones, and those whose session ended (where the team looks for what it left
+    running). A thread that unsubscribed asked to hear nothing."""
+    if not session_ids:
+        return []
+    rows = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.session_id,
+            Subscription.channel_id,
+            Subscription.root_ts,
+        )
+        .where(
+            Subscription.session_id.in_(list(session_ids)),
+            or_(Subscription.active.is_(True), Subscription.ended_reason == SESSION_ENDED),
+        )
+        .order_by(Subscription.id)
+    )
+    return rows.all()
+
+
+async def first_threads(
+    db: AsyncSession, session_ids: Sequence[str]
+) -> dict[str, Row[str, str, str]]:
+    """Each session's oldest thread, where an on-call page links back to."""
+    if not session_ids:
+        return {}
+    rows = await db.execute(
+        select(Subscription.session_id, Subscription.channel_id, Subscription.root_ts)
+        .where(Subscription.session_id.in_(list(session_ids)))
+        .order_by(Subscription.id)
+    )
+    threads: dict[str, Row[str, str, str]] = {}
+    for row in rows:
+        threads.setdefault(row.session_id, row)
+    return threads
+
+
+async def channel_watched(
+    db: AsyncSession, *, team_id: str, channel_id: str
+) -> Sequence[Row[str, dict[str, object], str]]:
+    """The sessions a channel watches now: id, stored snapshot, last status."""
+    rows = await db.execute(
+        select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(
+            Subscription.team_id == team_id,
+            Subscription.channel_id == channel_id,
+            Subscription.active.is_(True),
+        )
+    )
+    return rows.all()
+
+
+async def card_settings(
+    db: AsyncSession, subscription_ids: Sequence[int]
+) -> Sequence[Row[int, int | None, int | None, dict[str, object] | None]]:
+    """What these subscriptions' root cards show beyond the session: the
+    thread's target step and stall threshold, and its watched session's progress."""
+    if not subscription_ids:
+        return []
+    rows = await db.execute(
+        select(
+            Subscription.id,
+            Subscription.target_step,
+            Subscription.stall_after_minutes,
+            WatchedSession.progress,
+        )
+        .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .where(Subscription.id.in_(list(subscription_ids)))
+    )
+    return rows.all()
