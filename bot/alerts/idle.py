@@ -35,7 +35,7 @@ from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import trimmed_snapshot
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import Status
 from bot.training.time_bounds import naive_utc
 
@@ -134,11 +134,11 @@ def idle_payload(
     """The alert of one idle episode: the resource, its price, its newest sessions."""
     newest = sorted(sessions, key=lambda s: naive_utc(s.updated_at) or since, reverse=True)
     return IdlePayload(
-        resource=resource.model_dump(mode="json"),
+        resource=resource,
         idle_since=since,
         currency=price.currency if price else None,
         price_per_hour=price.price_per_hour if price else None,
-        sessions=[trimmed_snapshot(s) for s in newest[:SHOWN_SESSIONS]],
+        sessions=[SessionSnapshot.of(s) for s in newest[:SHOWN_SESSIONS]],
     )
 
 

@@ -35,7 +35,7 @@ from bot.training.rules import (
     stalled_for,
 )
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import trimmed_snapshot
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus, Status
 from bot.training.time_bounds import naive_utc, utc
 
@@ -158,7 +158,7 @@ def rows(
     spend watch read it, else an estimate (the last step change plus the
     resource's inactive timeout), and says which."""
     out: list[OutboxRow] = []
-    snapshot = trimmed_snapshot(session)
+    snapshot = SessionSnapshot.of(session)
     progress = check.progress
     frozen = stalled_for(progress, now)
     idle_at = idles_out_at(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -28,16 +27,16 @@ from bot.rendering import watch as rendering_watch
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
-from bot.training.resources import CostEstimate, ModelResource
+from bot.training.resources import CostEstimate
 from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 
 
-def session_of(snapshot: dict[str, Any] | None, row: OutboxMessage) -> TrainingSession:
-    """The session a row speaks of, from its snapshot (very old rows have none)."""
+def session_of(snapshot: TrainingSession | None, row: OutboxMessage) -> TrainingSession:
+    """The session a row speaks of (very old rows carry none: only its id is known)."""
     if snapshot is not None:
-        return TrainingSession.model_validate(snapshot)
+        return snapshot
     return TrainingSession(id=row.session_id or "unknown", status="")
 
 
@@ -86,10 +85,10 @@ async def render_row(
             )
         case IdlePayload() as p:
             return rendering_watch.idle_resource_alert(
-                ModelResource.model_validate(p.resource),
+                p.resource,
                 idle_since=p.idle_since,
                 now=utcnow(),
-                sessions=[session_of(s, row) for s in p.sessions],
+                sessions=list(p.sessions),
                 price=CostEstimate(currency=p.currency or "USD", price_per_hour=p.price_per_hour)
                 if p.price_per_hour is not None
                 else None,

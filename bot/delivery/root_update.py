@@ -8,7 +8,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering, root_card
-from bot.delivery.messages import session_of
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
     Payload,
@@ -38,7 +37,7 @@ async def update_root(
     if not row.thread_ts or payload.session is None:
         return
     ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
-    card = rendering.card(session_of(payload.session, row), subscribed=not ended)
+    card = rendering.card(payload.session, subscribed=not ended)
     if not ended:
         card = _with_watch(card, payload, watch)
     try:

@@ -27,7 +27,7 @@ from bot.outbox.contract.rows import (
 from bot.store.progress import CardView, WatchProgress
 from bot.training.rules import eta
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import trimmed_snapshot
+from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import Transition
 
 
@@ -145,7 +145,7 @@ def notifications(
                         event.progress, session, threads, now=now, settings=stall
                     )
                 continue
-            snapshot = trimmed_snapshot(session) if session else stored.get(session_id)
+            snapshot = SessionSnapshot.of(session) if session else _stored(stored.get(session_id))
             for sub in subs:
                 muted = sub.muted(now)
                 thread = Thread(sub.id, session_id, sub.channel_id, sub.root_ts)
@@ -187,3 +187,14 @@ def notifications(
                     )
                 )
     return out
+
+
+def _stored(snapshot: dict[str, Any] | None) -> SessionSnapshot | None:
+    """A stored snapshot as the session it was; one that no longer reads as a
+    session (no id) says nothing, and the message falls back to the row's id."""
+    if snapshot is None:
+        return None
+    try:
+        return SessionSnapshot.model_validate(snapshot)
+    except ValueError:
+        return None

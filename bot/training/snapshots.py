@@ -57,6 +57,18 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
     return snapshot
 
 
+class SessionSnapshot(TrainingSession):
+    """A session as stored and told: already trimmed, so copying it into every
+    outbox row (one per subscribed thread) dumps it as it is, and reading a row
+    back gives the session its message is rendered from."""
+
+    @classmethod
+    def of(cls, session: TrainingSession) -> SessionSnapshot:
+        if isinstance(session, SessionSnapshot):
+            return session
+        return cls.model_validate(trimmed_snapshot(session))
+
+
 @cache
 def _dumped_fields(model: type[TrainingSession]) -> set[str]:
     return set(model.model_fields) - _KEPT_APART

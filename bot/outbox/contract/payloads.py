@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from bot.store.progress import CardView
+from bot.training.resources import ModelResource
+from bot.training.snapshots import SessionSnapshot
 
 
 class Kind(StrEnum):
@@ -39,8 +41,8 @@ class _StatusChange(_Payload):
     new_status: str
     ended: bool = False  # the subscription ends with this message
     gone: bool = False  # Together no longer knows the session
-    # The session as last seen (a trimmed snapshot); None only in very old rows.
-    session: dict[str, Any] | None = None
+    # The session as last seen; None only in very old rows.
+    session: SessionSnapshot | None = None
 
 
 class TransitionPayload(_StatusChange):
@@ -58,12 +60,12 @@ class CheckpointsPayload(_Payload):
     # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
     items: list[dict[str, Any]] = []
     more: int = 0  # new checkpoints beyond the items (a burst): only counted
-    session: dict[str, Any] | None = None
+    session: SessionSnapshot | None = None
 
 
 class OncallPayload(_Payload):
     kind: Literal[Kind.ONCALL] = Kind.ONCALL
-    session: dict[str, Any] | None = None
+    session: SessionSnapshot | None = None
     # The first subscription's thread, linked from the alert.
     thread_channel: str | None = None
     thread_ts: str | None = None
@@ -113,7 +115,7 @@ class ProgressPayload(_Payload):
     #: `idles_out_at` is the bot's estimate, not the resource's `expires_at`
     #: (rows queued before the spend watch could say were all estimates)
     idles_out_estimated: bool = True
-    session: dict[str, Any] | None = None
+    session: SessionSnapshot | None = None
     # On-call's page for a stall: mention, and link the first subscription's thread.
     page: bool = False
     thread_channel: str | None = None
@@ -125,12 +127,12 @@ class IdlePayload(_Payload):
     session on it (`bot.alerts.idle`); told once per idle episode."""
 
     kind: Literal[Kind.IDLE] = Kind.IDLE
-    resource: dict[str, Any]  # the ModelResource as Together sent it
+    resource: ModelResource
     idle_since: datetime
     currency: str | None = None
     price_per_hour: float | None = None
-    # Trimmed snapshots of the sessions that used it (the newest few).
-    sessions: list[dict[str, Any]] = []
+    # The sessions that used it (the newest few).
+    sessions: list[SessionSnapshot] = []
     page: bool = False  # on-call's copy: with ONCALL_MENTION
 
 

@@ -30,7 +30,7 @@ from bot.outbox.contract.payloads import (
 )
 from bot.store.progress import CardView
 from bot.training.sessions import TrainingSession
-from bot.training.snapshots import trimmed_snapshot
+from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import Transition
 
 # Dedupe keys are unique-indexed; a PostgreSQL btree entry has a size limit, and
@@ -100,7 +100,7 @@ def status_row(
     *,
     seq: int,
     transition: Transition,
-    snapshot: dict[str, Any] | None,
+    snapshot: SessionSnapshot | None,
     told: bool,
 ) -> OutboxRow:
     """A status change for one subscription: told in its thread, or (`told`
@@ -122,7 +122,7 @@ def watch_row(thread: Thread, *, key: str, session: TrainingSession, watch: Card
     payload = RootPayload(
         old_status=session.status,
         new_status=session.status,
-        session=trimmed_snapshot(session),
+        session=SessionSnapshot.of(session),
         watch=watch,
     )
     return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
@@ -133,7 +133,7 @@ def checkpoints_row(
     *,
     seq: int,
     items: list[dict[str, Any]],
-    snapshot: dict[str, Any] | None,
+    snapshot: SessionSnapshot | None,
     more: int = 0,
 ) -> OutboxRow:
     """The checkpoints that appeared in one poll, for one subscription's thread."""
@@ -161,7 +161,7 @@ def idle_rows(
     payload: IdlePayload, *, oncall_channel: str | None, threads: Sequence[Thread]
 ) -> list[OutboxRow]:
     """One idle episode of a resource: on-call's alert and one per subscribed thread."""
-    resource_id = str(payload.resource.get("id") or "")
+    resource_id = payload.resource.id
     since = payload.idle_since.isoformat()
     rows = [
         _thread_row(
@@ -213,7 +213,7 @@ def oncall_row(
         dedupe_key=oncall_key(session, seq),
         channel_id=channel,
         payload=OncallPayload(
-            session=trimmed_snapshot(session), thread_channel=thread_channel, thread_ts=thread_ts
+            session=SessionSnapshot.of(session), thread_channel=thread_channel, thread_ts=thread_ts
         ),
         session_id=session.id,
     )
