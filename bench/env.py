@@ -248,6 +248,8 @@ class Bot:
             # The tests' fast delivery tick (0.2 s) costs CPU in every cycle measured
             # here: the bot's own default applies unless a scenario sets one.
             unset=("DELIVERY_INTERVAL_SECONDS",),
+            # A cold start: the bot's own imports count in its CPU and memory.
+            fork=False,
         )
         self.pid = self.proc.proc.pid
         self.last_cycle_index = 0  # which logged cycle `wait_cycle` returned last

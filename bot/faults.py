@@ -1,7 +1,7 @@
 """Fault injection for crash tests: `FAULT_CRASH_AT=<step>` kills the process
 with SIGKILL when it reaches that step, so tests can prove that a crash at any
 point loses nothing and repeats nothing. `FAULT_CLOCK_SKEW_SECONDS` shifts this
-process's wall clock (`storage.utcnow`), so tests can show that leases are
+process's wall clock (`store.tables.utcnow`), so tests can show that leases are
 decided by the database's clock, not a replica's. Unset in production: no-ops.
 """
 
@@ -12,6 +12,7 @@ import math
 import os
 import signal
 from datetime import timedelta
+from functools import cache
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +31,12 @@ def crash_point(step: str, configured: str | None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _clock_skew() -> timedelta:
+@cache
+def clock_skew() -> timedelta:
+    """Read once, when first needed: nothing is read from the environment at import."""
     try:
         seconds = float(os.environ.get("FAULT_CLOCK_SKEW_SECONDS") or 0)
     except ValueError:
         seconds = 0.0
     return timedelta(seconds=seconds if math.isfinite(seconds) else 0.0)
 
-
-CLOCK_SKEW = _clock_skew()

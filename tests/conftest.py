@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import settings
 
+from tests import forked_bot
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
 
@@ -76,6 +77,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
         patch.setattr(subprocess.Popen, "_execute_child", _refuse_to_spawn)
         patch.setattr(os, "fork", _refuse_to_spawn)
         patch.setattr(os, "posix_spawn", _refuse_to_spawn)
+        patch.setattr(forked_bot, "launch", _refuse_to_spawn)
         return (yield)
 
 

@@ -18,7 +18,9 @@ from typing import Any, Protocol
 import httpx
 from hypothesis import settings
 
+from tests import forked_bot
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
+from tests.forked_bot import ForkedProcess
 
 SIGNING_SECRET = "test-signing-secret-0123456789"
 BOT_TOKEN = "xoxb-test-bot-token-0123456789"
@@ -132,7 +134,7 @@ def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[s
 
 @dataclass
 class BotProcess:
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | ForkedProcess
     url: str
     log_path: Path
     env: dict[str, str]
@@ -153,7 +155,14 @@ class BotProcess:
         command: str = "serve",
         wait: bool = True,
         unset: Sequence[str] = (),
+        fork: bool | None = None,
     ) -> BotProcess:
+        """Start `rl-bot <command>`; `fork=False` starts a fresh interpreter
+        (the benchmark's cold start) instead of forking one that has the bot's
+        imports done (`tests.forked_bot`). RLBOT_TEST_COLD_START=1 makes every
+        test start cold, to compare or to rule the fork server out."""
+        if fork is None:
+            fork = os.environ.get("RLBOT_TEST_COLD_START") != "1"
         full_env = base_env(db_url=db_url, slack=slack, together=together)
         for name in unset:
             full_env.pop(name, None)
@@ -173,15 +182,20 @@ class BotProcess:
                 str(port),
             ]
             log_path = workdir / f"bot-{port}.log"
-            with log_path.open("wb") as log:
-                proc = subprocess.Popen(
-                    args,
-                    cwd=workdir,
-                    env=full_env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            proc: subprocess.Popen[bytes] | ForkedProcess
+            if fork:
+                log_path.write_bytes(b"")
+                proc = forked_bot.launch(args[3:], env=full_env, cwd=workdir, log_path=log_path)
+            else:
+                with log_path.open("wb") as log:
+                    proc = subprocess.Popen(
+                        args,
+                        cwd=workdir,
+                        env=full_env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
             bot = cls(
                 proc=proc,
                 url=f"http://127.0.0.1:{port}",

@@ -35,7 +35,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 
-from bot.faults import CLOCK_SKEW
+from bot.faults import clock_skew
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -48,7 +48,7 @@ NAMING_CONVENTION = {
 
 def utcnow() -> datetime:
     """This process's clock, naive UTC. Leases never compare it: see `db_now`."""
-    return datetime.now(UTC).replace(tzinfo=None) + CLOCK_SKEW
+    return datetime.now(UTC).replace(tzinfo=None) + clock_skew()
 
 
 class DbNow(FunctionElement[datetime]):
