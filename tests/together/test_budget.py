@@ -110,8 +110,12 @@ def test_the_budget_is_the_deployments_the_other_replicas_non_poll_spend_is_take
     # 4 of this replica's commands and 20 of the others' leave 96: every 12.5 s
     assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 12.5
     assert planner.others == everyone.others == 24.0
-    planner.remote = 200  # the others alone over the budget: the longest interval
-    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 60.0
+    planner.remote = 200  # the others alone over the budget: the poller keeps its half
+    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 20.0
+    assert planner.others == 60.0
+    # with no share kept, the others' spend takes it all: the longest interval
+    no_share = settings.model_copy(update={"poll_budget_share": 0.0})
+    assert planner.interval_for(20, Plan.GET, no_share, others=local.others) == 60.0
 
 
 async def test_replicas_report_their_spend_and_read_the_live_others(db_url: str) -> None:
