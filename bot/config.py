@@ -131,7 +131,7 @@ class Settings(BaseSettings):
         gt=0,
     )
     poll_min_interval_seconds: float = _tuning(
-        5.0, "The shortest poll interval (unless POLL_INTERVAL_SECONDS is lower).", gt=0
+        2.0, "The shortest poll interval (unless POLL_INTERVAL_SECONDS is lower).", gt=0
     )
     together_requests_per_minute: float = _tuning(
         120.0,
