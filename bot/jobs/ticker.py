@@ -37,6 +37,7 @@ from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_a
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
 from bot.poll.cycle import poll_cycle
+from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.store.heartbeats import heartbeat_every
@@ -57,6 +58,7 @@ class Ticker:
         self._running: set[asyncio.Task[Any]] = set()
         self.deliver_soon = rt.deliver_soon
         self._loops: list[asyncio.Task[None]] = []
+        self._poll_failed = False
         # Kept across cycles: what the poller has seen of the project. The list passes
         # every consumer in this process shares are the runtime's (`rt.lister`).
         self.planner = Planner(side_window=side_window(rt.settings))
@@ -160,16 +162,24 @@ class Ticker:
 
     async def poll(self) -> None:
         rt = self.rt
-        result = await poll_cycle(
-            sessionmaker=rt.sessionmaker,
-            together=rt.together,
-            settings=rt.settings,
-            owner=rt.owner,
-            planner=self.planner,
-            lister=self.lister,
-            resources=self.resources,
-            wrote_rows=self._deliver_now,
-        )
+        if self._poll_failed:  # its batch may have kept leases it could not hand back
+            if released := await release_all(rt.sessionmaker, owner=rt.owner):
+                log.info("handed back %d sessions a failed poll cycle still held", released)
+            self._poll_failed = False
+        try:
+            result = await poll_cycle(
+                sessionmaker=rt.sessionmaker,
+                together=rt.together,
+                settings=rt.settings,
+                owner=rt.owner,
+                planner=self.planner,
+                lister=self.lister,
+                resources=self.resources,
+                wrote_rows=self._deliver_now,
+            )
+        except Exception:
+            self._poll_failed = True
+            raise
         rt.metrics.lease_renewals.labels(work="session").inc(result.renewals)
         if result.adopted:
             rt.metrics.leases_adopted.labels(work="session").inc(len(result.adopted))

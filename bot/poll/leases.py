@@ -129,6 +129,20 @@ async def release(
         )
 
 
+async def release_all(sessionmaker: async_sessionmaker[AsyncSession], *, owner: str) -> int:
+    """Hand back every session lease held in `owner`'s name: after a cycle that
+    failed and could not hand back its own (the database was away), before the
+    next one claims; no batch of this replica's is running then."""
+    async with sessionmaker() as db, db.begin():
+        result = await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
+        )
+    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+
+
 async def keep_leases(
     sessionmaker: async_sessionmaker[AsyncSession],
     ids: list[str],

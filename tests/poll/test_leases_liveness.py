@@ -25,7 +25,7 @@ from bot.outbox.contract.rows import State, operator_row
 from bot.outbox.queue import OutboxMessage, claim_due, insert_outbox
 from bot.poll.cycle import poll_cycle
 from bot.poll.from_command import poll_from_command, spacing
-from bot.poll.leases import claim_due_sessions
+from bot.poll.leases import claim_due_sessions, release_all
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.heartbeats import heartbeat_every, held_for, renew_every, silent_after
 from bot.store.tables import ReplicaSpend, WatchedSession, db_now
@@ -256,6 +256,32 @@ async def test_a_database_error_mid_cycle_hands_the_leases_back(
         assert await _leases(maker) == {A: None, B: None}
         retry = await claim_due_sessions(maker, owner="other", settings=settings)
         assert sorted(retry.ids) == [A, B]  # polled again at the next tick, not in 60 s
+
+    await _with_db(db_url, work)
+
+
+async def test_leases_a_failed_cycle_could_not_hand_back_are_handed_back_before_the_next(
+    db_url: str, fake: FakeTogether, client: TogetherClient
+) -> None:
+    """The database is still away when the failed batch tries to hand back its
+    leases: the replica's next tick hands back what it holds before claiming."""
+    settings = _settings(lease_seconds=60)
+    fake.add(A)
+
+    async def work(maker: Any) -> None:
+        await _watch(maker, A)
+        blip = _Blip(maker)
+        fake.session_latency[A] = 0.5
+        cycle = asyncio.create_task(
+            poll_cycle(sessionmaker=blip, together=client, settings=settings, owner=ME)
+        )
+        await _claimed(maker, A)
+        blip.fail_next = 2  # the write, and the hand-back after it
+        with pytest.raises(OperationalError):
+            await cycle
+        assert await _leases(maker) == {A: ME}
+        assert await release_all(maker, owner=ME) == 1
+        assert await _leases(maker) == {A: None}
 
     await _with_db(db_url, work)
 
