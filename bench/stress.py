@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from bench.env import PG_BASE, RUNNING, Bot, database, make_due, seed, session_id
+from bench.env import PG_BASE, RUNNING, Bot, database, make_due, scalar, seed, session_id
 from tests.fakes import FakeSlack, FakeTogether, make_session
 from tests.support import pg_admin
 
@@ -150,7 +150,8 @@ def chaos(backend: str, sizes: StressSizes) -> dict[str, Any]:
         events: Counter[str] = Counter()
         try:
             deadline = time.monotonic() + 120
-            while any(together.requests_for(s) == 0 for s in ids):
+            unpolled = "SELECT count(*) FROM watched_sessions WHERE last_polled_at IS NULL"
+            while scalar(db.url, unpolled):
                 if time.monotonic() > deadline:
                     raise TimeoutError("the replicas never polled every session")
                 time.sleep(0.2)
