@@ -3,8 +3,9 @@
 One cycle drives the parts: it claims due sessions (`leases`), sizes the
 interval (`pace`), learns their states the cheaper way (`fetch`), and stores
 each bounded part as it comes (`isolate`, which writes through `record`, which
-judges through `judge`), renewing the leases meanwhile. It loops while a claim
-comes back full; the batches of one cycle share one list pass.
+judges through `judge`), renewing the leases meanwhile; a batch that fails
+hands back the leases it still holds. It loops while a claim comes back full;
+the batches of one cycle share one list pass.
 
 Statements per cycle do not depend on the number of subscriptions: one claim,
 one lease update, a count of the watch, one re-read, one subscription read, one
