@@ -31,6 +31,8 @@ SCENARIOS = (
     "change_to_post",
     "change_to_post_spend",
     "change_to_post_today",
+    "chaos",
+    "burst",
 )
 
 # (scenario, key, label) rows of the summary table
@@ -81,6 +83,19 @@ TABLE: list[tuple[str, str, str]] = [
     ("change_to_post_spend", "interval_in_use_s", "13 spend watch on: interval (s)"),
     ("change_to_post_today", "mean_change_to_post_s", "13 today: mean change -> post (s)"),
     ("change_to_post_today", "together_requests_per_s", "13 today: Together requests/s"),
+    ("chaos", "duplicates", "chaos: duplicates  [= 0]"),
+    ("chaos", "terminal_lost", "chaos: terminal states lost  [= 0]"),
+    ("chaos", "p95_change_to_post_s", "chaos: p95 change -> post (s)  [<= 15]"),
+    ("chaos", "max_change_to_post_s", "chaos: max change -> post (s)  [<= 30]"),
+    ("chaos", "intermediate_never_told", "chaos: intermediate statuses never told"),
+    ("chaos", "kills", "chaos: replicas killed -9"),
+    ("burst", "after_burst_mean_s", "burst: after, mean change -> post (s)  [<= 5]"),
+    ("burst", "after_burst_p95_s", "burst: after, p95 change -> post (s)  [<= 10]"),
+    ("burst", "after_burst_per_minute", "burst: after, Together requests/min  [<= 120]"),
+    ("burst", "steady_mean_s", "burst: steady, mean change -> post (s)  [<= 2.5]"),
+    ("burst", "steady_p95_s", "burst: steady, p95 change -> post (s)  [<= 5]"),
+    ("burst", "steady_per_minute", "burst: steady, Together requests/min  [<= 120]"),
+    ("burst", "peak_rss_mb", "burst: peak RSS (MB)  [<= 120]"),
 ]
 
 
@@ -161,6 +176,13 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
             "change_to_post_spend",
             lambda: scenarios.change_to_post(backend, sizes, today=False, spend=True),
         )
+    # the stress scenarios take minutes: only when named
+    from bench import stress
+
+    stress_sizes = stress.QUICK if sizes.poll_repeats == 1 else stress.FULL
+    for name, scenario in (("chaos", stress.chaos), ("burst", stress.burst)):
+        if name in only:
+            out[name] = step(name, lambda s=scenario: s(backend, stress_sizes))
     if wanted("change_to_post_today"):
         out["change_to_post_today"] = step(
             "change_to_post_today", lambda: scenarios.change_to_post(backend, sizes, today=True)

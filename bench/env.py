@@ -235,7 +235,13 @@ class Bot:
     """A real `rl-bot serve` (via tests.support.BotProcess) plus /proc and log readings."""
 
     def __init__(
-        self, *, db_url: str, slack: FakeSlack, together: FakeTogether, env: dict[str, str]
+        self,
+        *,
+        db_url: str,
+        slack: FakeSlack,
+        together: FakeTogether,
+        env: dict[str, str],
+        unset: tuple[str, ...] = (),
     ) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="rlbot-bench-bot-"))
         base = {"TOGETHER_TIMEOUT_SECONDS": "10", "LOG_LEVEL": "INFO"}
@@ -247,7 +253,7 @@ class Bot:
             env=base | env,
             # The tests' fast delivery tick (0.2 s) costs CPU in every cycle measured
             # here: the bot's own default applies unless a scenario sets one.
-            unset=("DELIVERY_INTERVAL_SECONDS",),
+            unset=("DELIVERY_INTERVAL_SECONDS", *unset),
             # A cold start: the bot's own imports count in its CPU and memory.
             fork=False,
         )

@@ -131,13 +131,20 @@ class Settings(BaseSettings):
         gt=0,
     )
     poll_min_interval_seconds: float = _tuning(
-        5.0, "The shortest poll interval (unless POLL_INTERVAL_SECONDS is lower).", gt=0
+        2.0, "The shortest poll interval (unless POLL_INTERVAL_SECONDS is lower).", gt=0
     )
     together_requests_per_minute: float = _tuning(
         120.0,
         "What the whole bot may send to Together, every replica together (0: no budget, "
         "poll every POLL_INTERVAL_SECONDS); the poller takes what others spent off it.",
         ge=0,
+    )
+    poll_budget_share: float = _tuning(
+        0.5,
+        "The share of TOGETHER_REQUESTS_PER_MINUTE the poller always keeps: what other "
+        "consumers (commands, watches) spend beyond the rest never slows its round.",
+        ge=0,
+        le=1,
     )
     poll_plan: Literal["auto", "get", "list"] = _tuning(
         "auto", "get: one GET per session; list: the live list pages; auto: the cheaper."
@@ -160,9 +167,11 @@ class Settings(BaseSettings):
         1.0, "The least time between two posts to one channel: bursts are paced, not dropped.", ge=0
     )
     lease_seconds: float = _tuning(
-        120.0,
-        "How long a replica's claim on a session or outbox row lasts, by the database's "
-        "clock, before another may take it over; keep it above Slack's 10 s timeout.",
+        15.0,
+        "How long a replica's claim on a session or outbox row lasts unrenewed, by the "
+        "database's clock: renewed every third of it while the work runs, taken over "
+        "after it (or after half of it when its replica's heartbeat stops). Keep it "
+        "above Slack's 10 s timeout.",
         gt=0,
     )
     not_found_confirm_seconds: float = _tuning(

@@ -39,4 +39,3 @@ def clock_skew() -> timedelta:
     except ValueError:
         seconds = 0.0
     return timedelta(seconds=seconds if math.isfinite(seconds) else 0.0)
-

@@ -29,6 +29,11 @@ TOGETHER_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # One poll cycle over every watched session: default interval is 60 s.
 POLL_CYCLE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
+# Taking over a stopped replica's lease: within half a lease (heartbeat) or one lease.
+TAKEOVER_BUCKETS = (0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+#: what a lease is held on: a watched session (poll) or an outbox row (delivery)
+LEASE_WORK = ("session", "outbox")
+
 DELIVERY_OUTCOMES = ("sent", "retry", "dead", "duplicate_skipped", "auth_error")
 
 _KNOWN_CODES = frozenset(str(int(s)) for s in HTTPStatus)
@@ -163,12 +168,42 @@ class Metrics:
             ["to_status"],
             registry=r,
         )
+        self.leases_adopted = Counter(
+            "rlbot_leases_adopted",
+            "Leases taken over from another replica that stopped (its heartbeat silent or "
+            "its lease run out), by work: session|outbox.",
+            ["work"],
+            registry=r,
+        )
+        self.lease_takeover_seconds = Histogram(
+            "rlbot_lease_takeover_seconds",
+            "How long an adopted lease had gone unrenewed when it was taken over: what a "
+            "stopped replica's work waited, by work: session|outbox.",
+            ["work"],
+            buckets=TAKEOVER_BUCKETS,
+            registry=r,
+        )
+        self.lease_renewals = Counter(
+            "rlbot_lease_renewals",
+            "Leases renewed by the heartbeat of running work, by work: session|outbox.",
+            ["work"],
+            registry=r,
+        )
+        self.replica_heartbeats_failed = Counter(
+            "rlbot_replica_heartbeats_failed",
+            "Heartbeats (spend reports) this replica could not write: past half a lease of "
+            "them, the other replicas take its work over.",
+            registry=r,
+        )
 
         # Known label values start at 0, so rate() works from the first scrape.
         for outcome in DELIVERY_OUTCOMES:
             self.delivery_attempts.labels(outcome=outcome)
         for kind in ("list_page", "get"):
             self.poll_requests.labels(kind=kind)
+        for work in LEASE_WORK:
+            self.leases_adopted.labels(work=work)
+            self.lease_renewals.labels(work=work)
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for an HTTP /metrics response."""

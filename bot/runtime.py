@@ -6,8 +6,9 @@ scheduler, so tests can build one against local servers.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -42,6 +43,9 @@ class Runtime:
     metrics: Metrics
     # One per process: the list passes every consumer shares (poller, error watch, ls).
     lister: Lister
+    # Rung by whoever writes outbox rows (a poll, a watch, a command's fresh fetch):
+    # the delivery loop sends them now rather than at its next tick.
+    deliver_soon: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def owner(self) -> str:

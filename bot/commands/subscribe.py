@@ -13,6 +13,7 @@ import logging
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
+from bot.commands.as_poll import AsPoll
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, unsubscribe
 from bot.commands.thread import post_in_thread, refusal_logged
@@ -43,11 +44,16 @@ async def subscribe_here(
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
     target_step: int | None = None,
+    as_poll: AsPoll | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
     `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
+    `as_poll` writes the fetch as the poll of a session already watched, before
+    this channel joins (its root card shows the state it subscribed at).
     Raises TogetherError or SubscriptionError, each worded for the person."""
     session = await fetch_for_user(together, session_id)
+    if as_poll is not None:
+        await as_poll(session)
     result = await subscribe(
         sessionmaker=sessionmaker,
         slack=slack,

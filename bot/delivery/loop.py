@@ -17,6 +17,11 @@ A row is sent in two steps: its post, stored the moment Slack takes it, and
 its root card's redraw, retried on its own when Slack refuses it (a rate
 limit, a server error), so a refused redraw never posts the message again.
 
+Leases are short: while a batch is being sent, a heartbeat renews the leases
+of its rows not yet done (`queue.renew`), and a row whose holder's heartbeat
+stopped is taken over at once (`claim_due`); the fence is what keeps either
+from ever sending a row twice.
+
 This is the loop over due rows; its steps are their own modules: sending one
 row (`send`), the duplicate check (`duplicates`), the message (`messages`), the
 root card (`root_update`), what Slack's answers mean (`outcome`) and the mark
@@ -30,6 +35,7 @@ import logging
 from datetime import timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
@@ -41,10 +47,12 @@ from bot.faults import crash_point
 from bot.metrics import Metrics
 from bot.outbox.contract.payloads import Kind, OncallPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, claim_due, fence
+from bot.outbox.queue import OutboxMessage, claim_due, fence, renew
 from bot.root_card import CardWatch
+from bot.store.heartbeats import held_for, renew_every
 from bot.store.progress import CardView
 from bot.store.queries.subscriptions import card_settings
+from bot.store.tables import db_now
 from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)
@@ -71,24 +79,49 @@ async def deliver_due(
             channel_gap=settings.channel_min_interval_seconds,
         )
         watches = await card_watches(db, rows, settings=settings) if rows else {}
+        adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
+        now = (await db.execute(select(db_now()))).scalar_one() if adopted else None
     if not rows:
         return []
+    if adopted:
+        waited = [held_for(r.lease_until, now, settings.lease_seconds) for r in adopted]
+        log.warning(
+            "took over %d outbox rows from replicas that stopped (their leases not renewed "
+            "for up to %.1fs)",
+            len(adopted),
+            max(waited),
+            extra={"from": sorted({str(r.lease_owner) for r in adopted})},
+        )
+        if metrics is not None:
+            metrics.leases_adopted.labels(work="outbox").inc(len(adopted))
+            for seconds in waited:
+                metrics.lease_takeover_seconds.labels(work="outbox").observe(seconds)
     crash_point("deliver_after_claim", settings.fault_crash_at)
     semaphore = asyncio.Semaphore(settings.delivery_concurrency)
+    unfinished = {r.id for r in rows}
 
     async def one(row: OutboxMessage) -> SendResult:
-        async with semaphore:
-            return await _deliver_one(
-                row,
-                sessionmaker=sessionmaker,
-                slack=slack,
-                settings=settings,
-                owner=owner,
-                together=together,
-                watch=watches.get(row.subscription_id or 0),
-            )
+        try:
+            async with semaphore:
+                return await _deliver_one(
+                    row,
+                    sessionmaker=sessionmaker,
+                    slack=slack,
+                    settings=settings,
+                    owner=owner,
+                    together=together,
+                    watch=watches.get(row.subscription_id or 0),
+                )
+        finally:
+            unfinished.discard(row.id)
 
-    outcomes = await asyncio.gather(*(one(r) for r in rows))
+    renewing = asyncio.create_task(
+        _keep_leases(sessionmaker, unfinished, owner=owner, settings=settings, metrics=metrics)
+    )
+    try:
+        outcomes = await asyncio.gather(*(one(r) for r in rows))
+    finally:
+        renewing.cancel()
     if metrics is not None:
         for row, o in zip(rows, outcomes, strict=True):  # gather keeps the order
             label = (
@@ -106,6 +139,28 @@ async def deliver_due(
             ):
                 metrics.oncall_alerts.inc()
     return outcomes
+
+
+async def _keep_leases(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    unfinished: set[int],
+    *,
+    owner: str,
+    settings: Settings,
+    metrics: Metrics | None,
+) -> None:
+    """Renew the leases of the batch's rows not yet done, every third of a lease."""
+    while True:
+        await asyncio.sleep(renew_every(settings.lease_seconds))
+        try:
+            async with sessionmaker() as db, db.begin():
+                n = await renew(
+                    db, sorted(unfinished), owner=owner, lease_seconds=settings.lease_seconds
+                )
+            if metrics is not None:
+                metrics.lease_renewals.labels(work="outbox").inc(n)
+        except Exception as exc:  # the fence still holds; the next renewal may work
+            log.warning("could not renew outbox leases: %s", exc)
 
 
 #: kinds whose delivery redraws the subscription's root card

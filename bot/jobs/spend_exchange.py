@@ -1,7 +1,7 @@
-"""The Together request budget across replicas: `TOGETHER_REQUESTS_PER_MINUTE`
-is the whole deployment's, not each replica's.
+"""The Together request budget across replicas (`TOGETHER_REQUESTS_PER_MINUTE`
+is the whole deployment's, not each replica's), and each replica's heartbeat.
 
-Every few seconds (`SHARE_SECONDS`) each replica writes what it spent in the last
+Every few seconds (`bot.store.heartbeats.heartbeat_every`) each replica writes what it spent in the last
 minute to its own row of `replica_spend` (every consumer's requests, and every
 one's but the poller's), stamped by the database's clock, and reads the other
 replicas' rows in the same short transaction. Its poller then takes the other
@@ -9,8 +9,10 @@ live replicas' non-poll spend (their commands and watches) off the budget as
 well as its own (`Planner.remote`). Their polls are not taken off: poll work is
 claimed one session at a time by one replica, and every replica sizes the
 interval for a round over all the watched sessions, so the round is already
-counted once. A row not updated for `STALE_SECONDS` is a replica gone: ignored,
-and deleted by whoever sees it. A replica that stops deletes its own.
+counted once. The row's `updated_at` is also the replica's heartbeat: a lease
+whose holder's row has not been updated for half a lease is taken over at once
+(`bot.store.heartbeats`). A row not updated for `stale_after` is a replica gone:
+ignored, and deleted by whoever sees it. A replica that stops deletes its own.
 
 One upsert and one read per exchange (a delete only when a row went stale), in a
 transaction that holds no network call. A database error here never stops the
@@ -30,10 +32,16 @@ from bot.store.engine import upsert
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import Ledger
 
-# How often a replica reports its spend and reads the others'.
-SHARE_SECONDS = 5.0
-# A report older than this is a replica gone (six missed reports).
+# A report older than this is a replica gone, for the budget (six missed reports
+# at the longest heartbeat); its row is then deleted.
 STALE_SECONDS = 30.0
+
+
+def stale_after(lease_seconds: float) -> float:
+    """How old a report is when it is ignored and deleted: at least STALE_SECONDS,
+    and two leases, so the row that says a holder's heartbeat stopped outlives
+    every lease it held."""
+    return max(STALE_SECONDS, 2 * lease_seconds)
 
 
 @dataclass(frozen=True)

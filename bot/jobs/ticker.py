@@ -1,14 +1,24 @@
 """APScheduler only ticks; the database decides who does what.
 
 APScheduler 3 job stores cannot be shared between processes, so every
-replica runs the same in-memory jobs, and the claims in `poller` and `outbox`
+replica runs the same in-memory jobs, and the claims in `poll` and `outbox`
 split the work. `max_instances=1` and `coalesce` keep one tick from
 overlapping the next.
+
+Delivery is not a scheduler job but a loop of its own that sleeps until it is
+rung (`deliver_soon`: a poll part, a watch or a command wrote outbox rows) or
+for DELIVERY_INTERVAL_SECONDS at most, so a change is sent as soon as it is
+written and a ring while a pass runs is never lost (it starts the next pass).
+
+On start, a replica first hands back any lease still held in its own name (a
+previous process under the same REPLICA_ID that died) and writes its
+heartbeat, before it claims anything.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -23,12 +33,14 @@ from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
 from bot.jobs.prune import prune_outbox, prune_watches
-from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
+from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
 from bot.poll.cycle import poll_cycle
+from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
+from bot.store.heartbeats import heartbeat_every
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to
 from bot.training.status import status_of
@@ -44,6 +56,9 @@ class Ticker:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.stopping = False
         self._running: set[asyncio.Task[Any]] = set()
+        self.deliver_soon = rt.deliver_soon
+        self._loops: list[asyncio.Task[None]] = []
+        self._poll_failed = False
         # Kept across cycles: what the poller has seen of the project. The list passes
         # every consumer in this process shares are the runtime's (`rt.lister`).
         self.planner = Planner(side_window=side_window(rt.settings))
@@ -56,6 +71,18 @@ class Ticker:
         )
 
     def start(self) -> None:
+        """Begin, from within the running event loop: hand back, heartbeat, then tick."""
+        self._loops.append(asyncio.get_running_loop().create_task(self._begin()))
+
+    async def _begin(self) -> None:
+        await release_leases(self.rt)
+        await self.share_spend()
+        if self.stopping:
+            return
+        self._schedule()
+        self._loops.append(asyncio.create_task(self._delivery_loop()))
+
+    def _schedule(self) -> None:
         settings = self.rt.settings
         # Often enough that a session due at the shortest interval waits little past
         # it: a round's sessions wait for the tick after they fall due, so a coarse
@@ -68,7 +95,6 @@ class Ticker:
             max(POLL_TICK_MIN_SECONDS, settings.poll_min_interval_seconds / 5),
         )
         self._every("poll", self.poll, tick)
-        self._every("deliver", self.deliver, settings.delivery_interval_seconds)
         self._every("digest", self.digest, 30)
         if settings.watch_all_errors:
             if not settings.oncall_channel:
@@ -89,7 +115,7 @@ class Ticker:
             self._every(
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
-        self._every("share_spend", self.share_spend, SHARE_SECONDS)
+        self._every("share_spend", self.share_spend, heartbeat_every(settings.lease_seconds))
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -123,17 +149,42 @@ class Ticker:
             if task is not None:
                 self._running.discard(task)
 
+    async def _delivery_loop(self) -> None:
+        """Deliver when rung, or every DELIVERY_INTERVAL_SECONDS at the latest."""
+        every = self.rt.settings.delivery_interval_seconds
+        while not self.stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.deliver_soon.wait(), timeout=every)
+            self.deliver_soon.clear()
+            if self.stopping:
+                return
+            await self._guarded("deliver", self.deliver)
+
     async def poll(self) -> None:
         rt = self.rt
-        result = await poll_cycle(
-            sessionmaker=rt.sessionmaker,
-            together=rt.together,
-            settings=rt.settings,
-            owner=rt.owner,
-            planner=self.planner,
-            lister=self.lister,
-            resources=self.resources,
-        )
+        if self._poll_failed:  # its batch may have kept leases it could not hand back
+            if released := await release_all(rt.sessionmaker, owner=rt.owner):
+                log.info("handed back %d sessions a failed poll cycle still held", released)
+            self._poll_failed = False
+        try:
+            result = await poll_cycle(
+                sessionmaker=rt.sessionmaker,
+                together=rt.together,
+                settings=rt.settings,
+                owner=rt.owner,
+                planner=self.planner,
+                lister=self.lister,
+                resources=self.resources,
+                wrote_rows=self._deliver_now,
+            )
+        except Exception:
+            self._poll_failed = True
+            raise
+        rt.metrics.lease_renewals.labels(work="session").inc(result.renewals)
+        if result.adopted:
+            rt.metrics.leases_adopted.labels(work="session").inc(len(result.adopted))
+            for seconds in result.adopted.values():
+                rt.metrics.lease_takeover_seconds.labels(work="session").observe(seconds)
         if result.claimed:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)
             rt.metrics.poll_sessions.inc(result.claimed)
@@ -166,10 +217,16 @@ class Ticker:
         rt = self.rt
         local = Spend.of(rt.together.ledger)
         try:
-            remote = await exchange(rt.sessionmaker, owner=rt.owner, local=local)
+            remote = await exchange(
+                rt.sessionmaker,
+                owner=rt.owner,
+                local=local,
+                stale_seconds=stale_after(rt.settings.lease_seconds),
+            )
         except Exception as exc:
             # The poller goes on with this replica's own count alone.
             log.warning("could not share the Together spend with other replicas: %s", exc)
+            rt.metrics.replica_heartbeats_failed.inc()
             remote = []
         self.planner.remote = sum(s.others for s in remote)
         everyone = deployment(local, remote)
@@ -208,9 +265,8 @@ class Ticker:
             self._deliver_now()
 
     def _deliver_now(self) -> None:
-        job = self.scheduler.get_job("deliver")
-        if job is not None and not self.stopping:
-            job.modify(next_run_time=datetime.now(UTC))
+        """Ring the delivery loop: outbox rows were just written."""
+        self.deliver_soon.set()
 
     async def prune(self) -> None:
         if pruned := await prune_outbox(self.rt):
@@ -230,9 +286,11 @@ class Ticker:
     async def shutdown(self, grace: float = 20.0) -> None:
         """Stop taking work, let running ticks finish, then hand back any leases."""
         self.stopping = True
+        self.deliver_soon.set()  # the delivery loop wakes and ends
         if self.scheduler.running:
             self.scheduler.pause()
         running = [t for t in self._running if not t.done()]
+        running += [t for t in self._loops if not t.done() and t not in running]
         if running:
             _, pending = await asyncio.wait(running, timeout=grace)
             for task in pending:

@@ -42,6 +42,7 @@ from sqlalchemy.orm import Mapped, aliased, mapped_column
 from bot.outbox.contract.payloads import Kind, Payload, read_payload
 from bot.outbox.contract.rows import OutboxRow, State
 from bot.store.engine import insert_ignoring
+from bot.store.heartbeats import holder_gone
 from bot.store.tables import (
     SESSION_ENDED,
     AlertSent,
@@ -186,8 +187,12 @@ async def claim_due(
 
     Only a channel's oldest pending row is eligible, so a channel's messages go
     out in order and never two at once, even across replicas; and a channel
-    that was posted to less than `channel_gap` seconds ago waits. The lease is
-    only a claim: each row is fenced (`fence`) again just before it is sent.
+    that was posted to less than `channel_gap` seconds ago waits. A row leased
+    to a replica whose heartbeat stopped is taken at once. The lease is only a
+    claim: each row is fenced (`fence`) again just before it is sent.
+
+    The rows come back as they were before this claim took them (`lease_owner`,
+    `lease_until`): what a takeover from another replica is measured from.
     """
     older = aliased(OutboxMessage)
     recent = aliased(OutboxMessage)
@@ -202,7 +207,11 @@ async def claim_due(
         .where(
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
-            or_(OutboxMessage.lease_until.is_(None), OutboxMessage.lease_until < db_now()),
+            or_(
+                OutboxMessage.lease_until.is_(None),
+                OutboxMessage.lease_until < db_now(),
+                holder_gone(OutboxMessage.lease_owner, me=owner, lease_seconds=lease_seconds),
+            ),
             OutboxMessage.id.in_(heads),
             ~exists().where(
                 recent.channel_id == OutboxMessage.channel_id,
@@ -229,6 +238,27 @@ async def claim_due(
             db.expunge(r)
             r.attempts += 1
     return rows
+
+
+async def renew(db: AsyncSession, ids: Sequence[int], *, owner: str, lease_seconds: float) -> int:
+    """Extend the leases this replica still holds on pending rows it has claimed
+    and not finished (a batch waiting its turn behind a slow Slack): the
+    heartbeat of delivery's work. Like the fence, it never revives a lease that
+    ran out or was taken over. Returns how many were renewed."""
+    if not ids:
+        return 0
+    result = await db.execute(
+        update(OutboxMessage)
+        .where(
+            OutboxMessage.id.in_(list(ids)),
+            OutboxMessage.lease_owner == owner,
+            OutboxMessage.state == State.PENDING,
+            OutboxMessage.lease_until > db_now(),
+        )
+        .values(lease_until=db_now(lease_seconds))
+        .execution_options(synchronize_session=False)
+    )
+    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
 
 
 def _deliverable() -> ColumnElement[bool]:

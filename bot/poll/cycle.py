@@ -3,8 +3,9 @@
 One cycle drives the parts: it claims due sessions (`leases`), sizes the
 interval (`pace`), learns their states the cheaper way (`fetch`), and stores
 each bounded part as it comes (`isolate`, which writes through `record`, which
-judges through `judge`), renewing the leases meanwhile. It loops while a claim
-comes back full; the batches of one cycle share one list pass.
+judges through `judge`), renewing the leases meanwhile; a batch that fails
+hands back the leases it still holds. It loops while a claim comes back full;
+the batches of one cycle share one list pass.
 
 Statements per cycle do not depend on the number of subscriptions: one claim,
 one lease update, a count of the watch, one re-read, one subscription read, one
@@ -16,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -65,6 +67,10 @@ class CycleResult:
     interval: float = 0.0  # the interval the polled sessions were given
     watched: int = 0  # sessions watched in all (a round)
     from_error_pages: int = 0  # ended sessions learnt from the error watch's pages, not a GET
+    # sessions taken over from replicas that stopped, with how long each had waited
+    adopted: dict[str, float] = field(default_factory=dict)
+    renewals: int = 0  # lease renewals while the work ran
+    released: int = 0  # sessions handed back by a batch that failed
 
 
 async def poll_cycle(
@@ -76,11 +82,13 @@ async def poll_cycle(
     planner: Planner | None = None,
     lister: Lister | None = None,
     resources: ResourceReader | None = None,
+    wrote_rows: Callable[[], None] | None = None,
 ) -> CycleResult:
     """Poll every due session once; loops while a claim comes back full (the
     batches of one cycle share one list pass, and `resources`, the spend watch,
     reads each model resource once). Its Together requests are charged to the
-    poller in the request budget."""
+    poller in the request budget. `wrote_rows` is called as soon as a part of a
+    batch has written outbox rows, so delivery need not wait for the cycle's end."""
     with charged_to(POLL):
         return await _poll_cycle(
             sessionmaker=sessionmaker,
@@ -90,6 +98,7 @@ async def poll_cycle(
             planner=planner or Planner(),
             lister=lister,
             resources=resources,
+            wrote_rows=wrote_rows,
         )
 
 
@@ -102,6 +111,7 @@ async def _poll_cycle(
     planner: Planner,
     lister: Lister | None,
     resources: ResourceReader | None,
+    wrote_rows: Callable[[], None] | None,
 ) -> CycleResult:
     lister = lister or Lister(together, clock=planner.clock)
     if resources is not None:
@@ -121,7 +131,9 @@ async def _poll_cycle(
             lister=lister,
             resources=resources,
             cycle_started=started,
+            wrote_rows=wrote_rows,
         )
+        total.adopted.update(result.adopted)
         if result.claimed:
             total.plan, total.interval, total.watched = result.plan, result.interval, result.watched
         for name in (
@@ -132,6 +144,7 @@ async def _poll_cycle(
             "outbox_rows",
             "gets",
             "from_error_pages",
+            "renewals",
         ):
             setattr(total, name, getattr(total, name) + getattr(result, name))
         for kind, n in result.errors.items():
@@ -159,13 +172,63 @@ async def _poll_batch(
     lister: Lister,
     resources: ResourceReader | None,
     cycle_started: float,
+    wrote_rows: Callable[[], None] | None = None,
 ) -> CycleResult:
     result = CycleResult()
-    ids, polled_at, watched = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
-    result.claimed, result.watched = len(ids), watched
+    claim = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
+    ids, polled_at, watched = claim.ids, claim.at, claim.watched
+    result.claimed, result.watched, result.adopted = len(ids), watched, claim.adopted
     if not ids:
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
+    try:
+        await _work_batch(
+            result,
+            ids,
+            sessionmaker=sessionmaker,
+            together=together,
+            settings=settings,
+            owner=owner,
+            planner=planner,
+            lister=lister,
+            resources=resources,
+            cycle_started=cycle_started,
+            polled_at=polled_at,
+            wrote_rows=wrote_rows,
+        )
+    except Exception:
+        # A database blip, a bug: the sessions not written yet go back at once
+        # (those written were handed back with their results), so the next tick,
+        # here or on another replica, polls them instead of waiting out the lease.
+        # If the database is still away, the lease runs out by itself.
+        try:
+            await release(sessionmaker, ids, owner=owner)
+            result.released = len(ids)
+            log.warning("poll batch failed; handed back its %d sessions' leases", len(ids))
+        except Exception as exc:
+            log.warning("poll batch failed and its leases could not be handed back: %s", exc)
+        raise
+    crash_point("poll_after_state_write", settings.fault_crash_at)
+    return result
+
+
+async def _work_batch(
+    result: CycleResult,
+    ids: list[str],
+    *,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    together: TogetherClient,
+    settings: Settings,
+    owner: str,
+    planner: Planner,
+    lister: Lister,
+    resources: ResourceReader | None,
+    cycle_started: float,
+    polled_at: datetime | None,
+    wrote_rows: Callable[[], None] | None,
+) -> None:
+    """Fetch, judge and write one claimed batch into `result`, renewing its leases."""
+    watched = result.watched
     forced = None if settings.poll_plan == "auto" else Plan(settings.poll_plan)
     clock = planner.clock()
     result.plan = choose(len(ids), planner.seen, now=clock, forced=forced)
@@ -178,13 +241,15 @@ async def _poll_batch(
         # cycle come along for no more requests, and the round keeps one rhythm (one
         # pass an interval, not one for each tick at which some fall due: sessions
         # subscribed at different times would each make their own).
-        more, _, _ = await claim_due_sessions(
+        ahead = await claim_due_sessions(
             sessionmaker,
             owner=owner,
             settings=settings,
             ahead=planner.interval or settings.poll_interval_seconds,
             limit=claim_size(settings) - len(ids),
         )
+        more = ahead.ids
+        result.adopted.update(ahead.adopted)
         worth = choose(len(ids) + len(more), planner.seen, now=clock, forced=forced)
         if more and worth is Plan.LIST:
             ids += more
@@ -201,8 +266,14 @@ async def _poll_batch(
 
     # Sit out a short 429 pause; a long one backs the sessions off instead, so the
     # cycle ends well inside its leases. A slow Together is covered by renewing them.
+
+    def renewed(n: int) -> None:
+        result.renewals += n
+
     renewing = asyncio.create_task(
-        keep_leases(sessionmaker, ids, owner=owner, lease_seconds=settings.lease_seconds)
+        keep_leases(
+            sessionmaker, ids, owner=owner, lease_seconds=settings.lease_seconds, renewed=renewed
+        )
     )
     reach = _Reach()
 
@@ -239,6 +310,8 @@ async def _poll_batch(
         for status, n in to_status.items():
             result.to_status[status] = result.to_status.get(status, 0) + n
         result.outbox_rows += rows
+        if rows and wrote_rows is not None:
+            wrote_rows()
 
     try:
         learnt = await learn(
@@ -252,16 +325,14 @@ async def _poll_batch(
             settings=settings,
             write=write,
         )
+        result.gets, result.from_error_pages = learnt.gets, learnt.from_error_pages
+        # Incidents are judged once, over the whole batch, as when it was one write.
+        async with sessionmaker() as db, db.begin():
+            now = (await db.execute(select(db_now()))).scalar_one()
+            await track_incidents(db, reach.results(), settings=settings, now=now)
     finally:
         renewing.cancel()
-    result.gets, result.from_error_pages = learnt.gets, learnt.from_error_pages
-    # Incidents are judged once, over the whole batch, as when it was one write.
-    async with sessionmaker() as db, db.begin():
-        now = (await db.execute(select(db_now()))).scalar_one()
-        await track_incidents(db, reach.results(), settings=settings, now=now)
     result.transitions = sum(result.to_status.values())
-    crash_point("poll_after_state_write", settings.fault_crash_at)
-    return result
 
 
 def _pages(

@@ -1,27 +1,44 @@
 """Which replica polls which session: claims, renewals and hand-backs of leases.
 
 Replicas share the work through the database: due sessions are claimed with
-`FOR UPDATE SKIP LOCKED` and a lease, so no two replicas poll the same session
-and a crashed replica's sessions come back once its lease runs out. Leases are
-judged by the database's clock; a claim is sized to what can be fetched in half
-a lease at `TOGETHER_MAX_RPS` (`pace.claim_size`), and the leases are renewed
-while the fetch goes on.
+`FOR UPDATE SKIP LOCKED` and a short lease, so no two replicas poll the same
+session. A crashed replica's sessions come back once its lease runs out, or at
+once when its heartbeat has stopped (`bot.store.heartbeats`): those are adopted
+and what they waited is reported. Leases are judged by the database's clock; a
+claim is sized to what can be fetched in half a lease at `TOGETHER_MAX_RPS`
+(`pace.claim_size`), and the leases are renewed while the work goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import CursorResult, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.poll.pace import claim_size, due_slack
+from bot.store.heartbeats import held_for, holder_gone, renew_every
 from bot.store.tables import WatchedSession, db_now
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Claim:
+    """Sessions leased by one claim: their ids, the database's time of the claim,
+    how many sessions are watched in all (what a round of polls costs; 0 for a
+    claim `ahead`), and, for each one taken over from another replica, how long
+    its holder had not renewed it."""
+
+    ids: list[str] = field(default_factory=list)
+    at: datetime | None = None
+    watched: int = 0
+    adopted: dict[str, float] = field(default_factory=dict)
 
 
 async def claim_due_sessions(
@@ -31,24 +48,33 @@ async def claim_due_sessions(
     settings: Settings,
     ahead: float = 0.0,
     limit: int | None = None,
-) -> tuple[list[str], datetime | None, int]:
-    """Lease due sessions; return their ids, the database's time of the claim, and
-    how many sessions are watched in all (what a round of polls costs; 0 when
-    `ahead`). With `ahead`, the sessions due within that many seconds instead,
-    those not failing (a failing one keeps its back-off and Retry-After)."""
+) -> Claim:
+    """Lease due sessions that nobody holds, whose lease ran out, or whose holder's
+    heartbeat stopped. With `ahead`, the sessions due within that many seconds
+    instead, those not failing (a failing one keeps its back-off and Retry-After)."""
     due = [WatchedSession.next_poll_at <= db_now(due_slack(settings) + ahead)]
     if ahead:
         due.append(WatchedSession.consecutive_failures == 0)
     async with sessionmaker() as db, db.begin():
         rows = (
             await db.execute(
-                select(WatchedSession.session_id, db_now().label("db_now"))
+                select(
+                    WatchedSession.session_id,
+                    WatchedSession.lease_owner,
+                    WatchedSession.lease_until,
+                    db_now().label("db_now"),
+                )
                 .where(
                     WatchedSession.active.is_(True),
                     *due,
                     or_(
                         WatchedSession.lease_until.is_(None),
                         WatchedSession.lease_until < db_now(),
+                        holder_gone(
+                            WatchedSession.lease_owner,
+                            me=owner,
+                            lease_seconds=settings.lease_seconds,
+                        ),
                     ),
                 )
                 .order_by(WatchedSession.next_poll_at)
@@ -73,13 +99,27 @@ async def claim_due_sessions(
                     .where(WatchedSession.active.is_(True))
                 )
             ).scalar_one()
-    return ids, (rows[0].db_now if rows else None), watched
+    adopted = {
+        r.session_id: held_for(r.lease_until, r.db_now, settings.lease_seconds)
+        for r in rows
+        if r.lease_owner is not None and r.lease_owner != owner
+    }
+    if adopted:
+        log.warning(
+            "took over %d sessions from replicas that stopped (their leases not renewed "
+            "for up to %.1fs)",
+            len(adopted),
+            max(adopted.values()),
+            extra={"from": sorted({r.lease_owner for r in rows if r.session_id in adopted})},
+        )
+    return Claim(ids, rows[0].db_now if rows else None, watched, adopted)
 
 
 async def release(
     sessionmaker: async_sessionmaker[AsyncSession], ids: list[str], *, owner: str
 ) -> None:
-    """Hand back the leases of sessions claimed but not polled after all."""
+    """Hand back the leases of sessions claimed but not polled after all (those
+    written meanwhile were handed back with their results)."""
     async with sessionmaker() as db, db.begin():
         await db.execute(
             update(WatchedSession)
@@ -89,20 +129,36 @@ async def release(
         )
 
 
+async def release_all(sessionmaker: async_sessionmaker[AsyncSession], *, owner: str) -> int:
+    """Hand back every session lease held in `owner`'s name: after a cycle that
+    failed and could not hand back its own (the database was away), before the
+    next one claims; no batch of this replica's is running then."""
+    async with sessionmaker() as db, db.begin():
+        result = await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.lease_owner == owner)
+            .values(lease_owner=None, lease_until=None)
+            .execution_options(synchronize_session=False)
+        )
+    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+
+
 async def keep_leases(
     sessionmaker: async_sessionmaker[AsyncSession],
     ids: list[str],
     *,
     owner: str,
     lease_seconds: float,
+    renewed: Callable[[int], None] | None = None,
 ) -> None:
-    """Renew a batch's leases every third of a lease while it is fetched; only those
-    this replica still holds (by the database's clock)."""
+    """Renew a batch's leases every third of a lease while it is worked on; only
+    those this replica still holds (by the database's clock). `renewed` hears
+    how many were renewed each time."""
     while True:
-        await asyncio.sleep(lease_seconds / 3)
+        await asyncio.sleep(renew_every(lease_seconds))
         try:
             async with sessionmaker() as db, db.begin():
-                await db.execute(
+                result = await db.execute(
                     update(WatchedSession)
                     .where(
                         WatchedSession.session_id.in_(ids),
@@ -112,5 +168,7 @@ async def keep_leases(
                     .values(lease_until=db_now(lease_seconds))
                     .execution_options(synchronize_session=False)
                 )
+            if renewed is not None and isinstance(result, CursorResult):
+                renewed(max(0, result.rowcount))
         except Exception:  # the write fence still holds; the next renewal may work
             log.warning("could not renew poll leases", exc_info=True)

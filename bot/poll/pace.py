@@ -2,7 +2,8 @@
 
 The interval in use is the shortest that keeps a round of polls within
 `TOGETHER_REQUESTS_PER_MINUTE`, after what the other consumers (here and on the
-other replicas) spend and what the poller spends beside its plan (the spend
+other replicas) spend, up to what leaves the poller its guaranteed share
+(`POLL_BUDGET_SHARE`), and what the poller spends beside its plan (the spend
 watch's reads). A round costs what the plan estimates or what the last rounds
 were measured to spend, whichever is more: an estimate from what Together
 said (a list that never ends, say) never outruns the budget for long. A failing session waits longer each time, up to
@@ -54,7 +55,7 @@ class Planner:
         """The shortest interval at which a round over `watched` sessions fits what
         the other consumers (`others` requests a minute here, `remote` on the other
         replicas) left of the budget."""
-        self.others = others + self.remote
+        self.others = guaranteed(others + self.remote, settings)
         self.interval = budget_interval(
             max(round_cost(watched, self.seen, plan), self.planned) + self.side,
             requests_per_minute=settings.together_requests_per_minute,
@@ -101,6 +102,19 @@ class Planner:
             per_round = max(watched, claimed) / polled
             self.side = sum(c[1] for c in self.cycles) * per_round
             self.planned = sum(c[2] for c in self.cycles) * per_round
+
+
+def guaranteed(others: float, settings: Settings) -> float:
+    """What the other consumers' spend (`others` requests a minute) takes off the
+    poller's budget: all of it, up to what leaves the poller its share
+    (POLL_BUDGET_SHARE). A burst of commands is never made to wait (the budget
+    holds nothing back), but neither does it stretch the poller's round past
+    what its share buys; the deployment may then spend more than the budget for
+    as long as the burst lasts."""
+    rpm = settings.together_requests_per_minute
+    if rpm <= 0:
+        return others
+    return min(others, rpm * (1.0 - settings.poll_budget_share))
 
 
 def side_window(settings: Settings) -> float:

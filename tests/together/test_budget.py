@@ -110,8 +110,36 @@ def test_the_budget_is_the_deployments_the_other_replicas_non_poll_spend_is_take
     # 4 of this replica's commands and 20 of the others' leave 96: every 12.5 s
     assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 12.5
     assert planner.others == everyone.others == 24.0
-    planner.remote = 200  # the others alone over the budget: the longest interval
-    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 60.0
+    planner.remote = 200  # the others alone over the budget: the poller keeps its half
+    assert planner.interval_for(20, Plan.GET, settings, others=local.others) == 20.0
+    assert planner.others == 60.0
+    # with no share kept, the others' spend takes it all: the longest interval
+    no_share = settings.model_copy(update={"poll_budget_share": 0.0})
+    assert planner.interval_for(20, Plan.GET, no_share, others=local.others) == 60.0
+
+
+def test_a_burst_of_commands_never_stretches_the_round_past_the_pollers_share() -> None:
+    """300 subscribes in a minute (300 GETs, over the whole budget of 120) while 500
+    live sessions are listed in 5 pages a round: the poller keeps its half of the
+    budget, so its round stays at what 60 requests a minute buy, not the longest
+    interval; the commands themselves were never held back (the ledger booked them
+    as they went)."""
+    clock = _Clock()
+    ledger = Ledger(window=60, clock=clock)
+    settings = Settings(
+        together_requests_per_minute=120, poll_min_interval_seconds=1, poll_interval_seconds=60
+    )
+    planner = Planner(clock=clock, seen=Seen(live=500, complete=True, missing=0.0, at=clock.now))
+    calm = planner.interval_for(500, Plan.LIST, settings, others=ledger.others_per_minute())
+    for _ in range(300):
+        clock.now += 0.2
+        ledger.spend("get")  # a person's subscribe
+    assert ledger.others_per_minute() == 300.0
+    burst = planner.interval_for(500, Plan.LIST, settings, others=ledger.others_per_minute())
+    assert calm == 2.5  # 5 pages on 120 a minute
+    assert burst == 5.0  # 5 pages on the poller's 60 a minute
+    assert burst < settings.poll_interval_seconds
+    assert planner.page_cap(settings) == 60  # a pass may still take what the share buys
 
 
 async def test_replicas_report_their_spend_and_read_the_live_others(db_url: str) -> None:
@@ -153,6 +181,7 @@ async def test_a_database_error_in_the_spend_exchange_leaves_the_local_count() -
         sessionmaker=_Down(),
         owner="a",
         metrics=Metrics(),
+        deliver_soon=asyncio.Event(),
     )
     ticker = Ticker(rt)  # type: ignore[arg-type]
     ticker.planner.remote = 40.0  # what the others reported before the database went away

@@ -9,6 +9,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot import rendering
 from bot.commands import stop as stopping
+from bot.commands.as_poll import as_poll
 from bot.commands.card import watched_card
 from bot.commands.ls import org_sessions_page
 from bot.commands.ls_query import read_more
@@ -60,6 +61,7 @@ async def subscribe(req: Request) -> str:
         first_poll_in=first_poll_seconds(req.rt.settings),
         root_ts=req.message_ts,
         filters=None,  # the button has no filters to give: keep the channel's
+        as_poll=as_poll(req.rt),
     )
     await req.say(
         "This channel is already subscribed; updates go in its thread."
@@ -85,6 +87,7 @@ async def unsubscribe(req: Request) -> str:
 
 async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
+    await as_poll(req.rt)(session)
     card = await watched_card(
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,

@@ -11,6 +11,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
+from bot.commands.as_poll import as_poll
 from bot.commands.card import watched_card
 from bot.commands.digest import digest_here
 from bot.commands.ls import org_sessions_page
@@ -88,6 +89,7 @@ def _session_id(command: Command) -> str:
 
 async def show(req: Request, command: Command) -> str:
     session = await fetch_for_user(req.rt.together, _session_id(command))
+    await as_poll(req.rt)(session)
     # a watched session's card also shows what the watch saw: resource, price, spend
     card = await watched_card(
         sessionmaker=req.rt.sessionmaker,
@@ -110,6 +112,7 @@ async def subscribe(req: Request, command: Command) -> str:
         filters=command.filters,
         stall_minutes=command.stall_minutes,
         target_step=command.target_step,
+        as_poll=as_poll(req.rt),
     )
     what = ", ".join(sorted(result.filters))
     if command.stall_minutes is not None:

@@ -1,0 +1,88 @@
+"""A session that a person's command has just fetched counts as that session's poll.
+
+A subscribe, a card or a Refresh asks Together for one session with a GET, as
+a poll would. If the bot watches that session, the answer is written as the
+poll's state, through the same judgement and write as a poll (a change is
+told in the threads, the next poll is one interval later): the poller then
+spends nothing on it, and a change a person saw first is told at once.
+
+It takes the session's lease for the write, as a poll does, and only when
+nobody holds it: a poll working on the session right now tells it itself.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.config import Settings
+from bot.poll.isolate import store_apart
+from bot.poll.leases import release
+from bot.store.tables import WatchedSession, db_now
+from bot.training.sessions import TrainingSession
+
+
+def spacing(
+    next_poll_at: datetime | None, last_polled_at: datetime | None, settings: Settings
+) -> float:
+    """The interval a session was last given (its next poll after its last), within
+    POLL_MIN_INTERVAL_SECONDS and POLL_INTERVAL_SECONDS; the shortest when it has
+    not been polled yet."""
+    shortest = min(settings.poll_min_interval_seconds, settings.poll_interval_seconds)
+    if next_poll_at is None or last_polled_at is None:
+        return shortest
+    given = (next_poll_at - last_polled_at).total_seconds()
+    return min(settings.poll_interval_seconds, max(shortest, given))
+
+
+async def poll_from_command(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    session: TrainingSession,
+    *,
+    owner: str,
+    settings: Settings,
+) -> int | None:
+    """Write `session`, just fetched by a command, as its poll. None when the bot
+    does not watch it or a poll holds it now; else the outbox rows written."""
+    async with sessionmaker() as db, db.begin():
+        row = (
+            await db.execute(
+                select(
+                    WatchedSession.next_poll_at,
+                    WatchedSession.last_polled_at,
+                    db_now().label("db_now"),
+                )
+                .where(
+                    WatchedSession.session_id == session.id,
+                    WatchedSession.active.is_(True),
+                    or_(
+                        WatchedSession.lease_until.is_(None),
+                        WatchedSession.lease_until < db_now(),
+                    ),
+                )
+                .with_for_update(skip_locked=True, of=WatchedSession)
+            )
+        ).first()
+        if row is None:
+            return None
+        await db.execute(
+            update(WatchedSession)
+            .where(WatchedSession.session_id == session.id)
+            .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
+            .execution_options(synchronize_session=False)
+        )
+    try:
+        _, rows = await store_apart(
+            sessionmaker,
+            {session.id: session},
+            owner=owner,
+            settings=settings,
+            polled_at=row.db_now,
+            interval=spacing(row.next_poll_at, row.last_polled_at, settings),
+        )
+    except Exception:
+        await release(sessionmaker, [session.id], owner=owner)  # the poller has it next
+        raise
+    return rows

@@ -1,0 +1,72 @@
+"""How long a lease lasts, how often it is renewed, and when its holder counts as gone.
+
+Every lease (a poll claim on a session, a delivery claim on an outbox row) is
+short and is renewed while the work runs, so a replica that dies, hangs or
+loses its database gives its work back within one lease. Each replica also
+writes a heartbeat, its row of `replica_spend` (`bot.jobs.spend_exchange`),
+stamped by the database's clock: a lease whose holder has stopped writing it is
+taken at once, without waiting for the lease to run out.
+
+The times are sized from one lease (`LEASE_SECONDS`) so that they stay in step
+when it is changed:
+
+- the work renews its leases every third of a lease (`renew_every`), so two
+  renewals in a row may fail (a database blip) before the lease runs out;
+- the heartbeat is written every fifth of a lease, at most every
+  `MAX_HEARTBEAT_SECONDS` (`heartbeat_every`);
+- a holder is gone when its heartbeat is older than half a lease
+  (`silent_after`): two heartbeats and a half missed, so one slow write is
+  not a death, and its work is back well before its lease would run out.
+
+A replica with no heartbeat row at all (one that has not reported yet) is
+trusted until its lease runs out: only a heartbeat that stopped says a holder
+is gone. Being wrong about a live replica costs work done twice, never a
+message told twice: every write and every send is fenced on the lease.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, select
+
+from bot.store.tables import ReplicaSpend, db_now
+
+# The heartbeat is written at least this often, whatever the lease.
+MAX_HEARTBEAT_SECONDS = 5.0
+
+
+def renew_every(lease_seconds: float) -> float:
+    """How often the work renews the leases it holds."""
+    return lease_seconds / 3
+
+
+def heartbeat_every(lease_seconds: float) -> float:
+    """How often a replica writes its heartbeat."""
+    return min(MAX_HEARTBEAT_SECONDS, lease_seconds / 5)
+
+
+def silent_after(lease_seconds: float) -> float:
+    """How old a heartbeat is when its replica counts as gone."""
+    return lease_seconds / 2
+
+
+def holder_gone(
+    lease_owner: ColumnElement[Any] | Any, *, me: str, lease_seconds: float
+) -> ColumnElement[bool]:
+    """SQL: the lease's holder is another replica whose heartbeat has stopped."""
+    silent = select(ReplicaSpend.owner).where(
+        ReplicaSpend.owner != me,
+        ReplicaSpend.updated_at < db_now(-silent_after(lease_seconds)),
+    )
+    return and_(lease_owner.is_not(None), lease_owner != me, lease_owner.in_(silent))
+
+
+def held_for(lease_until: datetime | None, now: datetime | None, lease_seconds: float) -> float:
+    """Seconds since a lease's holder last renewed it (taken over now): what a
+    dead replica's work waited. Never below zero."""
+    if lease_until is None or now is None:
+        return 0.0
+    renewed = (lease_until - now).total_seconds()
+    return max(0.0, lease_seconds - renewed)
