@@ -98,6 +98,9 @@ class Outcome:
 async def discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Outcome:
     """One discovery run (see the module docstring), unless another replica runs one."""
     settings = rt.settings
+    async with rt.sessionmaker() as db:
+        if not await follow_rules.anyone_following(db):
+            return Outcome()
     async with rt.sessionmaker() as db, db.begin():
         lease = max(settings.lease_seconds, 120.0)
         if await claim_job(db, FOLLOW_JOB, owner=rt.owner, lease=lease) is None:

@@ -16,7 +16,7 @@ from sqlalchemy import CursorResult, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring
-from bot.store.tables import FollowClaim, FollowRule, Subscription, db_now
+from bot.store.tables import FollowClaim, FollowRule, PersonalAlerts, Subscription, db_now
 
 #: the most rules one channel may hold
 MAX_RULES_PER_CHANNEL = 20
@@ -50,6 +50,14 @@ async def active_rules(db: AsyncSession) -> list[FollowRule]:
         select(FollowRule).where(FollowRule.active.is_(True)).order_by(FollowRule.id)
     )
     return list(rows.scalars())
+
+
+async def anyone_following(db: AsyncSession) -> bool:
+    """Whether any rule is in force or any personal switch is on: discovery's
+    first question, one cheap read while nobody follows anything."""
+    rule = exists().where(FollowRule.active.is_(True))
+    switch = exists().where(PersonalAlerts.enabled.is_(True))
+    return bool((await db.execute(select(rule | switch))).scalar_one())
 
 
 async def count_active(db: AsyncSession, *, team_id: str, channel_id: str) -> int:

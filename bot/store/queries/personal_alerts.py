@@ -87,6 +87,6 @@ async def listeners(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, l
         .order_by(PersonalWatch.user_id)
     )
     out: dict[str, list[str]] = {}
-    for session_id, user_id in rows.tuples():
-        out.setdefault(session_id, []).append(user_id)
+    for row in rows:
+        out.setdefault(row.session_id, []).append(row.user_id)
     return out
