@@ -23,7 +23,7 @@ from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
 from bot.jobs.follow import DiscoveryState, discover
-from bot.jobs.prune import prune_outbox, prune_watches
+from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
@@ -239,6 +239,8 @@ class Ticker:
         subscriptions, watches = await prune_watches(self.rt)
         if subscriptions or watches:
             log.info("pruned %d ended subscriptions and %d watches", subscriptions, watches)
+        if claims := await prune_follow(self.rt):
+            log.info("pruned %d follow claims", claims)
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

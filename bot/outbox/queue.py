@@ -42,7 +42,16 @@ from sqlalchemy.orm import Mapped, aliased, mapped_column
 from bot.outbox.contract.payloads import Kind, Payload, read_payload
 from bot.outbox.contract.rows import OutboxRow, State
 from bot.store.engine import insert_ignoring
-from bot.store.tables import AlertSent, Base, BigId, Subscription, WatchedSession, db_now, utcnow
+from bot.store.tables import (
+    AlertSent,
+    Base,
+    BigId,
+    PersonalWatch,
+    Subscription,
+    WatchedSession,
+    db_now,
+    utcnow,
+)
 
 
 def _enum_column(enum: type[StrEnum], length: int) -> Enum:
@@ -334,9 +343,11 @@ async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) ->
     still_watched = exists().where(
         Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
     )
+    # a session a person's App Home switch took is still told to them
+    still_personal = exists().where(PersonalWatch.session_id == WatchedSession.session_id)
     await db.execute(
         update(WatchedSession)
-        .where(WatchedSession.session_id.in_(session_ids), ~still_watched)
+        .where(WatchedSession.session_id.in_(session_ids), ~still_watched, ~still_personal)
         .values(active=False)
         .execution_options(synchronize_session=False)
     )

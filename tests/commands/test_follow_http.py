@@ -297,6 +297,10 @@ def test_personal_switch_dms_my_session_errors(rig: Rig) -> None:
     )
     settle(rig)
     assert [r[0] for r in rig.query("SELECT session_id FROM personal_watches")] == [mine]
+    # a channel that subscribes and unsubscribes leaves the person's watch running
+    say(rig, f"subscribe {mine}", channel="CPERS")
+    say(rig, f"unsubscribe {mine}", channel="CPERS")
+    assert rig.query("SELECT active FROM watched_sessions WHERE session_id = :s", s=mine)[0][0]
     rig.together.set_status(mine, "ERROR")
     dm = rig.slack.wait_for(lambda: rig.slack.successful_posts("U123"), message="the DM")
     text = json.dumps(dm[0].blocks)
