@@ -157,12 +157,12 @@ async def _discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Ou
 async def live_sessions(
     rt: Runtime, *, lister: Lister, state: DiscoveryState, wanted: Sequence[Wanted]
 ) -> Found:
-    """Who is live: the roster of a recent pass, else a pass of our own (filtered by
-    `created_by` only where that saves requests)."""
+    """Who is live: the roster of a recent pass that reached the end, else a pass of
+    our own (filtered by `created_by` only where that saves requests)."""
     settings = rt.settings
     since = lister.clock() - settings.poll_interval_seconds
     roster = lister.roster(LIVE_STATUSES, since=since)
-    if roster is not None:
+    if roster is not None and roster.complete:  # one cut short did not show everyone
         return Found(listed=list(roster.listed))
     pages = settings.follow_max_pages
     creators = creators_of(wanted)

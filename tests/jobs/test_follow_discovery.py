@@ -90,3 +90,15 @@ async def test_created_by_passes_where_they_save_requests_and_a_403_falls_back(
     lister.clock = lambda: 10_800.0
     await live_sessions(rt, lister=lister, state=state, wanted=[ANA])
     assert not any("created_by" in p for p in _lists(fake))
+
+
+async def test_a_pass_cut_short_is_not_taken_for_everyone(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    ana = _add(fake, 150, "user_ana")  # two pages
+    lister = Lister(client)
+    await lister.get(LIVE_STATUSES, max_pages=1, since=lister.clock())  # the poller's, cut short
+    found = await live_sessions(
+        _runtime(client), lister=lister, state=DiscoveryState(), wanted=[EVERYONE]
+    )
+    assert sorted(r.id for r in found.listed) == sorted(ana)
