@@ -220,6 +220,13 @@ class Settings(BaseSettings):
     watch_all_max_pages: int = _tuning(
         5, "Pages (100 each) per interval for the org-wide error and idle lists.", ge=1, le=100
     )
+    follow_max_pages: int = _tuning(
+        20,
+        "Pages (100 each) of live sessions a follow-rule discovery may list when no poller "
+        "pass of them is at hand.",
+        ge=1,
+        le=1000,
+    )
     stall_after_minutes: float = _tuning(
         15.0,
         "A watched RUNNING session whose step has not moved this long is told once in its "

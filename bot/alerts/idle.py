@@ -25,10 +25,11 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.payloads import IdlePayload
-from bot.outbox.contract.rows import Thread, idle_rows
+from bot.outbox.contract.rows import Thread, dm_row, idle_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
+from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.subscriptions import threads_of_sessions
 from bot.store.tables import db_now
 from bot.together.client import TogetherClient
@@ -84,16 +85,23 @@ async def write_idle_alerts(
     *,
     oncall_channel: str | None,
 ) -> int:
-    """Outbox rows for idle alerts, each to its sessions' threads and on-call: the
-    org-wide watch and the subscribed follow-up tell an idle resource the same way."""
+    """Outbox rows for idle alerts, each to its sessions' threads, on-call, and the
+    people whose App Home switch took one of its sessions: the org-wide watch and
+    the subscribed follow-up tell an idle resource the same way."""
     if not alerts:
         return 0
     ids = sorted({sid for _, session_ids in alerts for sid in session_ids})
     by_session = await threads_of(db, ids)
+    people = await listeners(db, ids)
     rows = []
     for payload, session_ids in alerts:
         threads = [t for sid in session_ids for t in by_session.get(sid, [])]
         rows += idle_rows(payload, oncall_channel=oncall_channel, threads=threads)
+        # the people whose App Home switch took one of its sessions, once each
+        resource_id = payload.resource.id
+        told = {user: sid for sid in session_ids for user in people.get(sid, [])}
+        occurrence = f"idle:{resource_id}:{payload.idle_since.isoformat()}"
+        rows += [dm_row(u, sid, payload, occurrence=occurrence) for u, sid in told.items()]
     await insert_outbox(db, rows)
     return len(rows)
 

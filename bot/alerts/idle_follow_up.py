@@ -32,6 +32,7 @@ from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
 from bot.store.progress import IdleCheck, SpendRead, WatchProgress
+from bot.store.queries.personal_alerts import listeners
 from bot.store.tables import WatchedSession, db_now
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
@@ -173,10 +174,12 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             )
             is not None
         ]
-        threads = await threads_of(db, sorted({c.session_id for c in found}))
+        ids = sorted({c.session_id for c in found})
+        threads = await threads_of(db, ids)
+        people = await listeners(db, ids)
     by_resource: dict[str, list[Candidate]] = {}
     for c in found:
-        if threads.get(c.session_id):  # nobody to tell: not worth a request
+        if threads.get(c.session_id) or people.get(c.session_id):  # else nobody to tell
             by_resource.setdefault(c.resource_id, []).append(c)
     marks: dict[str, IdleCheck] = {}
     alerts: list[tuple[IdlePayload, list[str]]] = []

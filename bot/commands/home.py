@@ -11,7 +11,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands.asker import Sessionmaker
+from bot.commands.follow import home_follow
 from bot.commands.subscribe import display_name
+from bot.rendering.blocks import MAX_BLOCKS
+from bot.rendering.follow import home_blocks
 from bot.store.queries.subscriptions import user_subscriptions
 from bot.store.queries.watched_sessions import created_watches
 
@@ -25,8 +28,9 @@ async def publish_home(
     created_by_user_map: dict[str, str],
     user_id: str,
 ) -> None:
-    """Publish a person's Home tab: their subscriptions across channels, and
-    the watched sessions they created (Together user ids mapped to theirs)."""
+    """Publish a person's Home tab: their subscriptions across channels, the
+    watched sessions they created (Together user ids mapped to theirs), their
+    "Tell me about my sessions" switch and their follow rules."""
     if not user_id:
         return
     mine = [
@@ -48,6 +52,10 @@ async def publish_home(
         ],
         [rendering.SessionLine(w.session_id, display_name(w), w.last_status) for w in created],
     )
+    rules, switch_on = await home_follow(sessionmaker=sessionmaker, user_id=user_id)
+    extra = home_blocks(rules, switch_on=switch_on, mapped=bool(mine))
+    # the switch first: it is the part a person acts on, and must survive the block limit
+    view["blocks"] = [*extra[:MAX_BLOCKS], *view["blocks"]][:MAX_BLOCKS]
     try:
         await slack.views_publish(user_id=user_id, view=view)
     except SlackApiError as exc:

@@ -77,6 +77,12 @@ def parse_args(args: Sequence[str]) -> ListQuery | str:
     return ListQuery(status or DEFAULT_FILTER, who, model)
 
 
+def slack_user(word: str) -> str | None:
+    """The Slack user id of a mention as a command's text carries it, else None."""
+    match = _USER_RE.fullmatch(word)
+    return match.group(1) if match else None
+
+
 def creators(
     query: ListQuery, *, caller: str, user_map: Mapping[str, str]
 ) -> list[str] | str | None:

@@ -3,7 +3,9 @@
 `/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
 [errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
 `digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
-error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`) and
+error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`),
+`follow mine|@user|all [model=<name>] [filters] [stall=…] [existing]` and
+`unfollow mine|@user|all [model=<name>]` (`bot.commands.follow_query`) and
 `help` do what they say. Anything else is answered with usage, never sent to Together.
 """
 
@@ -16,11 +18,24 @@ from enum import StrEnum
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.commands.ls_query import ListQuery, parse_args
+from bot.commands.follow_query import EVERYONE, FOLLOW_USAGE, FollowSpec
+from bot.commands.ls_query import MAX_MODEL, ListQuery, parse_args, slack_user
 from bot.rendering.text import code_span
 from bot.training.sessions import is_session_id
 
-Verb = Literal["show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest"]
+Verb = Literal[
+    "show",
+    "subscribe",
+    "unsubscribe",
+    "list",
+    "ls",
+    "help",
+    "mute",
+    "unmute",
+    "digest",
+    "follow",
+    "unfollow",
+]
 MAX_COMMAND_TEXT = 4000
 FILTERS = ("status", "checkpoints", "errors-only")
 DEFAULT_FILTERS = frozenset({"status"})
@@ -66,6 +81,7 @@ class Command:
     # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA);
     # None keeps the thread's
     target_step: int | None = None
+    rule: FollowSpec | None = None  # `follow` / `unfollow`: which rule
 
 
 def parse(text: str | None) -> Command:
@@ -84,6 +100,8 @@ def parse(text: str | None) -> Command:
         return _usage("ls", query) if isinstance(query, str) else Command("ls", listing=query)
     if head == "subscribe":
         return _parse_subscribe(words[1:])
+    if head in ("follow", "unfollow"):
+        return _parse_follow(head, words[1:])
     if head in ("unsubscribe", "show", "unmute"):
         verb: Verb = head  # type: ignore[assignment]
         if len(words) != 2:
@@ -136,6 +154,57 @@ def _parse_subscribe(args: list[str]) -> Command:
     return _with_id(
         "subscribe", args[0], filters=filters, stall_minutes=stall_minutes, target_step=target_step
     )
+
+
+def _parse_follow(head: str, args: list[str]) -> Command:
+    """`follow mine|@user|all [model=…] [filters] [stall=…] [existing]`; `unfollow`
+    takes the selector and `model=` only."""
+    verb: Verb = "follow" if head == "follow" else "unfollow"
+    if not args:
+        return _usage(verb, f"`{head}` needs `mine`, `@user` or `all`. {FOLLOW_USAGE}")
+    first = args[0]
+    who = first.lower() if first.lower() in ("mine", EVERYONE) else slack_user(first)
+    if who is None:
+        if first.startswith("@") or first.startswith("<@"):
+            return _usage(
+                verb,
+                f"I cannot tell who {code_span(first, _ECHO_LIMIT)} is: pick the person from "
+                "Slack's list as you type `@`, so the command carries their user id.",
+            )
+        return _usage(verb, f"`{head}` needs `mine`, `@user` or `all` first. {FOLLOW_USAGE}")
+    model: str | None = None
+    stall: list[str] = []
+    wanted: list[str] = []
+    existing = False
+    for word in args[1:]:
+        lowered = word.lower()
+        if lowered.startswith("model="):
+            name = word[len("model=") :].strip()
+            if model is not None or not name or len(name) > MAX_MODEL:
+                return _usage(verb, f"Give one `model=<name>` of at most {MAX_MODEL} characters.")
+            model = name
+        elif verb == "unfollow":
+            return _usage(
+                verb, f"`unfollow` takes the rule's selector and `model=` only. {FOLLOW_USAGE}"
+            )
+        elif lowered.startswith("stall="):
+            stall.append(word[len("stall=") :])
+        elif lowered == "existing":
+            existing = True
+        elif lowered in FILTERS:
+            wanted.append(lowered)
+        else:
+            return _usage(verb, f"Unknown word in a rule. {FOLLOW_USAGE}")
+    stall_minutes = None
+    if stall:
+        stall_minutes = _stall_minutes(stall[-1])
+        if len(stall) > 1 or stall_minutes is None:
+            return _usage(verb, STALL_USAGE)
+    filters = frozenset(wanted) or DEFAULT_FILTERS
+    if {"status", "errors-only"} <= filters:
+        return _usage(verb, "Choose `status` (every change) or `errors-only`, not both.")
+    spec = FollowSpec(who, model, filters, stall_minutes, existing)
+    return Command(verb, rule=spec)
 
 
 def _target_step(text: str) -> int | None:

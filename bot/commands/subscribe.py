@@ -54,6 +54,35 @@ async def subscribe_here(
     session = await fetch_for_user(together, session_id)
     if as_poll is not None:
         await as_poll(session)
+    result = await subscribe_session(
+        sessionmaker=sessionmaker,
+        slack=slack,
+        asker=asker,
+        session=session,
+        first_poll_in=first_poll_in,
+        root_ts=root_ts,
+        filters=filters,
+        stall_minutes=stall_minutes,
+        target_step=target_step,
+    )
+    return session, result
+
+
+async def subscribe_session(
+    *,
+    sessionmaker: Sessionmaker,
+    slack: AsyncWebClient,
+    asker: Asker,
+    session: TrainingSession,
+    first_poll_in: float,
+    root_ts: str | None = None,
+    filters: frozenset[str] | None = None,
+    stall_minutes: int | None = None,
+    target_step: int | None = None,
+) -> Subscribed:
+    """Subscribe the asker's channel to a session already fetched: the root card,
+    the thread and its options, as `subscribe` does it (a follow rule's discovery
+    comes here with the session as listed)."""
     result = await subscribe(
         sessionmaker=sessionmaker,
         slack=slack,
@@ -71,7 +100,7 @@ async def subscribe_here(
                 await set_stall(db, result.subscription_id, stall_minutes)
             if target_step is not None:
                 await set_target(db, result.subscription_id, target_step)
-    return session, result
+    return result
 
 
 def first_poll_seconds(settings: Settings) -> float:

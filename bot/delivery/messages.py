@@ -15,20 +15,24 @@ from bot.config import Settings
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
     DigestPayload,
+    DmPayload,
     IdlePayload,
     OncallPayload,
     OperatorPayload,
+    Payload,
     ProgressPayload,
     RootPayload,
     TransitionPayload,
 )
 from bot.outbox.queue import OutboxMessage
 from bot.rendering import watch as rendering_watch
+from bot.rendering.follow import personal_heading
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate
 from bot.training.sessions import TrainingSession
+from bot.training.snapshots import SessionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +52,21 @@ async def render_row(
     together: TogetherClient | None = None,
 ) -> rendering.Message:
     """The message a row posts; a root row posts none (it only edits the root card)."""
-    match row.typed_payload:
+    return await _message(row.typed_payload, row, slack=slack, settings=settings, together=together)
+
+
+async def _message(
+    payload: Payload,
+    row: OutboxMessage,
+    *,
+    slack: AsyncWebClient,
+    settings: Settings,
+    together: TogetherClient | None,
+) -> rendering.Message:
+    match payload:
+        case DmPayload() as p:  # what the thread says, headed as the person's own
+            inner = await _message(p.about, row, slack=slack, settings=settings, together=together)
+            return personal_heading(inner, name=session_of(_snapshot_of(p), row).name)
         case TransitionPayload() as p:
             session = (
                 session_of(p.session, row)
@@ -96,6 +114,13 @@ async def render_row(
             )
         case RootPayload():
             raise ValueError("a root row posts no message")
+
+
+def _snapshot_of(p: DmPayload) -> SessionSnapshot | None:
+    about = p.about
+    if isinstance(about, IdlePayload):
+        return about.sessions[0] if about.sessions else None
+    return about.session
 
 
 async def _progress_message(

@@ -37,6 +37,11 @@ PERMANENT_ERRORS = frozenset(
         "team_access_not_granted",
         "is_inactive",
         "ekm_access_denied",
+        # a direct message to a person who blocked the app or cannot be written to
+        "cannot_dm_bot",
+        "messages_tab_disabled",
+        "user_not_found",
+        "user_disabled",
     }
 )
 AUTH_ERRORS = frozenset(

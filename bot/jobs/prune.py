@@ -7,12 +7,15 @@ Cut-offs are the database's clock, like every other time the replicas share.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import delete, exists, func, select
 
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.runtime import Runtime
-from bot.store.tables import AlertSent, Subscription, WatchedSession, db_now
+from bot.store.queries.follow_rules import prune_claims
+from bot.store.tables import AlertSent, PersonalWatch, Subscription, WatchedSession, db_now
 
 DAY_SECONDS = 86400.0
 
@@ -81,6 +84,23 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
             .execution_options(synchronize_session=False)
         )
     return _count(subscriptions), _count(watches)
+
+
+async def prune_follow(rt: Runtime) -> int:
+    """Drop follow claims past WATCH_RETENTION_DAYS (their sessions have long left
+    the live list, where only a claim matters) and the personal switch's sessions
+    whose watch is gone; how many claims."""
+    async with rt.sessionmaker() as db, db.begin():
+        now = (await db.execute(select(db_now()))).scalar_one()
+        claims = await prune_claims(
+            db, before=now - timedelta(days=rt.settings.watch_retention_days)
+        )
+        await db.execute(
+            delete(PersonalWatch)
+            .where(~exists().where(WatchedSession.session_id == PersonalWatch.session_id))
+            .execution_options(synchronize_session=False)
+        )
+    return claims
 
 
 def _count(result: object) -> int:

@@ -32,7 +32,8 @@ from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
-from bot.jobs.prune import prune_outbox, prune_watches
+from bot.jobs.follow import DiscoveryState, discover
+from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
@@ -64,6 +65,8 @@ class Ticker:
         self.planner = Planner(side_window=side_window(rt.settings))
         self.lister = rt.lister
         # the spend watch's prices outlive a cycle (cached per resource shape)
+        # what follow-rule discovery keeps between runs (a refused created_by filter)
+        self.discovery = DiscoveryState()
         self.resources = (
             ResourceReader(rt.together, refresh_seconds=rt.settings.spend_refresh_seconds)
             if rt.settings.spend_watch
@@ -115,6 +118,7 @@ class Ticker:
             self._every(
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
+        self._every("follow", self.follow, settings.poll_interval_seconds)
         self._every("share_spend", self.share_spend, heartbeat_every(settings.lease_seconds))
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
@@ -211,6 +215,20 @@ class Ticker:
             )
         if result.outbox_rows:
             self._deliver_now()  # tell the change now, not at the next tick
+        if result.list_pages:
+            self._run_now("follow")  # discovery reads this pass's roster: no pass of its own
+
+    async def follow(self) -> None:
+        """Follow rules and personal switches: subscribe or watch new live sessions."""
+        found = await discover(self.rt, lister=self.lister, state=self.discovery)
+        if found.subscribed or found.personal or found.capped or found.switched_off:
+            log.info(
+                "follow: %d subscribed, %d watched for a person, %d rules capped, %d switched off",
+                found.subscribed,
+                found.personal,
+                found.capped,
+                found.switched_off,
+            )
 
     async def share_spend(self) -> None:
         """Report this replica's Together spend and learn the others' (`bot.jobs.spend_exchange`)."""
@@ -268,12 +286,19 @@ class Ticker:
         """Ring the delivery loop: outbox rows were just written."""
         self.deliver_soon.set()
 
+    def _run_now(self, name: str) -> None:
+        job = self.scheduler.get_job(name)
+        if job is not None and not self.stopping:
+            job.modify(next_run_time=datetime.now(UTC))
+
     async def prune(self) -> None:
         if pruned := await prune_outbox(self.rt):
             log.info("pruned %d finished outbox rows", pruned)
         subscriptions, watches = await prune_watches(self.rt)
         if subscriptions or watches:
             log.info("pruned %d ended subscriptions and %d watches", subscriptions, watches)
+        if claims := await prune_follow(self.rt):
+            log.info("pruned %d follow claims", claims)
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

@@ -48,6 +48,7 @@ from bot.store.tables import (
     AlertSent,
     Base,
     BigId,
+    PersonalWatch,
     Subscription,
     WatchedSession,
     db_now,
@@ -368,9 +369,11 @@ async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) ->
     still_watched = exists().where(
         Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
     )
+    # a session a person's App Home switch took is still told to them
+    still_personal = exists().where(PersonalWatch.session_id == WatchedSession.session_id)
     await db.execute(
         update(WatchedSession)
-        .where(WatchedSession.session_id.in_(session_ids), ~still_watched)
+        .where(WatchedSession.session_id.in_(session_ids), ~still_watched, ~still_personal)
         .values(active=False)
         .execution_options(synchronize_session=False)
     )

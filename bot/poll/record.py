@@ -7,7 +7,8 @@ that is repeated after a crash writes nothing twice. Results are written only
 for sessions whose lease this replica still holds.
 
 Statements per write do not depend on the number of subscriptions: one re-read
-of the watch rows, one subscription read, one outbox insert, one state update
+of the watch rows, one subscription read, one read of the people listening (the
+App Home switch), one outbox insert, one state update
 per column set, a few incident statements.
 """
 
@@ -30,6 +31,8 @@ from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
+from bot.poll.personal import personal_rows
+from bot.store.queries.personal_alerts import listeners
 from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
 
 log = logging.getLogger(__name__)
@@ -155,7 +158,8 @@ async def _write_events(
     now: datetime,
 ) -> int:
     """Write the rows the events owe (`audience.notifications` decides which): one
-    read of the subscriptions, one of the alerts already sent, one insert."""
+    read of the subscriptions, one of the people listening, one of the alerts
+    already sent, one insert."""
     if not events:
         return 0
     subs = await db.execute(
@@ -185,15 +189,24 @@ async def _write_events(
         )
         for sub in subs
     ]
+    stored = await _snapshots_for_gone(db, events)
     owed = notifications(
         events,
         watchers,
         now=now,
         oncall_channel=settings.oncall_channel,
-        stored_snapshots=await _snapshots_for_gone(db, events),
+        stored_snapshots=stored,
         stall=stall_settings(settings),
     )
-    rows = owed.rows + await unalerted(db, owed.alerts, now=now)
+    # the people whose App Home switch took these sessions: their DMs
+    personal = personal_rows(
+        events,
+        await listeners(db, list(events)),
+        now=now,
+        stored_snapshots=stored,
+        stall=stall_settings(settings),
+    )
+    rows = owed.rows + personal + await unalerted(db, owed.alerts, now=now)
     await insert_outbox(db, rows)
     return len(rows)
 

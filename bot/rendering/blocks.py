@@ -36,6 +36,7 @@ REFRESH = "rl_refresh"
 WANDB = "rl_wandb"
 STOP = "rl_stop"
 HOME_UNSUBSCRIBE = "rl_home_unsubscribe"
+HOME_PERSONAL = "rl_home_personal"
 
 
 def plain_text(text: str) -> dict[str, Any]:

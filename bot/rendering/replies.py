@@ -73,7 +73,13 @@ _USAGE = [
     ),
     ("/rl-session unmute <id>", "resume them now"),
     ("/rl-session digest on HH:MM [Area/City]", "a daily summary here (`digest off` stops it)"),
-    ("/rl-session list", "this channel's subscriptions"),
+    (
+        "/rl-session follow mine|@user|all [model=<name>] [filters] [stall=30m] [existing]",
+        "subscribe here to every new session of yours, theirs or everyone's (`existing`: "
+        "the live ones too)",
+    ),
+    ("/rl-session unfollow mine|@user|all [model=<name>]", "remove that rule"),
+    ("/rl-session list", "this channel's subscriptions and follow rules"),
     (
         "/rl-session ls [running|creating|error|all] [mine|@user] [model=<name>]",
         "the org's sessions, only to you (default: running), 100 to a page",

@@ -237,3 +237,80 @@ class ReplicaSpend(Base):
     requests: Mapped[int] = mapped_column(Integer(), default=0)
     others: Mapped[int] = mapped_column(Integer(), default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime())
+
+
+class FollowRule(Base):
+    """A channel's standing order to subscribe to sessions as they appear
+    (`/rl-session follow`): whose (`selector`: "all" or a Slack user id), of which
+    base model, with which thread filters. A rule whose channel the bot can no
+    longer post in is switched off (`active` False, `ended_reason` says why) and
+    kept, so its creator still sees it in App Home."""
+
+    __tablename__ = "follow_rules"
+    __table_args__ = (
+        UniqueConstraint(
+            "team_id", "channel_id", "selector", "model", name="uq_follow_rules_channel_rule"
+        ),
+        Index("ix_follow_rules_active", "active"),
+        Index("ix_follow_rules_created_by", "created_by"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    # "all", or the Slack user id whose sessions (through CREATED_BY_USER_MAP) it takes.
+    selector: Mapped[str] = mapped_column(String(32))
+    # The base model it keeps ("" for any): part of the unique key, so never NULL.
+    model: Mapped[str] = mapped_column(String(200), default="", server_default="")
+    # Comma-separated thread filters, as a subscription's.
+    filters: Mapped[str] = mapped_column(String(64), default="status", server_default="status")
+    stall_after_minutes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
+    # `existing`: also the sessions already live when the rule was made.
+    existing: Mapped[bool] = mapped_column(Boolean(), default=False)
+    created_by: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+    active: Mapped[bool] = mapped_column(Boolean(), default=True)
+    ended_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+    @property
+    def filter_set(self) -> frozenset[str]:
+        return frozenset(f for f in self.filters.split(",") if f)
+
+
+class FollowClaim(Base):
+    """A session a channel's follow rules took: one row per (channel, session),
+    inserted before the subscription, so a session is subscribed once per channel
+    whichever replica or rule finds it, and one the channel unsubscribed from is
+    never taken again."""
+
+    __tablename__ = "follow_claims"
+
+    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    channel_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    rule_id: Mapped[int | None] = mapped_column(BigInteger(), nullable=True)
+    claimed_by: Mapped[str] = mapped_column(String(200))
+    claimed_at: Mapped[datetime] = mapped_column(DateTime())
+
+
+class PersonalAlerts(Base):
+    """A person's App Home switch "Tell me about my sessions": DMs about the
+    sessions they created (CREATED_BY_USER_MAP), with no channel needed."""
+
+    __tablename__ = "personal_alerts"
+
+    user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    enabled: Mapped[bool] = mapped_column(Boolean(), default=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
+
+
+class PersonalWatch(Base):
+    """One person's session that their switch took: the poller watches it, and its
+    errors, stalls, end and idle resource are told to them in a DM."""
+
+    __tablename__ = "personal_watches"
+
+    user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime())

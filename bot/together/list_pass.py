@@ -15,6 +15,11 @@ same or more statuses (`covering`) and filters it. The poller also takes the
 final state of a watched session that left the live list from the error
 watch's ERROR pass when it is listed there (`held`): presence in a page is
 direct evidence, and ERROR is final.
+
+Each pass also leaves a `Roster`: who created each listed session, of which base
+model, when, and its status (a few strings a session, kept after the pass itself
+is let go). Follow rules discover new sessions from the roster of the poller's
+pass of the live statuses, so they make a pass of their own only when none ran.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from bot.together.answers import raw_sessions
 from bot.together.client import TogetherClient
@@ -41,6 +47,25 @@ SHARE_SECONDS = 5.0
 SEND_WAIT = 0.05
 
 
+class Listed(NamedTuple):
+    """What a roster keeps of one listed session: what a follow rule matches on."""
+
+    id: str
+    status: str  # full name, TRAINING_SESSION_STATUS_…
+    created_by: str | None
+    base_model: str | None
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Roster:
+    """Who is in a pass: the listed sessions' `Listed` heads, in list order."""
+
+    at: float
+    complete: bool
+    listed: tuple[Listed, ...]
+
+
 @dataclass
 class ListPass:
     """What one pass listed. Sessions are held as the JSON text they came as, a
@@ -54,10 +79,20 @@ class ListPass:
     at: float = 0.0
     _found: dict[str, bytes] = field(default_factory=dict)
     _status: dict[str, str] = field(default_factory=dict)
+    _listed: dict[str, Listed] = field(default_factory=dict)
 
     def add(self, row: RawSession) -> None:
+        head = row.head
+        status = STATUS_PREFIX + head.status_enum.value
         self._found[row.id] = row.text
-        self._status[row.id] = STATUS_PREFIX + row.head.status_enum.value
+        self._status[row.id] = status
+        self._listed[row.id] = Listed(
+            row.id, status, head.created_by, head.base_model, head.created_at
+        )
+
+    def roster(self) -> Roster:
+        """Who this pass listed, for the follow rules (outlives the pass's sessions)."""
+        return Roster(self.at, self.complete and self.error is None, tuple(self._listed.values()))
 
     def ids_in(self, statuses: Sequence[str]) -> list[str]:
         """The listed sessions of `statuses` (full names), in list order."""
@@ -88,9 +123,10 @@ async def list_pass(
     max_pages: int,
     clock: Callable[[], float] = time.monotonic,
     on_page: Callable[[list[RawSession]], Awaitable[None]] | None = None,
+    created_by: str | None = None,
 ) -> ListPass:
-    """Every session of `statuses`, at most `max_pages` pages of `PAGE_SIZE`;
-    `on_page` sees each page as it comes. The next page loads meanwhile, and no
+    """Every session of `statuses` (of one creator, with `created_by`), at most
+    `max_pages` pages of `PAGE_SIZE`; `on_page` sees each page as it comes. The next page loads meanwhile, and no
     further: a consumer that cannot keep up holds the pass back, so pages never
     pile up unconsumed."""
     out = ListPass(at=clock())
@@ -101,7 +137,11 @@ async def list_pass(
     ) -> asyncio.Task[tuple[list[dict[str, Any]], str | None]]:
         return asyncio.create_task(
             together.list_session_rows(
-                status=list(statuses), after=after, limit=PAGE_SIZE, sent=sent
+                status=list(statuses),
+                created_by=created_by,
+                after=after,
+                limit=PAGE_SIZE,
+                sent=sent,
             )
         )
 
@@ -172,6 +212,7 @@ class Lister:
         self._running: dict[tuple[str, ...], asyncio.Task[ListPass]] = {}
         self._started: dict[tuple[str, ...], float] = {}
         self._pages: dict[tuple[str, ...], int] = {}
+        self._rosters: dict[tuple[str, ...], Roster] = {}
 
     def pages_fetched(self, statuses: Sequence[str]) -> int:
         """Pages of `statuses` this process has asked Together for, in all."""
@@ -211,6 +252,17 @@ class Lister:
         result = await asyncio.shield(task)
         self._last[key] = result
         return result
+
+    def roster(self, statuses: Sequence[str], *, since: float) -> Roster | None:
+        """Who the last finished pass of exactly `statuses` listed, if it began at
+        `since` or later and was not cut short by a failure; kept after `forget`."""
+        roster = self._rosters.get(tuple(sorted(statuses)))
+        return roster if roster is not None and roster.at >= since else None
+
+    def last_size(self, statuses: Sequence[str]) -> int | None:
+        """How many sessions the last finished pass of `statuses` listed, however old."""
+        roster = self._rosters.get(tuple(sorted(statuses)))
+        return len(roster.listed) if roster is not None else None
 
     def forget(self, statuses: Sequence[str]) -> None:
         """Let go of the last pass of `statuses` (its sessions) once its cycle is over,
@@ -264,4 +316,7 @@ class Lister:
 
     def _count(self, key: tuple[str, ...], task: asyncio.Task[ListPass]) -> None:
         if not task.cancelled() and task.exception() is None:
-            self._pages[key] = self._pages.get(key, 0) + task.result().pages
+            done = task.result()
+            self._pages[key] = self._pages.get(key, 0) + done.pages
+            if done.error is None:
+                self._rosters[key] = done.roster()

@@ -137,8 +137,17 @@ class TrainingSession(TolerantModel):
 
 
 #: What every poll reads of a session at once (`RawSession.head`): its status, step,
-#: creation time and model resource. The rest waits for `RawSession.session`.
-HEAD_FIELDS = ("id", "status", "step", "created_at", "model_resources_id")
+#: creation time and model resource, and whose it is and of which base model (what
+#: follow rules match a listed session by). The rest waits for `RawSession.session`.
+HEAD_FIELDS = (
+    "id",
+    "status",
+    "step",
+    "created_at",
+    "model_resources_id",
+    "created_by",
+    "base_model",
+)
 
 
 class RawSession:

@@ -306,3 +306,46 @@ def test_subscribe_without_target_keeps_the_threads() -> None:
 def test_bad_targets_are_refused_with_the_usage(text: str) -> None:
     command = parse(f"subscribe {SID} {text}")
     assert command.problem is Problem.USAGE and "target=" in command.reason
+
+
+# --- follow / unfollow --------------------------------------------------------------------
+
+
+def test_follow_takes_a_selector_model_filters_stall_and_existing() -> None:
+    command = parse(
+        "follow <@U456|bob> model=Qwen/Qwen3.5-4B checkpoints errors-only stall=2h existing"
+    )
+    assert command.verb == "follow" and command.problem is None
+    rule = command.rule
+    assert rule is not None
+    assert (rule.who, rule.model, rule.stall_minutes, rule.existing) == (
+        "U456",
+        "Qwen/Qwen3.5-4B",
+        120,
+        True,
+    )
+    assert rule.filters == frozenset({"checkpoints", "errors-only"})
+    assert rule.selector("U123") == "U456"
+    mine = parse("follow MINE").rule
+    assert mine is not None and mine.selector("U123") == "U123"
+    assert mine.filters == DEFAULT_FILTERS and mine.existing is False
+    everyone = parse("unfollow all model=m1").rule
+    assert everyone is not None and (everyone.who, everyone.model) == ("all", "m1")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("follow", "needs `mine`, `@user` or `all`"),
+        ("follow bob", "needs `mine`, `@user` or `all` first"),
+        ("follow @bob", "pick the person"),
+        ("follow all model=" + "m" * 201, "at most 200 characters"),
+        ("follow all model=a model=b", "one `model=<name>`"),
+        ("follow all status errors-only", "not both"),
+        ("follow all stall=forever", "stall="),
+        ("follow all sometimes", "Unknown word"),
+        ("unfollow all errors-only", "selector and `model=` only"),
+    ],
+)
+def test_bad_follow_rules_are_refused_in_words(text: str, says: str) -> None:
+    assert says in problem_text(parse(text))

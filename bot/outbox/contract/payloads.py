@@ -30,6 +30,7 @@ class Kind(StrEnum):
     DIGEST = "digest"  # a channel's daily digest
     PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
     IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
+    DM = "dm"  # one of those, told to a person in a direct message (their App Home switch)
 
 
 class _Payload(BaseModel):
@@ -136,6 +137,15 @@ class IdlePayload(_Payload):
     page: bool = False  # on-call's copy: with ONCALL_MENTION
 
 
+class DmPayload(_Payload):
+    """An error, an end, a stall or an idle resource of a person's session, told in a
+    direct message (App Home: "Tell me about my sessions"): the row a thread gets, as
+    its own payload, so the DM says the same thing the same way."""
+
+    kind: Literal[Kind.DM] = Kind.DM
+    about: Annotated[TransitionPayload | ProgressPayload | IdlePayload, Field(discriminator="kind")]
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
@@ -144,7 +154,8 @@ Payload = Annotated[
     | OperatorPayload
     | DigestPayload
     | ProgressPayload
-    | IdlePayload,
+    | IdlePayload
+    | DmPayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

@@ -19,6 +19,7 @@ from bot.outbox.contract.payloads import (
     DigestChange,
     DigestPayload,
     DigestSession,
+    DmPayload,
     IdlePayload,
     Kind,
     OncallPayload,
@@ -178,6 +179,23 @@ def idle_rows(
             )
         )
     return rows
+
+
+def dm_row(
+    user_id: str,
+    session_id: str | None,
+    about: TransitionPayload | ProgressPayload | IdlePayload,
+    *,
+    occurrence: str,
+) -> OutboxRow:
+    """A person's DM about one of their sessions, once per (person, `occurrence`):
+    the channel is the user id, which Slack takes as the app's DM with them."""
+    return OutboxRow(
+        dedupe_key=bounded_key("dm", user_id, occurrence),
+        channel_id=user_id,
+        payload=DmPayload(about=about),
+        session_id=session_id,
+    )
 
 
 def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:

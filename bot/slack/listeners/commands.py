@@ -14,6 +14,7 @@ from bot import rendering
 from bot.commands.as_poll import as_poll
 from bot.commands.card import watched_card
 from bot.commands.digest import digest_here
+from bot.commands.follow import channel_rule_lines, follow_here, unfollow_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
 from bot.commands.parser import Command, Problem, Verb, parse
@@ -24,6 +25,7 @@ from bot.commands.subscribe import (
     unsubscribe_here,
 )
 from bot.commands.subscriptions import fetch_for_user
+from bot.rendering.follow import with_rules
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
@@ -194,8 +196,30 @@ async def digest(req: Request, command: Command) -> str:
 
 
 async def list_here(req: Request, command: Command) -> str:
+    """The channel's subscriptions, then its follow rules."""
     rows = await listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
-    await req.answer(rendering.subscription_list(rows))
+    rules = await channel_rule_lines(sessionmaker=req.rt.sessionmaker, asker=req.asker)
+    await req.answer(with_rules(rendering.subscription_list(rows), rules))
+    return "ok"
+
+
+async def follow(req: Request, command: Command) -> str:
+    assert command.rule is not None  # the parser gives `follow` its rule
+    answer = await follow_here(
+        sessionmaker=req.rt.sessionmaker,
+        asker=req.asker,
+        spec=command.rule,
+        user_map=req.rt.settings.created_by_user_map,
+    )
+    await req.say(answer)
+    return "refused" if answer.startswith(":no_entry_sign:") else "ok"
+
+
+async def unfollow(req: Request, command: Command) -> str:
+    assert command.rule is not None  # the parser gives `unfollow` its rule
+    await req.say(
+        await unfollow_here(sessionmaker=req.rt.sessionmaker, asker=req.asker, spec=command.rule)
+    )
     return "ok"
 
 
@@ -222,4 +246,6 @@ HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
     "digest": digest,
     "list": list_here,
     "ls": list_org,
+    "follow": follow,
+    "unfollow": unfollow,
 }

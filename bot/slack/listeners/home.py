@@ -9,6 +9,7 @@ from slack_bolt.async_app import AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
+from bot.commands.follow import set_personal
 from bot.commands.home import publish_home
 from bot.commands.subscribe import unsubscribe_from_home
 from bot.runtime import Runtime
@@ -26,6 +27,9 @@ def register(app: AsyncApp) -> None:
             check=subscription_problem,
             names_session=False,
         )
+    )
+    app.action(rendering.HOME_PERSONAL)(
+        button("home_personal_switch", personal_switch, check=switch_problem, names_session=False)
     )
 
 
@@ -57,6 +61,24 @@ async def unsubscribe(req: Request) -> str:
         log.warning("home unsubscribe refused", extra={"user_id": req.user_id})
     await _publish(req.rt, req.client, req.user_id)
     return "ok" if sub is not None else "refused"
+
+
+def switch_problem(req: Request) -> str | None:
+    if req.value not in ("on", "off") or not req.user_id:
+        return "That button does not say on or off."
+    return None
+
+
+async def personal_switch(req: Request) -> str:
+    """The App Home switch "Tell me about my sessions": the clicker's own, nobody else's."""
+    await set_personal(
+        sessionmaker=req.rt.sessionmaker,
+        team_id=req.team_id,
+        user_id=req.user_id,
+        on=req.value == "on",
+    )
+    await _publish(req.rt, req.client, req.user_id)
+    return req.value
 
 
 async def _publish(rt: Runtime, client: AsyncWebClient, user_id: str) -> None:

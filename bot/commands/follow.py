@@ -1,0 +1,152 @@
+"""`/rl-session follow` and `unfollow`: a channel's standing orders to subscribe
+to sessions as they appear, and the personal switch of App Home.
+
+A rule is stored here; the discovery job (`bot.jobs.follow`) applies it. Every
+refusal is an answer in words, and a refused rule stores nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy.exc import IntegrityError
+
+from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.follow_query import (
+    EVERYONE,
+    FollowSpec,
+    together_users,
+    unmapped_answer,
+    whose,
+)
+from bot.commands.subscriptions import DM_PROBLEM, filters_text
+from bot.rendering.follow import RuleLine
+from bot.store.queries import follow_rules, personal_alerts
+from bot.store.tables import FollowRule, utcnow
+
+
+def rule_line(rule: FollowRule) -> RuleLine:
+    return RuleLine(
+        rule.channel_id,
+        rule.selector,
+        rule.model,
+        rule.filter_set,
+        rule.stall_after_minutes,
+        rule.existing,
+        rule.active,
+        rule.ended_reason,
+    )
+
+
+async def follow_here(
+    *,
+    sessionmaker: Sessionmaker,
+    asker: Asker,
+    spec: FollowSpec,
+    user_map: Mapping[str, str],
+) -> str:
+    """Store the rule in the asker's channel; the answer (a refusal starts with
+    `:no_entry_sign:`)."""
+    if asker.channel_id.startswith("D"):
+        return f":no_entry_sign: {DM_PROBLEM}"
+    selector = spec.selector(asker.user_id)
+    if selector != EVERYONE and not together_users(selector, user_map):
+        return f":no_entry_sign: {unmapped_answer(selector, caller=asker.user_id)}"
+    model = spec.model or ""
+    values: dict[str, object] = {
+        "filters": filters_text(spec.filters),
+        "stall_after_minutes": spec.stall_minutes,
+        "existing": spec.existing,
+        "created_by": asker.user_id,
+        "created_at": utcnow(),
+    }
+    what = whose(selector, caller=asker.user_id) + (f" of `{model}`" if model else "")
+    duplicate = (
+        f":no_entry_sign: This channel already follows {what}. "
+        "`/rl-session unfollow` it first to change its filters."
+    )
+    try:
+        async with sessionmaker() as db, db.begin():
+            existing = await follow_rules.find_rule(
+                db,
+                team_id=asker.team_id,
+                channel_id=asker.channel_id,
+                selector=selector,
+                model=model,
+            )
+            if existing is not None and existing.active:
+                return duplicate
+            count = await follow_rules.count_active(
+                db, team_id=asker.team_id, channel_id=asker.channel_id
+            )
+            if count >= follow_rules.MAX_RULES_PER_CHANNEL:
+                return (
+                    f":no_entry_sign: This channel has {count} follow rules, the most it may "
+                    "have. `/rl-session unfollow` one first (`/rl-session list` shows them)."
+                )
+            if existing is not None:  # switched off: on again, as made now
+                await follow_rules.revive(db, existing, values=values)
+            else:
+                db.add(
+                    FollowRule(
+                        team_id=asker.team_id,
+                        channel_id=asker.channel_id,
+                        selector=selector,
+                        model=model,
+                        active=True,
+                        **values,
+                    )
+                )
+    except IntegrityError:  # the same rule, stored a moment ago (a double submit)
+        return duplicate
+    which = "every new session" + (" and the ones already live" if spec.existing else "")
+    return (
+        f":white_check_mark: Following {what} here ({', '.join(sorted(spec.filters))}): "
+        f"{which} gets a card and a thread in this channel within a poll interval of "
+        "appearing. `/rl-session unfollow` stops it; sessions already subscribed stay."
+    )
+
+
+async def unfollow_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: FollowSpec) -> str:
+    """Remove the asker's channel's rules of this selector (and model, when given)."""
+    selector = spec.selector(asker.user_id)
+    async with sessionmaker() as db, db.begin():
+        removed = await follow_rules.remove_rules(
+            db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            selector=selector,
+            model=spec.model,
+        )
+    what = whose(selector, caller=asker.user_id) + (f" of `{spec.model}`" if spec.model else "")
+    if not removed:
+        return f"This channel has no rule following {what}. `/rl-session list` shows its rules."
+    noun = "rule" if removed == 1 else f"{removed} rules"
+    return (
+        f":white_check_mark: Removed the {noun} following {what}. Sessions it subscribed "
+        "stay subscribed until their end or an `unsubscribe`."
+    )
+
+
+async def channel_rule_lines(*, sessionmaker: Sessionmaker, asker: Asker) -> list[RuleLine]:
+    async with sessionmaker() as db:
+        rules = await follow_rules.channel_rules(
+            db, team_id=asker.team_id, channel_id=asker.channel_id
+        )
+    return [rule_line(r) for r in rules]
+
+
+async def home_follow(
+    *, sessionmaker: Sessionmaker, user_id: str
+) -> tuple[Sequence[RuleLine], bool]:
+    """A person's rules in every channel, and whether their switch is on."""
+    async with sessionmaker() as db:
+        rules = await follow_rules.creator_rules(db, user_id=user_id)
+        on = await personal_alerts.switch_on(db, user_id=user_id)
+    return [rule_line(r) for r in rules], on
+
+
+async def set_personal(*, sessionmaker: Sessionmaker, team_id: str, user_id: str, on: bool) -> None:
+    """The App Home switch "Tell me about my sessions"."""
+    async with sessionmaker() as db, db.begin():
+        await personal_alerts.set_switch(db, team_id=team_id, user_id=user_id, enabled=on)

@@ -1,0 +1,59 @@
+"""The follow rule a person asked for, and whose sessions it means.
+
+`follow mine|@user|all [model=<name>] [status] [checkpoints] [errors-only]
+[stall=…] [existing]` (grammar in `bot.commands.parser`) makes one; `unfollow
+mine|@user|all [model=<name>]` removes it. `mine` and `@user` name a Slack
+user, mapped to Together's `created_by` through CREATED_BY_USER_MAP. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+FOLLOW_USAGE = (
+    "Use `follow mine|@user|all [model=<name>] [status] [checkpoints] [errors-only] "
+    "[stall=30m] [existing]`, e.g. `follow mine model=Qwen/Qwen3.5-4B errors-only`; "
+    "`unfollow mine|@user|all [model=<name>]` removes it."
+)
+#: the selector that takes every session the API key can see
+EVERYONE = "all"
+
+
+@dataclass(frozen=True)
+class FollowSpec:
+    """A rule as asked for: `who` is "mine", a Slack user id or "all"."""
+
+    who: str
+    model: str | None = None
+    filters: frozenset[str] = frozenset({"status"})
+    stall_minutes: int | None = None
+    existing: bool = False
+
+    def selector(self, caller: str) -> str:
+        """What the rule stores: "all", or the Slack user whose sessions it takes."""
+        return caller if self.who == "mine" else self.who
+
+
+def together_users(slack_user: str, user_map: Mapping[str, str]) -> list[str]:
+    """The Together user ids CREATED_BY_USER_MAP maps to this Slack user."""
+    return sorted(together for together, slack in user_map.items() if slack == slack_user)
+
+
+def unmapped_answer(slack_user: str, *, caller: str) -> str:
+    """How to map a Slack user who has no CREATED_BY_USER_MAP entry (mrkdwn)."""
+    whom = "you" if slack_user == caller else f"<@{slack_user}>"
+    return (
+        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
+        "sessions are theirs. Ask whoever runs the bot to add the pair "
+        f"`<Together user id>={slack_user}` to CREATED_BY_USER_MAP (comma-separated "
+        "pairs; the Together user id is the `created_by` of their sessions, as "
+        "`/rl-session <id>` shows it) and restart the bot, or use `all`."
+    )
+
+
+def whose(selector: str, *, caller: str) -> str:
+    """A rule's selector in words (mrkdwn)."""
+    if selector == EVERYONE:
+        return "every session the bot can see"
+    return "your sessions" if selector == caller else f"<@{selector}>'s sessions"

@@ -1,0 +1,129 @@
+"""Follow rules in words: a channel's rules in `list`, a person's rules and their
+"Tell me about my sessions" switch in App Home, the messages discovery posts
+(a rule's cap reached, a rule switched off), and the personal DM's heading."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from bot.rendering.blocks import (
+    HOME_PERSONAL,
+    MAX_BLOCKS,
+    Message,
+    button,
+    context_block,
+    header_block,
+    message_of,
+    section_block,
+)
+from bot.rendering.text import code_span, inert
+
+#: rules shown in a list or App Home (a channel holds 20 at most)
+_MAX_RULES = 25
+
+
+class RuleLine(NamedTuple):
+    """A follow rule, as shown."""
+
+    channel_id: str
+    selector: str  # "all" or a Slack user id
+    model: str  # "" for any
+    filters: frozenset[str]
+    stall_minutes: int | None
+    existing: bool
+    active: bool = True
+    ended_reason: str | None = None
+
+
+def rule_words(rule: RuleLine) -> str:
+    """The rule as the command that makes it (mrkdwn, user text made inert)."""
+    who = "all" if rule.selector == "all" else f"<@{inert(rule.selector, 32)}>"
+    parts = [f"follow {who}"]
+    if rule.model:
+        parts.append(f"model={code_span(rule.model, 200)}")
+    parts.append(", ".join(sorted(rule.filters)) or "status")
+    if rule.stall_minutes is not None:
+        parts.append("stall off" if rule.stall_minutes == 0 else f"stall={rule.stall_minutes}m")
+    if rule.existing:
+        parts.append("existing")
+    return " ".join(parts)
+
+
+def rules_blocks(rules: Sequence[RuleLine]) -> list[dict[str, Any]]:
+    """A channel's rules, appended to its `list`."""
+    if not rules:
+        return [context_block("No follow rules here. `/rl-session follow mine` adds one.")]
+    lines = [f"• {rule_words(r)}" for r in rules[:_MAX_RULES]]
+    return [
+        header_block(f"Follow rules in this channel ({len(rules)})"),
+        section_block("\n".join(lines)),
+    ]
+
+
+def with_rules(listed: Message, rules: Sequence[RuleLine]) -> Message:
+    """`list`'s answer: the subscriptions, then the follow rules."""
+    blocks = [*listed["blocks"], *rules_blocks(rules)]
+    return {"text": listed["text"], "blocks": blocks[:MAX_BLOCKS]}
+
+
+def home_blocks(
+    rules: Sequence[RuleLine], *, switch_on: bool, mapped: bool
+) -> list[dict[str, Any]]:
+    """App Home's part: the person's rules in every channel, and their switch."""
+    blocks: list[dict[str, Any]] = [{"type": "divider"}, header_block("Tell me about my sessions")]
+    state = "on" if switch_on else "off"
+    text = (
+        f"*{state.capitalize()}.* A direct message for each of your sessions that errors, "
+        "stalls, ends or leaves an idle model resource, with no channel needed."
+    )
+    section = section_block(text)
+    if mapped or switch_on:
+        label, value = ("Turn off", "off") if switch_on else ("Turn on", "on")
+        section["accessory"] = button(label, HOME_PERSONAL, value=value)
+    blocks.append(section)
+    if not mapped:
+        blocks.append(
+            context_block(
+                "CREATED_BY_USER_MAP has no Together user for you, so I cannot tell which "
+                "sessions are yours: ask whoever runs the bot to add `<Together user id>=<your "
+                "Slack user id>` to it."
+            )
+        )
+    blocks += [{"type": "divider"}, header_block("Your follow rules")]
+    if not rules:
+        blocks.append(context_block("None. `/rl-session follow mine` in a channel makes one."))
+        return blocks
+    lines = []
+    for r in rules[:_MAX_RULES]:
+        where = f"<#{inert(r.channel_id, 32)}>"
+        state_words = "" if r.active else f" · _switched off: {inert(r.ended_reason, 200)}_"
+        lines.append(f"• {rule_words(r)} in {where}{state_words}")
+    blocks.append(section_block("\n".join(lines)))
+    return blocks
+
+
+def cap_message(rule: RuleLine, *, taken: int, waiting: int) -> Message:
+    """Said in the channel when a rule found more new sessions than one pass takes."""
+    text = (
+        f":warning: `{rule_words(rule)}` found {taken + waiting} new sessions at once; I "
+        f"subscribed {taken} and will take the other {waiting} in the next passes "
+        f"({taken} a pass at most)."
+    )
+    return message_of(text, [section_block(text)])
+
+
+def switched_off_message(rule: RuleLine, *, reason: str) -> Message:
+    """Told to a rule's creator when the bot can no longer post in its channel."""
+    text = (
+        f":no_entry_sign: I switched off your rule {rule_words(rule)} in "
+        f"<#{inert(rule.channel_id, 32)}>: {reason} Invite me back (or pick another "
+        "channel) and run the `follow` again."
+    )
+    return message_of(text, [section_block(text)])
+
+
+def personal_heading(message: Message, *, name: str) -> Message:
+    """A personal DM: the alert as a thread would show it, headed as yours."""
+    head = context_block(f"Your session {inert(name, 200)} (App Home: Tell me about my sessions)")
+    return {"text": message["text"], "blocks": [head, *message["blocks"]][:MAX_BLOCKS]}

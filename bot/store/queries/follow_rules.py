@@ -1,0 +1,236 @@
+"""Follow rules and their claims: the queries `/rl-session follow`, App Home,
+`list` and the discovery job run on `follow_rules` and `follow_claims`.
+
+The database decides what replicas would otherwise race for: the unique key on
+a channel's rule makes a repeated rule a no-op, and a claim (one row per
+channel and session, inserted ignoring a conflict) is taken by exactly one
+replica, so a session is subscribed once per channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import CursorResult, delete, exists, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.store.engine import insert_ignoring
+from bot.store.tables import FollowClaim, FollowRule, PersonalAlerts, Subscription, db_now
+
+#: the most rules one channel may hold
+MAX_RULES_PER_CHANNEL = 20
+
+
+async def channel_rules(
+    db: AsyncSession, *, team_id: str, channel_id: str, active_only: bool = True
+) -> list[FollowRule]:
+    """A channel's rules, oldest first (its `list`)."""
+    where = [FollowRule.team_id == team_id, FollowRule.channel_id == channel_id]
+    if active_only:
+        where.append(FollowRule.active.is_(True))
+    rows = await db.execute(select(FollowRule).where(*where).order_by(FollowRule.id))
+    return list(rows.scalars())
+
+
+async def creator_rules(db: AsyncSession, *, user_id: str, limit: int = 50) -> list[FollowRule]:
+    """The rules a person made, in every channel, switched off ones too (their App Home)."""
+    rows = await db.execute(
+        select(FollowRule)
+        .where(FollowRule.created_by == user_id)
+        .order_by(FollowRule.id.desc())
+        .limit(limit)
+    )
+    return list(rows.scalars())
+
+
+async def active_rules(db: AsyncSession) -> list[FollowRule]:
+    """Every rule in force, oldest first (what a discovery pass matches)."""
+    rows = await db.execute(
+        select(FollowRule).where(FollowRule.active.is_(True)).order_by(FollowRule.id)
+    )
+    return list(rows.scalars())
+
+
+async def anyone_following(db: AsyncSession) -> bool:
+    """Whether any rule is in force or any personal switch is on: discovery's
+    first question, one cheap read while nobody follows anything."""
+    rule = exists().where(FollowRule.active.is_(True))
+    switch = exists().where(PersonalAlerts.enabled.is_(True))
+    return bool((await db.execute(select(rule | switch))).scalar_one())
+
+
+async def count_active(db: AsyncSession, *, team_id: str, channel_id: str) -> int:
+    return int(
+        (
+            await db.execute(
+                select(func.count())
+                .select_from(FollowRule)
+                .where(
+                    FollowRule.team_id == team_id,
+                    FollowRule.channel_id == channel_id,
+                    FollowRule.active.is_(True),
+                )
+            )
+        ).scalar_one()
+    )
+
+
+async def find_rule(
+    db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str
+) -> FollowRule | None:
+    return (
+        await db.execute(
+            select(FollowRule).where(
+                FollowRule.team_id == team_id,
+                FollowRule.channel_id == channel_id,
+                FollowRule.selector == selector,
+                FollowRule.model == model,
+            )
+        )
+    ).scalar_one_or_none()
+
+
+async def remove_rules(
+    db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str | None
+) -> int:
+    """Delete a channel's rules of `selector` (of `model` only, when given); how many.
+    Their claims stay: a session a rule took is not taken again by a later rule."""
+    where = [
+        FollowRule.team_id == team_id,
+        FollowRule.channel_id == channel_id,
+        FollowRule.selector == selector,
+    ]
+    if model is not None:
+        where.append(FollowRule.model == model)
+    result = await db.execute(
+        delete(FollowRule).where(*where).execution_options(synchronize_session=False)
+    )
+    return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+
+
+async def switch_off(
+    db: AsyncSession, *, team_id: str, channel_id: str, reason: str
+) -> list[FollowRule]:
+    """Switch off a channel's rules in force (the bot cannot post there); the rules
+    switched off by this call, to tell their creators once."""
+    rules = (
+        (
+            await db.execute(
+                select(FollowRule)
+                .where(
+                    FollowRule.team_id == team_id,
+                    FollowRule.channel_id == channel_id,
+                    FollowRule.active.is_(True),
+                )
+                .with_for_update(skip_locked=True)
+            )
+        )
+        .scalars()
+        .all()
+    )
+    for rule in rules:
+        rule.active, rule.ended_reason = False, reason[:200]
+    return list(rules)
+
+
+async def claim(
+    db: AsyncSession,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_ids: Sequence[str],
+    rule_id: int,
+    owner: str,
+) -> list[str]:
+    """Claim these sessions for a channel; the ones this call claimed (not claimed
+    before, by any rule or replica, and not already subscribed there, active or
+    ended: an unsubscribed session stays so). One statement each way."""
+    if not session_ids:
+        return []
+    wanted = list(dict.fromkeys(session_ids))
+    subscribed = set(
+        (
+            await db.execute(
+                select(Subscription.session_id).where(
+                    Subscription.team_id == team_id,
+                    Subscription.channel_id == channel_id,
+                    Subscription.session_id.in_(wanted),
+                )
+            )
+        ).scalars()
+    )
+    now = (await db.execute(select(db_now()))).scalar_one()
+    taken: list[str] = []
+    for session_id in wanted:
+        result = await db.execute(
+            insert_ignoring(db, FollowClaim.__table__).values(
+                team_id=team_id,
+                channel_id=channel_id,
+                session_id=session_id,
+                rule_id=rule_id,
+                claimed_by=owner,
+                claimed_at=now,
+            )
+        )
+        fresh = isinstance(result, CursorResult) and result.rowcount == 1
+        if fresh and session_id not in subscribed:
+            taken.append(session_id)
+    return taken
+
+
+async def unclaimed(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_ids: Sequence[str]
+) -> list[str]:
+    """Which of these sessions the channel's rules have not claimed yet (a read,
+    to count what a rule would take before claiming at most its cap)."""
+    if not session_ids:
+        return []
+    claimed = set(
+        (
+            await db.execute(
+                select(FollowClaim.session_id).where(
+                    FollowClaim.team_id == team_id,
+                    FollowClaim.channel_id == channel_id,
+                    FollowClaim.session_id.in_(list(session_ids)),
+                )
+            )
+        ).scalars()
+    )
+    return [s for s in session_ids if s not in claimed]
+
+
+async def release_claim(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
+) -> None:
+    """Give a claim back (its subscription failed for a passing reason): the next
+    pass may take the session again."""
+    await db.execute(
+        delete(FollowClaim).where(
+            FollowClaim.team_id == team_id,
+            FollowClaim.channel_id == channel_id,
+            FollowClaim.session_id == session_id,
+            ~exists().where(
+                Subscription.team_id == team_id,
+                Subscription.channel_id == channel_id,
+                Subscription.session_id == session_id,
+            ),
+        )
+    )
+
+
+async def prune_claims(db: AsyncSession, *, before: datetime) -> int:
+    """Drop claims older than `before`: their sessions have long left the live list
+    (a claim only matters while the session is live)."""
+    result = await db.execute(delete(FollowClaim).where(FollowClaim.claimed_at < before))
+    return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+
+
+async def revive(db: AsyncSession, rule: FollowRule, *, values: dict[str, object]) -> None:
+    """Switch a switched-off rule back on, as made now with `values`."""
+    await db.execute(
+        update(FollowRule)
+        .where(FollowRule.id == rule.id)
+        .values(active=True, ended_reason=None, **values)
+        .execution_options(synchronize_session=False)
+    )
