@@ -63,7 +63,8 @@ def test_a_gone_session_is_told_from_its_stored_snapshot() -> None:
     stored = {SID: {"id": SID, "status": "TRAINING_SESSION_STATUS_RUNNING", "display_name": "x"}}
     [row] = personal_rows({SID: [event]}, {SID: ["U1"]}, now=NOW, stored_snapshots=stored)
     assert isinstance(row.payload, DmPayload)
-    assert row.payload.about.session == stored[SID]  # type: ignore[union-attr]
+    told = row.payload.about.session  # type: ignore[union-attr]
+    assert told is not None and (told.id, told.display_name) == (SID, "x")
 
 
 def test_a_stall_is_told_once_per_episode_and_never_pages_from_a_dm() -> None:
