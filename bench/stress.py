@@ -310,9 +310,13 @@ def burst(backend: str, sizes: StressSizes) -> dict[str, Any]:
                 )
             # 2. changes right after it; 3. again once the commands left the budget's window
             chosen = random.Random(7).sample(range(sizes.burst_commands), 2 * sizes.burst_changes)
+            seen = len(bot.cycle_details())
             after = _changes(slack, together, ids, chosen[: sizes.burst_changes], sizes)
+            after["interval_in_use_s"] = _interval(bot, seen)
             time.sleep(sizes.burst_settle)
+            seen = len(bot.cycle_details())
             steady = _changes(slack, together, ids, chosen[sizes.burst_changes :], sizes)
+            steady["interval_in_use_s"] = _interval(bot, seen)
             rss = bot.memory_mb().get("VmHWM")
     ok_after = after["told"] == after["changes"] and after["per_minute"] <= 120
     ok_after = ok_after and (after["mean_s"] or 99) <= 5 and (after["p95_s"] or 99) <= 10
@@ -331,6 +335,12 @@ def burst(backend: str, sizes: StressSizes) -> dict[str, Any]:
         "target_met_after_burst": ok_after,
         "target_met_steady": ok_steady,
     }
+
+
+def _interval(bot: Bot, since: int) -> float | None:
+    """The median poll interval the bot gave its sessions in the cycles after `since`."""
+    given = [d["next_s"] for d in bot.cycle_details()[since:] if d["next_s"]]
+    return round(statistics.median(given), 2) if given else None
 
 
 def _burst_ch(i: int) -> str:
