@@ -7,7 +7,7 @@ scheduler, so tests can build one against local servers.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -24,6 +24,7 @@ from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
+from bot.together.resource_cache import ResourceCache
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ class Runtime:
     metrics: Metrics
     # One per process: the list passes every consumer shares (poller, error watch, ls).
     lister: Lister
+    # One per process: model resources and prices read lately, shared by the
+    # spend watch and the cards people ask for.
+    resources: ResourceCache = field(default_factory=ResourceCache)
 
     @property
     def owner(self) -> str:

@@ -26,6 +26,7 @@ from bot.commands.subscriptions import (
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.store.queries.routing import set_routing
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
@@ -50,9 +51,12 @@ async def subscribe_here(
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
     target_step: int | None = None,
+    broadcast: str | None = None,
+    dm: str | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
-    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
+    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it, and
+    so do `broadcast` and `dm` (an empty `dm` turns the creator's DMs off).
     Raises TogetherError or SubscriptionError, each worded for the person."""
     session = await fetch_for_user(together, session_id)
     result = await subscribe(
@@ -66,12 +70,13 @@ async def subscribe_here(
         root_ts=root_ts,
         filters=filters,
     )
-    if stall_minutes is not None or target_step is not None:
+    if any(v is not None for v in (stall_minutes, target_step, broadcast, dm)):
         async with sessionmaker() as db, db.begin():
             if stall_minutes is not None:
                 await set_stall(db, result.subscription_id, stall_minutes)
             if target_step is not None:
                 await set_target(db, result.subscription_id, target_step)
+            await set_routing(db, result.subscription_id, broadcast=broadcast, dm=dm)
     return session, result
 
 

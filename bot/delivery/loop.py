@@ -37,6 +37,7 @@ from bot.alerts.stall import threshold
 from bot.config import Settings
 from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
+from bot.delivery.routing import thread_modes
 from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.faults import crash_point
 from bot.metrics import Metrics
@@ -72,6 +73,7 @@ async def deliver_due(
             channel_gap=settings.channel_min_interval_seconds,
         )
         watches = await card_watches(db, rows, settings=settings) if rows else {}
+        modes = await thread_modes(db, rows) if rows else {}
     if not rows:
         return []
     crash_point("deliver_after_claim", settings.fault_crash_at)
@@ -87,6 +89,7 @@ async def deliver_due(
                 owner=owner,
                 together=together,
                 watch=watches.get(row.subscription_id or 0),
+                mode=modes.get(row.subscription_id or 0),
             )
 
     outcomes = await asyncio.gather(*(one(r) for r in rows))
@@ -155,6 +158,7 @@ async def _deliver_one(
     owner: str,
     together: TogetherClient | None = None,
     watch: CardWatch | None = None,
+    mode: str | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
@@ -173,6 +177,7 @@ async def _deliver_one(
             owner=owner,
             together=together,
             watch=watch,
+            mode=mode,
         )
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
@@ -197,12 +202,13 @@ async def _send(
     owner: str,
     together: TogetherClient | None,
     watch: CardWatch | None,
+    mode: str | None = None,
 ) -> SendResult:
     """The post (unless an earlier attempt made it), stored the moment Slack takes
     it; then the root card, whose refusal retries the card alone."""
     duplicate = False
     if posts_message(row):
-        posted = await post_one(row, slack=slack, settings=settings, together=together)
+        posted = await post_one(row, slack=slack, settings=settings, together=together, mode=mode)
         if posted.state != State.SENT:
             return posted
         crash_point("deliver_after_post", settings.fault_crash_at)

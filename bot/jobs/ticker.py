@@ -23,6 +23,7 @@ from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
 from bot.jobs.prune import prune_outbox, prune_watches
+from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
@@ -36,6 +37,8 @@ from bot.training.status import status_of
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0
 POLL_TICK_MIN_SECONDS = 0.25
+#: how often unacknowledged pages are looked for (a repage is at most this late)
+REPAGE_CHECK_SECONDS = 10.0
 
 
 class Ticker:
@@ -50,7 +53,9 @@ class Ticker:
         self.lister = rt.lister
         # the spend watch's prices outlive a cycle (cached per resource shape)
         self.resources = (
-            ResourceReader(rt.together, refresh_seconds=rt.settings.spend_refresh_seconds)
+            ResourceReader(
+                rt.together, refresh_seconds=rt.settings.spend_refresh_seconds, cache=rt.resources
+            )
             if rt.settings.spend_watch
             else None
         )
@@ -89,6 +94,8 @@ class Ticker:
             self._every(
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
+        if settings.oncall_repage_minutes > 0 and settings.oncall_channel:
+            self._every("repage", self.repage, REPAGE_CHECK_SECONDS)
         self._every("share_spend", self.share_spend, SHARE_SECONDS)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
@@ -201,6 +208,10 @@ class Ticker:
 
     async def watch_subscribed_idle(self) -> None:
         if await watch_subscribed_idle(self.rt, reader=self.resources):
+            self._deliver_now()
+
+    async def repage(self) -> None:
+        if await repage_unacknowledged(self.rt):
             self._deliver_now()
 
     async def digest(self) -> None:

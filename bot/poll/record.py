@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
+from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import SESSION_ENDED, insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
@@ -194,6 +195,7 @@ async def _write_events(
         stall=stall_settings(settings),
     )
     rows = owed.rows + await unalerted(db, owed.alerts, now=now)
+    rows += await creator_dms(db, owed.rows, user_map=settings.created_by_user_map)
     await insert_outbox(db, rows)
     return len(rows)
 

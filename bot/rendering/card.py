@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.rendering.actions import Downloadable, download_buttons
 from bot.rendering.blocks import (
     REFRESH,
     STOP,
@@ -240,6 +241,8 @@ def card(
         buttons.append(button("Refresh", REFRESH, value=session.id))
         if session.status_enum in STOPPABLE:
             buttons.append(stop_button(session))
+        newest = sorted(inference, key=_checkpoint_key, reverse=True)
+        buttons += download_buttons(session.id, [Downloadable(cp.id, cp.step) for cp in newest])
     wandb_url = session.wandb_url
     if wandb_url is not None:
         buttons.append(button("W&B run", WANDB, url=wandb_url))

@@ -28,6 +28,8 @@ class Kind(StrEnum):
     DIGEST = "digest"  # a channel's daily digest
     PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
     IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
+    CREATOR_DM = "creator_dm"  # an error, stall or idle resource, DMed to the session's creator
+    REPAGE = "repage"  # an on-call alert nobody acknowledged, paged once more
 
 
 class _Payload(BaseModel):
@@ -134,6 +136,27 @@ class IdlePayload(_Payload):
     page: bool = False  # on-call's copy: with ONCALL_MENTION
 
 
+class CreatorDmPayload(_Payload):
+    """A thread's error, stall or idle resource, DMed to the session's creator
+    (`subscribe … dm=creator`), once per event however many threads chose it."""
+
+    kind: Literal[Kind.CREATOR_DM] = Kind.CREATOR_DM
+    event: Annotated[TransitionPayload | ProgressPayload | IdlePayload, Field(discriminator="kind")]
+    # The thread it was told in, linked from the DM.
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class RepagePayload(_Payload):
+    """An on-call alert (its outbox row) nobody acknowledged within
+    ONCALL_REPAGE_MINUTES: paged once more, in the alert's thread."""
+
+    kind: Literal[Kind.REPAGE] = Kind.REPAGE
+    alert_id: int
+    minutes: int
+    what: str = ""  # what the alert was about, plain (rendering escapes it)
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
@@ -142,7 +165,9 @@ Payload = Annotated[
     | OperatorPayload
     | DigestPayload
     | ProgressPayload
-    | IdlePayload,
+    | IdlePayload
+    | CreatorDmPayload
+    | RepagePayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

@@ -86,6 +86,8 @@ async def unsubscribe(req: Request) -> str:
 async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
     card = await watched_card(
+        together=req.rt.together,
+        resources=req.rt.resources,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=session,
@@ -131,6 +133,8 @@ async def stop(req: Request) -> str:
     if not done.said_in_thread:
         await req.say(done.said["text"])
     card = await watched_card(
+        together=req.rt.together,
+        resources=req.rt.resources,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=done.session,
