@@ -241,11 +241,12 @@ def card(
         buttons.append(button("Refresh", REFRESH, value=session.id))
         if session.status_enum in STOPPABLE:
             buttons.append(stop_button(session))
-        newest = sorted(inference, key=_checkpoint_key, reverse=True)
-        buttons += download_buttons(session.id, [Downloadable(cp.id, cp.step) for cp in newest])
     wandb_url = session.wandb_url
     if wandb_url is not None:
         buttons.append(button("W&B run", WANDB, url=wandb_url))
+    # Only the person who clicks gets the files (see `bot.commands.download`).
+    newest = sorted(inference, key=_checkpoint_key, reverse=True)
+    buttons += download_buttons(session.id, [Downloadable(cp.id, cp.step) for cp in newest])
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
 

@@ -28,7 +28,9 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("dm", sa.String(length=16), nullable=True))
     op.create_table(
         "alert_acks",
-        sa.Column("outbox_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
+        sa.Column(
+            "outbox_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
+        ),
         sa.Column("channel_id", sa.String(length=32), nullable=False),
         sa.Column("user_id", sa.String(length=32), nullable=False),
         sa.Column("acked_at", sa.DateTime(), nullable=False),

@@ -22,6 +22,14 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
                                               `failed_precondition` while a session on it is
                                               CREATING, RUNNING or STOPPING; with it, those
                                               sessions go to STOPPING too
+    POST /v1/rl/model-resources/{id}/extend-expiry  {"seconds": int} -> ModelResources with
+                                              `expires_at` moved to at least now + seconds;
+                                              a 400 `failed_precondition` unless READY
+    GET  /v1/rl/checkpoints/{id}/download?variant=CHECKPOINT_VARIANT_ADAPTER|_MERGED
+                                              CheckpointDownloadResponse {"data": [{"filename",
+                                              "size", "url"}]} with presigned-looking URLs (each
+                                              signature kept in `download_signatures`); 400 for a
+                                              training checkpoint or ADAPTER of a non-LoRA session
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
 `has_more` is false. With `endless_list` set, the session list never ends: past the
@@ -84,6 +92,9 @@ DEFAULT_ERROR_MESSAGE = (
 KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
+_CHECKPOINTS = "/v1/rl/checkpoints"
+#: where the fake's presigned download URLs point
+DOWNLOAD_HOST = "https://storage.fake-together.test"
 #: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
 DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
 #: the cursors of the made-up pages past the end of an endless session list
@@ -390,6 +401,12 @@ class FakeTogether(FakeHTTPServer):
         self.stop_requests: list[str] = []
         #: (resource id, force) POSTed to a model resource's /stop, in order
         self.resource_stop_requests: list[tuple[str, bool]] = []
+        #: (resource id, seconds) POSTed to extend-expiry and served, in order
+        self.extend_requests: list[tuple[str, int]] = []
+        #: (checkpoint id, variant) of download requests served, in order
+        self.download_requests: list[tuple[str, str]] = []
+        #: the secret part of every presigned URL handed out: it must appear nowhere else
+        self.download_signatures: list[str] = []
         #: JSON bodies POSTed to estimate-cost, in order
         self.estimate_requests: list[dict[str, Any]] = []
         #: estimate-cost's price per hour per GPU group, by GPU type
@@ -555,6 +572,8 @@ class FakeTogether(FakeHTTPServer):
             self.stop_requests.clear()
             self.resource_stop_requests.clear()
             self.estimate_requests.clear()
+            self.extend_requests.clear()
+            self.download_requests.clear()
             self._counts.clear()
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
@@ -697,8 +716,14 @@ class FakeTogether(FakeHTTPServer):
             rest = path[len(_RESOURCES) + 1 :]
             if rest.endswith("/stop"):
                 return "resource_stop", unquote(rest[: -len("/stop")])
+            if rest.endswith("/extend-expiry"):
+                return "resource_extend", unquote(rest[: -len("/extend-expiry")])
             if rest and "/" not in rest:
                 return "resource", unquote(rest)
+        if path.startswith(_CHECKPOINTS + "/") and path.endswith("/download"):
+            rest = path[len(_CHECKPOINTS) + 1 : -len("/download")]
+            if rest and "/" not in rest:
+                return "checkpoint_download", unquote(rest)
         return "unknown", None
 
     def _handle(self, request: Request) -> Response:
@@ -789,6 +814,10 @@ class FakeTogether(FakeHTTPServer):
             return self._estimate(request.body)
         if route == "resource_stop" and request.method == "POST" and session_id is not None:
             return self._stop_resource(session_id, request.body, query)
+        if route == "resource_extend" and request.method == "POST" and session_id is not None:
+            return self._extend_expiry(session_id, request.body)
+        if route == "checkpoint_download" and request.method == "GET" and session_id is not None:
+            return self._download(session_id, query)
         if route != "unknown":
             return Response.json(
                 error_body(f"Method {request.method} not allowed", "method_not_allowed"),
@@ -850,6 +879,95 @@ class FakeTogether(FakeHTTPServer):
         for session in attached:
             self.set_status(str(session["id"]), "STOPPING")
         return Response.json(self.set_resource(resource_id, "STOPPING"))
+
+    def _extend_expiry(self, resource_id: str, raw: bytes) -> Response:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        seconds = body.get("seconds") if isinstance(body, dict) else None
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
+            return Response.json(
+                error_body("seconds must be a positive integer", "invalid_argument", param="seconds"),
+                status=400,
+            )
+        resource = self.resource(resource_id)
+        if resource is None:
+            return Response.json(error_body("Model resource not found", "not_found"), status=404)
+        if resource["status"] != RESOURCE_PREFIX + "READY":
+            return Response.json(
+                error_body(
+                    f"model resource is not ready (status {resource['status']}); only a "
+                    "ready resource can be extended",
+                    "failed_precondition",
+                ),
+                status=400,
+            )
+        wanted = datetime.now(UTC) + timedelta(seconds=seconds)
+        current = _parse_iso(resource.get("expires_at"))
+        with self._lock:
+            self.extend_requests.append((resource_id, seconds))
+        return Response.json(
+            self.set_resource(resource_id, expires_at=max(wanted, current or wanted))
+        )
+
+    def _checkpoint(self, checkpoint_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(kind, session) of a stored checkpoint: "inference" or "training"."""
+        with self._lock:
+            for session in self.sessions.values():
+                for kind in ("inference", "training"):
+                    for cp in session.get(f"{kind}_checkpoints") or []:
+                        if isinstance(cp, dict) and cp.get("id") == checkpoint_id:
+                            return kind, copy.deepcopy(session)
+        return None
+
+    def _download(self, checkpoint_id: str, query: dict[str, list[str]]) -> Response:
+        variant = _one(query, "variant") or ""
+        if variant not in ("CHECKPOINT_VARIANT_ADAPTER", "CHECKPOINT_VARIANT_MERGED"):
+            return Response.json(
+                error_body("variant must be ADAPTER or MERGED", "invalid_argument", param="variant"),
+                status=400,
+            )
+        found = self._checkpoint(checkpoint_id)
+        if found is None:
+            return Response.json(error_body("Checkpoint not found", "not_found"), status=404)
+        kind, session = found
+        if kind == "training":
+            return Response.json(
+                error_body(
+                    "only inference checkpoints can be downloaded", "invalid_argument", param="id"
+                ),
+                status=400,
+            )
+        if variant.endswith("ADAPTER") and not session.get("lora_config"):
+            return Response.json(
+                error_body(
+                    "the adapter variant exists only for LoRA sessions",
+                    "invalid_argument",
+                    param="variant",
+                ),
+                status=400,
+            )
+        names = (
+            [("adapter_model.safetensors", 134_217_728), ("adapter_config.json", "812")]
+            if variant.endswith("ADAPTER")
+            else [("model-00001-of-00002.safetensors", 4_965_000_000), ("config.json", 1_204)]
+        )
+        files = []
+        with self._lock:
+            self.download_requests.append((checkpoint_id, variant))
+            for name, size in names:
+                signature = uuid.uuid4().hex
+                self.download_signatures.append(signature)
+                files.append(
+                    {
+                        "filename": name,
+                        "size": size,
+                        "url": f"{DOWNLOAD_HOST}/ckpt/{checkpoint_id}/{name}"
+                        f"?X-Amz-Expires=900&X-Amz-Signature={signature}",
+                    }
+                )
+        return Response.json({"data": files})
 
     def _list_sessions(self, query: dict[str, list[str]], target: str = "") -> Response:
         statuses = _statuses(query, full_status, LISTABLE_STATUSES)
