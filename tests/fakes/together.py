@@ -888,7 +888,9 @@ class FakeTogether(FakeHTTPServer):
         seconds = body.get("seconds") if isinstance(body, dict) else None
         if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
             return Response.json(
-                error_body("seconds must be a positive integer", "invalid_argument", param="seconds"),
+                error_body(
+                    "seconds must be a positive integer", "invalid_argument", param="seconds"
+                ),
                 status=400,
             )
         resource = self.resource(resource_id)
@@ -925,7 +927,9 @@ class FakeTogether(FakeHTTPServer):
         variant = _one(query, "variant") or ""
         if variant not in ("CHECKPOINT_VARIANT_ADAPTER", "CHECKPOINT_VARIANT_MERGED"):
             return Response.json(
-                error_body("variant must be ADAPTER or MERGED", "invalid_argument", param="variant"),
+                error_body(
+                    "variant must be ADAPTER or MERGED", "invalid_argument", param="variant"
+                ),
                 status=400,
             )
         found = self._checkpoint(checkpoint_id)
