@@ -219,8 +219,8 @@ class Settings(BaseSettings):
         le=_WEEK_MINUTES,
     )
     oncall_on_stall: bool = _user(False, "Also page ONCALL_CHANNEL about each stall.")
-    oncall_repage_minutes: int = _user(
-        0,
+    oncall_repage_minutes: float = _user(
+        0.0,
         "Page ONCALL_CHANNEL once more about an alert nobody acknowledged this long (0: never).",
         ge=0,
         le=24 * 60,

@@ -16,7 +16,7 @@ from bot.commands.thread import refusal_logged
 from bot.outbox.pages import cancel_repage, page_row
 from bot.rendering.actions import acknowledged
 from bot.rendering.blocks import Message
-from bot.store.queries.alert_acks import take_alert
+from bot.store.queries.alert_acks import alert_ack, take_alert
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,11 @@ async def acknowledge(
         page = await page_row(db, alert_id)
         if page is None or page.channel_id != asker.channel_id:
             return UNKNOWN_ALERT
-        ack = await take_alert(
+        before = await alert_ack(db, alert_id)
+        ack = before or await take_alert(
             db, outbox_id=alert_id, channel_id=asker.channel_id, user_id=asker.user_id
         )
-        taken = ack.user_id == asker.user_id
+        taken = before is None and ack.user_id == asker.user_id
         if taken:
             await cancel_repage(db, alert_id)
         result = Ack(ack.user_id, ack.acked_at, taken)

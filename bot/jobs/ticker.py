@@ -95,7 +95,9 @@ class Ticker:
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
         if settings.oncall_repage_minutes > 0 and settings.oncall_channel:
-            self._every("repage", self.repage, REPAGE_CHECK_SECONDS)
+            # often enough that a repage is at most a quarter of its delay late
+            check = min(REPAGE_CHECK_SECONDS, max(1.0, settings.oncall_repage_minutes * 15))
+            self._every("repage", self.repage, check)
         self._every("share_spend", self.share_spend, SHARE_SECONDS)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)

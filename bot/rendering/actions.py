@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from bot.rendering.blocks import (
@@ -36,7 +36,7 @@ from bot.rendering.text import (
     safe_mention,
     user_ref,
 )
-from bot.rendering.words import resource_status_words, slack_date
+from bot.rendering.words import duration_words, resource_status_words, slack_date
 from bot.training.resources import ModelResource
 from bot.training.sessions import is_session_id
 
@@ -249,17 +249,18 @@ NOT_DOWNLOADABLE = (
 # --- paging --------------------------------------------------------------------------------------
 
 
-def repage_message(minutes: int, what: str, *, mention: str | None) -> Message:
+def repage_message(minutes: float, what: str, *, mention: str | None) -> Message:
     """An on-call alert nobody acknowledged, paged once more (in its thread,
     also shown in the channel)."""
     prefix = safe_mention(mention)
     lead = f"{prefix} " if prefix else ""
     about = inert(what, 300, default="an on-call alert")
+    after = duration_words(timedelta(minutes=max(minutes, 0.0)))
     text = (
-        f"{lead}:rotating_light: *Still nobody on this after {minutes} min:* {about}. "
+        f"{lead}:rotating_light: *Still nobody on this after {after}:* {about}. "
         "Press Acknowledge on the alert when you take it."
     )
-    return message_of(f"{lead}Unacknowledged for {minutes} min: {about}", [section_block(text)])
+    return message_of(f"{lead}Unacknowledged for {after}: {about}", [section_block(text)])
 
 
 def creator_dm(message: Message, *, permalink: str | None) -> Message:

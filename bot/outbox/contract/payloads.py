@@ -153,7 +153,7 @@ class RepagePayload(_Payload):
 
     kind: Literal[Kind.REPAGE] = Kind.REPAGE
     alert_id: int
-    minutes: int
+    minutes: float
     what: str = ""  # what the alert was about, plain (rendering escapes it)
 
 

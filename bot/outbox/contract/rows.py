@@ -314,7 +314,7 @@ def _dm_event(
 
 
 def repage_row(
-    channel: str, *, alert_id: int, thread_ts: str | None, minutes: int, what: str
+    channel: str, *, alert_id: int, thread_ts: str | None, minutes: float, what: str
 ) -> OutboxRow:
     """An unacknowledged on-call alert paged once more, in its thread (once per alert)."""
     return OutboxRow(

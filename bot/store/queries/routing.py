@@ -47,14 +47,14 @@ async def broadcast_modes(db: AsyncSession, subscription_ids: Collection[int]) -
 
 
 async def creator_dm_subscriptions(db: AsyncSession, subscription_ids: Collection[int]) -> set[int]:
-    """Those of these active subscriptions that DM the session's creator."""
+    """Those of these subscriptions that DM the session's creator. Ended ones
+    count too: an idle resource is told to the threads of sessions that ended."""
     if not subscription_ids:
         return set()
     rows = await db.execute(
         select(Subscription.id).where(
             Subscription.id.in_(sorted(subscription_ids)),
             Subscription.dm == DM_CREATOR,
-            Subscription.active.is_(True),
         )
     )
     return {r.id for r in rows}
