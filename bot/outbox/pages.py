@@ -69,7 +69,7 @@ def what_paged(row: OutboxMessage) -> str:
     return f"training session {name} entered Error"
 
 
-async def unacknowledged(db: AsyncSession, *, channel: str, minutes: int) -> list[OutboxRow]:
+async def unacknowledged(db: AsyncSession, *, channel: str, minutes: float) -> list[OutboxRow]:
     """The repages owed: pages in `channel` sent at least `minutes` ago (but not
     REPAGE_WINDOW_SECONDS longer), that nobody acknowledged and that were not
     paged again yet. Their dedupe key makes each repage once."""
