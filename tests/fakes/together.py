@@ -53,6 +53,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._http import FakeHTTPServer, Request, Response, free_port
+from .together_actions import AlertActionRoutes
 
 __all__ = [
     "DEFAULT_ERROR_CODE",
@@ -93,8 +94,6 @@ KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
 _CHECKPOINTS = "/v1/rl/checkpoints"
-#: where the fake's presigned download URLs point
-DOWNLOAD_HOST = "https://storage.fake-together.test"
 #: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
 DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
 #: the cursors of the made-up pages past the end of an endless session list
@@ -371,7 +370,7 @@ class TogetherRequest:
     route: str = ""
 
 
-class FakeTogether(FakeHTTPServer):
+class FakeTogether(AlertActionRoutes, FakeHTTPServer):
     """Together RL training-session API double. All state access is thread-safe."""
 
     def __init__(
@@ -879,99 +878,6 @@ class FakeTogether(FakeHTTPServer):
         for session in attached:
             self.set_status(str(session["id"]), "STOPPING")
         return Response.json(self.set_resource(resource_id, "STOPPING"))
-
-    def _extend_expiry(self, resource_id: str, raw: bytes) -> Response:
-        try:
-            body = json.loads(raw) if raw else {}
-        except ValueError:
-            body = {}
-        seconds = body.get("seconds") if isinstance(body, dict) else None
-        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
-            return Response.json(
-                error_body(
-                    "seconds must be a positive integer", "invalid_argument", param="seconds"
-                ),
-                status=400,
-            )
-        resource = self.resource(resource_id)
-        if resource is None:
-            return Response.json(error_body("Model resource not found", "not_found"), status=404)
-        if resource["status"] != RESOURCE_PREFIX + "READY":
-            return Response.json(
-                error_body(
-                    f"model resource is not ready (status {resource['status']}); only a "
-                    "ready resource can be extended",
-                    "failed_precondition",
-                ),
-                status=400,
-            )
-        wanted = datetime.now(UTC) + timedelta(seconds=seconds)
-        current = _parse_iso(resource.get("expires_at"))
-        with self._lock:
-            self.extend_requests.append((resource_id, seconds))
-        return Response.json(
-            self.set_resource(resource_id, expires_at=max(wanted, current or wanted))
-        )
-
-    def _checkpoint(self, checkpoint_id: str) -> tuple[str, dict[str, Any]] | None:
-        """(kind, session) of a stored checkpoint: "inference" or "training"."""
-        with self._lock:
-            for session in self.sessions.values():
-                for kind in ("inference", "training"):
-                    for cp in session.get(f"{kind}_checkpoints") or []:
-                        if isinstance(cp, dict) and cp.get("id") == checkpoint_id:
-                            return kind, copy.deepcopy(session)
-        return None
-
-    def _download(self, checkpoint_id: str, query: dict[str, list[str]]) -> Response:
-        variant = _one(query, "variant") or ""
-        if variant not in ("CHECKPOINT_VARIANT_ADAPTER", "CHECKPOINT_VARIANT_MERGED"):
-            return Response.json(
-                error_body(
-                    "variant must be ADAPTER or MERGED", "invalid_argument", param="variant"
-                ),
-                status=400,
-            )
-        found = self._checkpoint(checkpoint_id)
-        if found is None:
-            return Response.json(error_body("Checkpoint not found", "not_found"), status=404)
-        kind, session = found
-        if kind == "training":
-            return Response.json(
-                error_body(
-                    "only inference checkpoints can be downloaded", "invalid_argument", param="id"
-                ),
-                status=400,
-            )
-        if variant.endswith("ADAPTER") and not session.get("lora_config"):
-            return Response.json(
-                error_body(
-                    "the adapter variant exists only for LoRA sessions",
-                    "invalid_argument",
-                    param="variant",
-                ),
-                status=400,
-            )
-        names = (
-            [("adapter_model.safetensors", 134_217_728), ("adapter_config.json", "812")]
-            if variant.endswith("ADAPTER")
-            else [("model-00001-of-00002.safetensors", 4_965_000_000), ("config.json", 1_204)]
-        )
-        files = []
-        with self._lock:
-            self.download_requests.append((checkpoint_id, variant))
-            for name, size in names:
-                signature = uuid.uuid4().hex
-                self.download_signatures.append(signature)
-                files.append(
-                    {
-                        "filename": name,
-                        "size": size,
-                        "url": f"{DOWNLOAD_HOST}/ckpt/{checkpoint_id}/{name}"
-                        f"?X-Amz-Expires=900&X-Amz-Signature={signature}",
-                    }
-                )
-        return Response.json({"data": files})
 
     def _list_sessions(self, query: dict[str, list[str]], target: str = "") -> Response:
         statuses = _statuses(query, full_status, LISTABLE_STATUSES)
