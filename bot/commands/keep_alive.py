@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.commands.asker import Asker
-from bot.commands.stop import may_stop
+from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
 from bot.commands.thread import refusal_logged
 from bot.config import Settings
 from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
@@ -25,6 +25,10 @@ from bot.training.resources import ModelResource
 log = logging.getLogger(__name__)
 
 KEEP_REFUSED = "You are not allowed to keep model resources up. Ask someone on the Stop list."
+KEEP_NOT_CONFIGURED = (
+    "Keeping resources up from Slack is not enabled here: it takes the Stop allowlist, "
+    "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ async def keep_alive(
     refusal = await may_stop(settings=settings, slack=slack, user_id=asker.user_id)
     if refusal is not None:
         log.warning("keep alive refused", extra=who)
-        return KeptAlive(refusal=KEEP_REFUSED if "not allowed" in refusal else refusal)
+        words = {STOP_REFUSED: KEEP_REFUSED, STOP_NOT_CONFIGURED: KEEP_NOT_CONFIGURED}
+        return KeptAlive(refusal=words.get(refusal, refusal))
     try:
         resource = await together.extend_expiry(resource_id, KEEP_ALIVE_SECONDS)
     except TogetherError as exc:
