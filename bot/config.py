@@ -235,6 +235,12 @@ class Settings(BaseSettings):
         le=_WEEK_MINUTES,
     )
     oncall_on_stall: bool = _user(False, "Also page ONCALL_CHANNEL about each stall.")
+    oncall_repage_minutes: float = _user(
+        0.0,
+        "Page ONCALL_CHANNEL once more about an alert nobody acknowledged this long (0: never).",
+        ge=0,
+        le=24 * 60,
+    )
     creating_alert_after_minutes: float = _tuning(
         30.0,
         "A session CREATING this long after its creation is told once (0: off).",

@@ -109,7 +109,8 @@ class Metrics:
         self.together_spent = Counter(
             "rlbot_together_requests_spent",
             "Together requests sent, by kind (get|list_page|stop|resource_get|"
-            "resource_list_page|estimate_cost|resource_stop) and by consumer (poll|watch_errors|"
+            "resource_list_page|estimate_cost|resource_stop|resource_extend|checkpoint_download) "
+            "and by consumer (poll|watch_errors|"
             "watch_idle|watch_subscribed_idle|deliver|command): what "
             "TOGETHER_REQUESTS_PER_MINUTE covers.",
             ["kind", "consumer"],

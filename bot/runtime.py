@@ -25,6 +25,7 @@ from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
+from bot.together.resource_cache import ResourceCache
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ class Runtime:
     # Rung by whoever writes outbox rows (a poll, a watch, a command's fresh fetch):
     # the delivery loop sends them now rather than at its next tick.
     deliver_soon: asyncio.Event = field(default_factory=asyncio.Event)
+    # One per process: model resources and prices read lately, shared by the
+    # spend watch and the cards people ask for.
+    resources: ResourceCache = field(default_factory=ResourceCache)
 
     @property
     def owner(self) -> str:

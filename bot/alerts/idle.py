@@ -18,7 +18,7 @@ episode, and the dedupe key built from it makes the alert once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import select
@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.payloads import IdlePayload
 from bot.outbox.contract.rows import Thread, dm_row, idle_rows
+from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job
@@ -74,7 +75,12 @@ async def watch_idle_resources(rt: Runtime) -> int:
         now = (await db.execute(select(db_now()))).scalar_one()
     payloads = await _idle(rt, now=now, after=after)
     async with rt.sessionmaker() as db, db.begin():
-        written = await write_idle_alerts(db, payloads, oncall_channel=settings.oncall_channel)
+        written = await write_idle_alerts(
+            db,
+            payloads,
+            oncall_channel=settings.oncall_channel,
+            user_map=settings.created_by_user_map,
+        )
         await release_job(db, "watch_idle_resources", owner=rt.owner)
     return written
 
@@ -84,10 +90,12 @@ async def write_idle_alerts(
     alerts: Sequence[tuple[IdlePayload, list[str]]],
     *,
     oncall_channel: str | None,
+    user_map: Mapping[str, str] | None = None,
 ) -> int:
-    """Outbox rows for idle alerts, each to its sessions' threads, on-call, and the
-    people whose App Home switch took one of its sessions: the org-wide watch and
-    the subscribed follow-up tell an idle resource the same way."""
+    """Outbox rows for idle alerts, each to its sessions' threads, on-call, the
+    creator's DM (for a thread with `dm=creator`) and the people whose App Home
+    switch took one of its sessions: the org-wide watch and the subscribed
+    follow-up tell an idle resource the same way."""
     if not alerts:
         return 0
     ids = sorted({sid for _, session_ids in alerts for sid in session_ids})
@@ -102,6 +110,7 @@ async def write_idle_alerts(
         told = {user: sid for sid in session_ids for user in people.get(sid, [])}
         occurrence = f"idle:{resource_id}:{payload.idle_since.isoformat()}"
         rows += [dm_row(u, sid, payload, occurrence=occurrence) for u, sid in told.items()]
+    rows += await creator_dms(db, rows, user_map=user_map or {})
     await insert_outbox(db, rows)
     return len(rows)
 

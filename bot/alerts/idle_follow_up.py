@@ -198,7 +198,12 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
         if alert is not None:
             alerts.append(alert)
     async with rt.sessionmaker() as db, db.begin():
-        written = await write_idle_alerts(db, alerts, oncall_channel=settings.oncall_channel)
+        written = await write_idle_alerts(
+            db,
+            alerts,
+            oncall_channel=settings.oncall_channel,
+            user_map=settings.created_by_user_map,
+        )
         await _mark(db, marks)
     return written
 

@@ -12,7 +12,6 @@ kept of a read, and when the card is redrawn, is in `bot.alerts.spend`).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
@@ -21,14 +20,13 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
+from bot.together.resource_cache import PRICE_TTL_SECONDS, ResourceCache, shape_key
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
 
 log = logging.getLogger(__name__)
 
-#: how long a price is reused for the same resource shape
-PRICE_TTL_SECONDS = 3600.0
 #: how long a price is kept at all: past its TTL it stands in only when Together
 #: cannot price the shape again
 PRICE_KEEP_SECONDS = 24 * 3600.0
@@ -75,17 +73,20 @@ class ResourceReader:
         *,
         clock: Callable[[], float] = time.monotonic,
         refresh_seconds: float = 300.0,
+        cache: ResourceCache | None = None,
     ) -> None:
         self._together = together
-        self._clock = clock
+        self._clock = clock if cache is None else cache.clock
         self._refresh = refresh_seconds
-        # resource id -> (read, when); a failed read is not kept
-        self._reads: dict[str, tuple[ModelResource, float]] = {}
+        shared = cache if cache is not None else ResourceCache(clock)
+        # resource id -> (read, when); a failed read is not kept. Shared with the
+        # cards people ask for (`cache`), so one read serves both.
+        self._reads: dict[str, tuple[ModelResource, float]] = shared.reads
         # resources read or tried this cycle (a failed one is not tried again)
         self._tried: set[str] = set()
         # session id -> (status, resource id, when) as last seen
         self._sessions: dict[str, tuple[str, str, float]] = {}
-        self._prices: dict[str, tuple[CostEstimate, float]] = {}
+        self._prices: dict[str, tuple[CostEstimate, float]] = shared.prices
         self._seen: Seen | None = None  # what the last pass of live pages saw
         self._listed = False  # a pass ran this cycle
         # Live resources this cycle's pass listed, for the parts still to come.
@@ -103,11 +104,14 @@ class ResourceReader:
         self._listed_now = {}
         self._expected = self._handed = 0
         self._cycle_at = now
-        self._reads = {r: v for r, v in self._reads.items() if self._fresh(v, now)}
+        # In place: the dicts are shared with the cards' reads (`ResourceCache`).
+        for r in [r for r, v in self._reads.items() if not self._fresh(v, now)]:
+            del self._reads[r]
         self._sessions = {
             s: v for s, v in self._sessions.items() if now - v[2] < _FORGET_SESSION_SECONDS
         }
-        self._prices = {s: v for s, v in self._prices.items() if now - v[1] < PRICE_KEEP_SECONDS}
+        for s in [s for s, v in self._prices.items() if now - v[1] >= PRICE_KEEP_SECONDS]:
+            del self._prices[s]
 
     def due(self, sessions: Iterable[TrainingSession]) -> tuple[dict[str, str], list[str]]:
         """The sessions' resources by session, and the resources to read now: not
@@ -247,7 +251,7 @@ class ResourceReader:
         return await self._price(resource)
 
     async def _price(self, resource: ModelResource) -> CostEstimate | None:
-        shape = json.dumps(resource.estimate_body(), sort_keys=True)
+        shape = shape_key(resource)
         cached = self._prices.get(shape)
         now = self._clock()
         if cached is not None and now - cached[1] < PRICE_TTL_SECONDS:

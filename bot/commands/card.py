@@ -1,9 +1,12 @@
 """A session's card as a person asks for it (`show`, Refresh, after a Stop):
 for a session the bot watches, with the watch section every root redraw shows,
-so asking for the card never shows less than the root already does."""
+so asking for the card never shows less than the root already does; and on
+every card, watched or not, the resource line (status, GPUs, replicas, expiry,
+price), from one resource read shared with the spend watch's."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 from bot import rendering, root_card
@@ -11,11 +14,17 @@ from bot.alerts.stall import threshold
 from bot.commands.asker import Asker, Sessionmaker
 from bot.config import Settings
 from bot.rendering.blocks import Message
+from bot.rendering.resource_line import with_resource_line
 from bot.store.progress import CardView
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
-from bot.training.sessions import TrainingSession
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.together.resource_cache import ResourceCache
+from bot.training.sessions import TrainingSession, is_session_id
+
+log = logging.getLogger(__name__)
 
 
 async def watched_card(
@@ -25,32 +34,63 @@ async def watched_card(
     session: TrainingSession,
     asker: Asker,
     subscribed: bool = False,
+    together: TogetherClient | None = None,
+    resources: ResourceCache | None = None,
 ) -> Message:
     """The session's card; for a session the bot watches, with the watch section
     every root redraw shows (resource and spend, steps/min, a stall, and this
     channel's own target and stall threshold when `subscribed`), so a Refresh or
-    a Stop on the root card does not drop it (see `root_card.card_with_watch`)."""
+    a Stop on the root card does not drop it (see `root_card.card_with_watch`).
+    With `together` and `resources`, a card whose watch shows no resource gets
+    the resource line."""
     card = rendering.card(session, subscribed=subscribed)
-    if session.terminal:
-        return card
     async with sessionmaker() as db:
         progress = (await stored_progress(db, [session.id])).get(session.id)
         sub = (
             await active_subscription(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session.id
             )
-            if subscribed and progress is not None
+            if subscribed and progress is not None and not session.terminal
             else None
         )
-    if progress is None:
+    if progress is not None and not session.terminal:
+        own = sub.stall_after_minutes if sub is not None else None
+        watch = root_card.CardWatch(
+            CardView.of(progress),
+            target=sub.target_step if sub is not None else None,
+            stall_after=threshold(own, stall_threshold(settings)),
+        )
+        card = root_card.card_with_watch(card, watch, now=utcnow())
+        if progress.spend is not None and progress.spend.resource is not None:
+            return card  # the watch section already shows the resource
+    if together is None or resources is None:
         return card
-    own = sub.stall_after_minutes if sub is not None else None
-    watch = root_card.CardWatch(
-        CardView.of(progress),
-        target=sub.target_step if sub is not None else None,
-        stall_after=threshold(own, stall_threshold(settings)),
-    )
-    return root_card.card_with_watch(card, watch, now=utcnow())
+    return await card_with_resource(card, session, together, resources, settings=settings)
+
+
+async def card_with_resource(
+    card: Message,
+    session: TrainingSession,
+    together: TogetherClient,
+    resources: ResourceCache,
+    *,
+    settings: Settings,
+) -> Message:
+    """The card with its resource line: the resource as the spend watch (or an
+    earlier card) read it within SPEND_REFRESH_SECONDS, else one read now, and
+    its price per hour. A failed read leaves the card without the line."""
+    resource_id = session.model_resources_id
+    if not resource_id or not is_session_id(resource_id):
+        return card
+    try:
+        resource = await resources.resource(
+            together, resource_id, max_age=min(settings.spend_refresh_seconds, 60.0)
+        )
+    except TogetherError as exc:
+        log.info("no resource line for a card: %s", exc.kind, extra={"session_id": session.id})
+        return card
+    price = await resources.price(together, resource)
+    return with_resource_line(card, resource, price)
 
 
 def stall_threshold(settings: Settings) -> timedelta | None:

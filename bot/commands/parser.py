@@ -1,7 +1,7 @@
 """The `/rl-session` grammar, parsed without I/O.
 
 `/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
-[errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
+[errors-only] [stall=…] [target=…] [broadcast=errors|ends|all|off] [dm=creator]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
 `digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
 error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`),
 `follow mine|@user|all [model=<name>] [filters] [stall=…] [existing]` and
@@ -52,6 +52,18 @@ TARGET_USAGE = (
     "the card then shows when the session should reach it at the measured rate."
 )
 MAX_TARGET = 10**12
+BROADCASTS = ("errors", "ends", "all", "off")
+BROADCAST_USAGE = (
+    "Give one `broadcast=` of `errors` (an error), `ends` (the session ending, errors "
+    "included), `all` (every thread reply) or `off`: which thread replies are also "
+    "shown in the channel."
+)
+DMS = ("creator",)
+DM_USAGE = (
+    "Give `dm=creator` (the session's creator, through CREATED_BY_USER_MAP, gets a DM "
+    "when it errors, stalls or leaves an idle resource) or `dm=off`."
+)
+_OPTIONS = ("stall=", "target=", "broadcast=", "dm=")
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
@@ -82,6 +94,11 @@ class Command:
     # None keeps the thread's
     target_step: int | None = None
     rule: FollowSpec | None = None  # `follow` / `unfollow`: which rule
+    # `subscribe <id> broadcast=ends`: which thread replies also show in the channel;
+    # None keeps the thread's (and so, at first, BROADCAST_ERRORS)
+    broadcast: str | None = None
+    # `subscribe <id> dm=creator|off`: "" turns the creator's DMs off; None keeps them
+    dm: str | None = None
 
 
 def parse(text: str | None) -> Command:
@@ -131,7 +148,13 @@ def _parse_subscribe(args: list[str]) -> Command:
         return _usage("subscribe", "`subscribe` needs a session id.")
     stall = [a for a in args[1:] if a.lower().startswith("stall=")]
     target = [a for a in args[1:] if a.lower().startswith("target=")]
-    wanted = [a.lower() for a in args[1:] if not a.lower().startswith(("stall=", "target="))]
+    wanted = [a.lower() for a in args[1:] if not a.lower().startswith(_OPTIONS)]
+    broadcast = _choice(args[1:], "broadcast=", BROADCASTS)
+    if broadcast is False:
+        return _usage("subscribe", BROADCAST_USAGE)
+    dm = _choice(args[1:], "dm=", (*DMS, "off"))
+    if dm is False:
+        return _usage("subscribe", DM_USAGE)
     stall_minutes = None
     if stall:
         stall_minutes = _stall_minutes(stall[-1][len("stall=") :])
@@ -152,7 +175,13 @@ def _parse_subscribe(args: list[str]) -> Command:
     if {"status", "errors-only"} <= filters:
         return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
     return _with_id(
-        "subscribe", args[0], filters=filters, stall_minutes=stall_minutes, target_step=target_step
+        "subscribe",
+        args[0],
+        filters=filters,
+        stall_minutes=stall_minutes,
+        target_step=target_step,
+        broadcast=broadcast,
+        dm=None if dm is None else ("" if dm == "off" else dm),
     )
 
 
@@ -205,6 +234,17 @@ def _parse_follow(head: str, args: list[str]) -> Command:
         return _usage(verb, "Choose `status` (every change) or `errors-only`, not both.")
     spec = FollowSpec(who, model, filters, stall_minutes, existing)
     return Command(verb, rule=spec)
+
+
+def _choice(args: list[str], prefix: str, allowed: tuple[str, ...]) -> str | bool | None:
+    """The one `prefix<value>` among `args` when it is allowed (lower-cased), None
+    when there is none, False when it is given twice or not allowed."""
+    given = [a[len(prefix) :].lower() for a in args if a.lower().startswith(prefix)]
+    if not given:
+        return None
+    if len(given) > 1 or given[0] not in allowed:
+        return False
+    return given[0]
 
 
 def _target_step(text: str) -> int | None:

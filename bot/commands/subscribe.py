@@ -19,6 +19,7 @@ from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, un
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.store.queries.routing import set_routing
 from bot.store.queries.subscriptions import channel_subscriptions, set_stall, set_target
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
@@ -45,9 +46,12 @@ async def subscribe_here(
     stall_minutes: int | None = None,
     target_step: int | None = None,
     as_poll: AsPoll | None = None,
+    broadcast: str | None = None,
+    dm: str | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
-    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
+    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it, and
+    so do `broadcast` and `dm` (an empty `dm` turns the creator's DMs off).
     `as_poll` writes the fetch as the poll of a session already watched, before
     this channel joins (its root card shows the state it subscribed at).
     Raises TogetherError or SubscriptionError, each worded for the person."""
@@ -64,6 +68,8 @@ async def subscribe_here(
         filters=filters,
         stall_minutes=stall_minutes,
         target_step=target_step,
+        broadcast=broadcast,
+        dm=dm,
     )
     return session, result
 
@@ -79,6 +85,8 @@ async def subscribe_session(
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
     target_step: int | None = None,
+    broadcast: str | None = None,
+    dm: str | None = None,
 ) -> Subscribed:
     """Subscribe the asker's channel to a session already fetched: the root card,
     the thread and its options, as `subscribe` does it (a follow rule's discovery
@@ -94,12 +102,13 @@ async def subscribe_session(
         root_ts=root_ts,
         filters=filters,
     )
-    if stall_minutes is not None or target_step is not None:
+    if any(v is not None for v in (stall_minutes, target_step, broadcast, dm)):
         async with sessionmaker() as db, db.begin():
             if stall_minutes is not None:
                 await set_stall(db, result.subscription_id, stall_minutes)
             if target_step is not None:
                 await set_target(db, result.subscription_id, target_step)
+            await set_routing(db, result.subscription_id, broadcast=broadcast, dm=dm)
     return result
 
 

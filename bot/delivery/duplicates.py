@@ -15,6 +15,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery.outcome import PERMANENT_ERRORS
+from bot.outbox.contract.payloads import Kind
 from bot.outbox.queue import OutboxMessage
 
 log = logging.getLogger(__name__)
@@ -33,12 +34,14 @@ async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | Non
 
     Any failure to check (no history scope, an error, an answer of an odd shape)
     means "cannot check": post, which risks a repeat but never a loss. Only a
-    channel Slack says is gone for good is raised, to end the subscription."""
+    channel Slack says is gone for good is raised, to end the subscription; a
+    DM's is not (it is addressed to a user id, whose history Slack may not
+    list: that says nothing about the DM itself)."""
     try:
         return await _find_posted(slack, row)
     except SlackApiError as exc:
         error = exc.response.get("error")
-        if isinstance(error, str) and error in PERMANENT_ERRORS:
+        if isinstance(error, str) and error in PERMANENT_ERRORS and row.kind != Kind.CREATOR_DM:
             raise
         reason = error if isinstance(error, str) else f"HTTP {exc.response.status_code}"
     except Exception as exc:

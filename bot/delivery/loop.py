@@ -42,6 +42,7 @@ from bot.alerts.stall import threshold
 from bot.config import Settings
 from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
+from bot.delivery.routing import thread_modes
 from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.faults import crash_point
 from bot.metrics import Metrics
@@ -81,6 +82,7 @@ async def deliver_due(
         watches = await card_watches(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
         now = (await db.execute(select(db_now()))).scalar_one() if adopted else None
+        modes = await thread_modes(db, rows) if rows else {}
     if not rows:
         return []
     if adopted:
@@ -111,6 +113,7 @@ async def deliver_due(
                     owner=owner,
                     together=together,
                     watch=watches.get(row.subscription_id or 0),
+                    mode=modes.get(row.subscription_id or 0),
                 )
         finally:
             unfinished.discard(row.id)
@@ -200,6 +203,7 @@ async def _deliver_one(
     owner: str,
     together: TogetherClient | None = None,
     watch: CardWatch | None = None,
+    mode: str | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
@@ -218,6 +222,7 @@ async def _deliver_one(
             owner=owner,
             together=together,
             watch=watch,
+            mode=mode,
         )
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
@@ -242,12 +247,13 @@ async def _send(
     owner: str,
     together: TogetherClient | None,
     watch: CardWatch | None,
+    mode: str | None = None,
 ) -> SendResult:
     """The post (unless an earlier attempt made it), stored the moment Slack takes
     it; then the root card, whose refusal retries the card alone."""
     duplicate = False
     if posts_message(row):
-        posted = await post_one(row, slack=slack, settings=settings, together=together)
+        posted = await post_one(row, slack=slack, settings=settings, together=together, mode=mode)
         if posted.state != State.SENT:
             return posted
         crash_point("deliver_after_post", settings.fault_crash_at)

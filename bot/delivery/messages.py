@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -14,6 +15,7 @@ from bot import rendering
 from bot.config import Settings
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
+    CreatorDmPayload,
     DigestPayload,
     DmPayload,
     IdlePayload,
@@ -21,18 +23,22 @@ from bot.outbox.contract.payloads import (
     OperatorPayload,
     Payload,
     ProgressPayload,
+    RepagePayload,
     RootPayload,
     TransitionPayload,
 )
 from bot.outbox.queue import OutboxMessage
+from bot.rendering import actions as rendering_actions
 from bot.rendering import watch as rendering_watch
+from bot.rendering.actions import with_actions
 from bot.rendering.follow import personal_heading
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate
-from bot.training.sessions import TrainingSession
+from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.snapshots import SessionSnapshot
+from bot.training.status import ResourceStatus
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +57,54 @@ async def render_row(
     settings: Settings,
     together: TogetherClient | None = None,
 ) -> rendering.Message:
-    """The message a row posts; a root row posts none (it only edits the root card)."""
-    return await _message(row.typed_payload, row, slack=slack, settings=settings, together=together)
+    """The message a row posts; a root row posts none (it only edits the root card).
+    On-call's pages carry Acknowledge (naming this row), and stall and idle
+    alerts Keep alive 1 h."""
+    payload = row.typed_payload
+    match payload:
+        case CreatorDmPayload() as p:
+            inner = await _render(p.event, row, slack=slack, settings=settings, together=together)
+            permalink = None
+            if p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            return rendering_actions.creator_dm(
+                with_actions(inner, action_buttons(p.event, alert_id=None)), permalink=permalink
+            )
+        case DmPayload() as p:  # what the thread says, headed as the person's own
+            inner = await _render(p.about, row, slack=slack, settings=settings, together=together)
+            return personal_heading(
+                with_actions(inner, action_buttons(p.about, alert_id=None)),
+                name=session_of(_snapshot_of(p), row).name,
+            )
+        case RepagePayload() as p:
+            return rendering_actions.repage_message(
+                p.minutes, p.what, mention=settings.oncall_mention
+            )
+    message = await _render(payload, row, slack=slack, settings=settings, together=together)
+    return with_actions(message, action_buttons(payload, alert_id=row.id))
 
 
-async def _message(
+def action_buttons(payload: Payload, *, alert_id: int | None) -> list[dict[str, Any]]:
+    """The buttons a row's message carries besides its own: Acknowledge on an
+    on-call page (`alert_id` names it), Keep alive 1 h on a stall or idle alert
+    whose resource may be kept up."""
+    page = isinstance(payload, OncallPayload) or (
+        isinstance(payload, ProgressPayload | IdlePayload) and payload.page
+    )
+    out = [rendering_actions.ack_button(alert_id)] if page and alert_id is not None else []
+    resource_id = None
+    if isinstance(payload, ProgressPayload) and payload.event == "stalled" and payload.session:
+        resource_id = payload.session.model_resources_id or ""
+    elif isinstance(payload, IdlePayload):
+        resource = payload.resource
+        if resource.status_enum is ResourceStatus.READY:
+            resource_id = resource.id
+    if resource_id and is_session_id(resource_id):  # the same id alphabet
+        out.append(rendering_actions.keep_alive_button(resource_id))
+    return out
+
+
+async def _render(
     payload: Payload,
     row: OutboxMessage,
     *,
@@ -64,9 +113,6 @@ async def _message(
     together: TogetherClient | None,
 ) -> rendering.Message:
     match payload:
-        case DmPayload() as p:  # what the thread says, headed as the person's own
-            inner = await _message(p.about, row, slack=slack, settings=settings, together=together)
-            return personal_heading(inner, name=session_of(_snapshot_of(p), row).name)
         case TransitionPayload() as p:
             session = (
                 session_of(p.session, row)
@@ -114,6 +160,8 @@ async def _message(
             )
         case RootPayload():
             raise ValueError("a root row posts no message")
+        case _:
+            raise ValueError(f"no message for a {payload.kind} payload here")
 
 
 def _snapshot_of(p: DmPayload) -> SessionSnapshot | None:

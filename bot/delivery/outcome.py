@@ -55,6 +55,22 @@ AUTH_ERRORS = frozenset(
         "org_login_required",
     }
 )
+#: Slack's ways of refusing a DM to a person (they blocked the app, turned its
+#: Messages tab off, left, or are not a person we can write to): the DM is set
+#: aside at once, on-call is not told, and nothing else is touched
+DM_REFUSALS = frozenset(
+    {
+        "cannot_dm_bot",
+        "user_disabled",
+        "user_not_found",
+        "messages_tab_disabled",
+        "not_allowed_token_type",
+        "channel_not_found",
+        "is_archived",
+        "restricted_action",
+        "access_denied",
+    }
+)
 MAX_OTHER_ATTEMPTS = 5
 # The longest a row waits before Slack is asked again.
 MAX_SEND_BACKOFF_SECONDS = 300.0
@@ -97,6 +113,9 @@ def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> S
             extra=extra,
         )
         return SendResult(row.id, State.PENDING, retry_in=AUTH_RETRY_SECONDS, error=error)
+    if row.kind == Kind.CREATOR_DM and error in DM_REFUSALS:
+        log.warning("Slack refused a DM to a session's creator (%s); set aside", error, extra=extra)
+        return SendResult(row.id, State.DEAD, error=f"DM refused: {error}")
     if error in PERMANENT_ERRORS:
         log.error("Slack refused delivery for good (%s); ending subscription", error, extra=extra)
         return SendResult(

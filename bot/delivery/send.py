@@ -18,12 +18,12 @@ from bot.delivery.duplicates import METADATA_EVENT, already_posted
 from bot.delivery.messages import render_row
 from bot.delivery.outcome import SendResult, classify, retry_later
 from bot.delivery.root_update import update_root
-from bot.outbox.contract.payloads import Payload, RootPayload, TransitionPayload
+from bot.delivery.routing import default_mode, reply_broadcast
+from bot.outbox.contract.payloads import RootPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.root_card import CardWatch
 from bot.together.client import TogetherClient
-from bot.training.status import Status, status_of
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +43,11 @@ async def post_one(
     slack: AsyncWebClient,
     settings: Settings,
     together: TogetherClient | None = None,
+    mode: str | None = None,
 ) -> SendResult:
     """Post the row's message, unless Slack already has it from an earlier attempt.
-    SENT (with the message's ts) means Slack has it; the root card is not touched."""
+    SENT (with the message's ts) means Slack has it; the root card is not touched.
+    `mode` is the thread's `broadcast=` (None: BROADCAST_ERRORS decides)."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     try:
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
@@ -61,7 +63,11 @@ async def post_one(
                 "event_type": METADATA_EVENT,
                 "event_payload": {"dedupe_key": row.dedupe_key},
             },
-            reply_broadcast=broadcast(row, row.typed_payload, settings),
+            reply_broadcast=reply_broadcast(
+                row.typed_payload,
+                mode or default_mode(settings.broadcast_errors),
+                in_thread=bool(row.thread_ts),
+            ),
             unfurl_links=False,
             unfurl_media=False,
         )
@@ -92,10 +98,3 @@ async def redraw_root(
         return SendResult(row.id, State.SENT, sent_ts=sent_ts)
     result.sent_ts = row.sent_ts
     return result
-
-
-def broadcast(row: OutboxMessage, payload: Payload, settings: Settings) -> bool | None:
-    """Errors may also show in the channel (BROADCAST_ERRORS); nothing else does."""
-    if isinstance(payload, TransitionPayload) and row.thread_ts and settings.broadcast_errors:
-        return status_of(payload.new_status) is Status.ERROR or None
-    return None

@@ -15,7 +15,14 @@ from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.follow_rules import prune_claims
-from bot.store.tables import AlertSent, PersonalWatch, Subscription, WatchedSession, db_now
+from bot.store.tables import (
+    AlertAck,
+    AlertSent,
+    PersonalWatch,
+    Subscription,
+    WatchedSession,
+    db_now,
+)
 
 DAY_SECONDS = 86400.0
 
@@ -24,7 +31,8 @@ async def prune_outbox(rt: Runtime) -> int:
     """Drop finished outbox rows past their retention; pending rows are never dropped.
 
     Remembered alerts go only once the error watch has not listed their error
-    for as long: a session still in ERROR keeps its alert remembered."""
+    for as long: a session still in ERROR keeps its alert remembered. An
+    acknowledgement goes with the age of its alert (it names the alert's row)."""
     cutoff = db_now(-rt.settings.outbox_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():
         result = await db.execute(
@@ -35,6 +43,11 @@ async def prune_outbox(rt: Runtime) -> int:
         await db.execute(
             delete(AlertSent)
             .where(AlertSent.last_seen_at < cutoff)
+            .execution_options(synchronize_session=False)
+        )
+        await db.execute(
+            delete(AlertAck)
+            .where(AlertAck.acked_at < cutoff)
             .execution_options(synchronize_session=False)
         )
     return _count(result)

@@ -34,6 +34,7 @@ from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
 from bot.jobs.follow import DiscoveryState, discover
 from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
+from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, pending_count
@@ -49,6 +50,8 @@ from bot.training.status import status_of
 log = logging.getLogger(__name__)
 POLL_TICK_MAX_SECONDS = 5.0
 POLL_TICK_MIN_SECONDS = 0.25
+#: how often unacknowledged pages are looked for (a repage is at most this late)
+REPAGE_CHECK_SECONDS = 10.0
 
 
 class Ticker:
@@ -68,7 +71,9 @@ class Ticker:
         # what follow-rule discovery keeps between runs (a refused created_by filter)
         self.discovery = DiscoveryState()
         self.resources = (
-            ResourceReader(rt.together, refresh_seconds=rt.settings.spend_refresh_seconds)
+            ResourceReader(
+                rt.together, refresh_seconds=rt.settings.spend_refresh_seconds, cache=rt.resources
+            )
             if rt.settings.spend_watch
             else None
         )
@@ -119,6 +124,10 @@ class Ticker:
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
         self._every("follow", self.follow, settings.poll_interval_seconds)
+        if settings.oncall_repage_minutes > 0 and settings.oncall_channel:
+            # often enough that a repage is at most a quarter of its delay late
+            check = min(REPAGE_CHECK_SECONDS, max(1.0, settings.oncall_repage_minutes * 15))
+            self._every("repage", self.repage, check)
         self._every("share_spend", self.share_spend, heartbeat_every(settings.lease_seconds))
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
@@ -276,6 +285,10 @@ class Ticker:
 
     async def watch_subscribed_idle(self) -> None:
         if await watch_subscribed_idle(self.rt, reader=self.resources):
+            self._deliver_now()
+
+    async def repage(self) -> None:
+        if await repage_unacknowledged(self.rt):
             self._deliver_now()
 
     async def digest(self) -> None:

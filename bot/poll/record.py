@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
+from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
@@ -207,6 +208,7 @@ async def _write_events(
         stall=stall_settings(settings),
     )
     rows = owed.rows + personal + await unalerted(db, owed.alerts, now=now)
+    rows += await creator_dms(db, owed.rows, user_map=settings.created_by_user_map)
     await insert_outbox(db, rows)
     return len(rows)
 

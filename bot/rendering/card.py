@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from bot.rendering.actions import Downloadable, download_buttons
 from bot.rendering.blocks import (
     REFRESH,
     STOP,
@@ -243,6 +244,9 @@ def card(
     wandb_url = session.wandb_url
     if wandb_url is not None:
         buttons.append(button("W&B run", WANDB, url=wandb_url))
+    # Only the person who clicks gets the files (see `bot.commands.download`).
+    newest = sorted(inference, key=_checkpoint_key, reverse=True)
+    buttons += download_buttons(session.id, [Downloadable(cp.id, cp.step) for cp in newest])
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
 

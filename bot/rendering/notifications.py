@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from bot.rendering.actions import Downloadable, download_buttons
 from bot.rendering.blocks import (
     MAX_HEADER_TEXT,
     Message,
@@ -127,6 +128,16 @@ def checkpoint_message(
     blocks = [section_block(head + "\n" + "\n".join(lines))]
     if session.step is not None:
         blocks.append(context_block(f"Latest step {inert(session.step, 40)}"))
+    downloads = download_buttons(
+        session.id,
+        [
+            Downloadable(str(item.get("id") or ""), item.get("step"))
+            for item in items[:_LIST_CHECKPOINTS]
+            if item.get("kind") != "training" and item.get("event") != "registered"
+        ],
+    )
+    if downloads:
+        blocks.append({"type": "actions", "elements": downloads})
     return message_of(f"{name}: {count} checkpoint event{'s' if count != 1 else ''}.", blocks)
 
 

@@ -133,9 +133,10 @@ def _num(value: object) -> str:
         return "(too large to show)"
 
 
-def safe_link(url: str | None, label: str) -> str | None:
-    """A `<url|label>` link, only for plain http(s) URLs; `label` is ours."""
-    if url is None or len(url) > MAX_LINK_URL or not _URL_RE.fullmatch(url):
+def safe_link(url: str | None, label: str, *, limit: int = MAX_LINK_URL) -> str | None:
+    """A `<url|label>` link, only for plain http(s) URLs of at most `limit`
+    characters; `label` is ours (or escaped)."""
+    if url is None or len(url) > limit or not _URL_RE.fullmatch(url):
         return None
     return f"<{url.replace('&', '&amp;')}|{label}>"
 

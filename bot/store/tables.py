@@ -131,6 +131,12 @@ class Subscription(Base):
     stall_after_minutes: Mapped[int | None] = mapped_column(Integer(), nullable=True)
     # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA).
     target_step: Mapped[int | None] = mapped_column(BigInteger(), nullable=True)
+    # `subscribe <id> broadcast=errors|ends|all|off`: which thread replies are
+    # also shown in the channel; NULL is what BROADCAST_ERRORS says.
+    broadcast: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    # `subscribe <id> dm=creator`: the session's creator is DMed its errors,
+    # stalls and idle resources; NULL is no DM.
+    dm: Mapped[str | None] = mapped_column(String(16), nullable=True)
 
     @property
     def filter_set(self) -> frozenset[str]:
@@ -185,6 +191,19 @@ class AlertSent(Base):
     alerted: Mapped[bool] = mapped_column(Boolean(), default=True)
     sent_at: Mapped[datetime] = mapped_column(DateTime())
     last_seen_at: Mapped[datetime] = mapped_column(DateTime())
+
+
+class AlertAck(Base):
+    """Who took an on-call alert (its outbox row) and when: the first click's,
+    so a second person is told who has it; an acknowledged alert is not paged
+    again. No foreign key: the outbox row may be pruned before this one."""
+
+    __tablename__ = "alert_acks"
+
+    outbox_id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=False)
+    channel_id: Mapped[str] = mapped_column(String(32))
+    user_id: Mapped[str] = mapped_column(String(32))
+    acked_at: Mapped[datetime] = mapped_column(DateTime())
 
 
 class Incident(Base):

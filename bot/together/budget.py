@@ -37,6 +37,8 @@ KINDS = (
     "resource_list_page",
     "estimate_cost",
     "resource_stop",
+    "resource_extend",
+    "checkpoint_download",
 )
 #: the kinds a poll plan is made of (see `bot.together.poll_plan`)
 PLANNED_KINDS = frozenset({"get", "list_page"})

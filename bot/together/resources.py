@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from bot.together.answers import list_query, next_cursor, parse_each, parse_one
 from bot.together.errors import TogetherError
 from bot.together.transport import Transport
+from bot.training.checkpoints import CheckpointFile
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
 
@@ -101,6 +102,38 @@ class ModelResourceEndpoints(Transport):
             return await self.get_model_resource(resource_id)
         except TogetherError:  # gone already, or unreadable just now
             return None
+
+    async def extend_expiry(self, resource_id: str, seconds: int) -> ModelResource:
+        """Keep a READY resource from stopping for inactivity for `seconds` from now
+        (Together moves `expires_at`, never earlier); the resource as it is now.
+        Together refuses a resource that is not READY (a TogetherError with its words)."""
+        url = f"{self.resource_url(resource_id)}/extend-expiry"
+        data = await self._request(
+            "POST", url, kind="resource_extend", body={"seconds": int(seconds)}, max_wait=5.0
+        )
+        return _parse_resource(data, resource_id)
+
+    async def checkpoint_files(self, checkpoint_id: str, variant: str) -> list[CheckpointFile]:
+        """A checkpoint's files with their presigned download URLs (`variant` is
+        CHECKPOINT_VARIANT_ADAPTER or _MERGED). The URLs expire and grant access:
+        callers hand them to the person who asked and keep them nowhere."""
+        if not is_session_id(checkpoint_id):  # the same id alphabet
+            raise TogetherError("invalid_id")
+        url = (
+            f"{self._base}/rl/checkpoints/{quote(checkpoint_id, safe='')}/download"
+            f"?variant={quote(variant, safe='')}"
+        )
+        data = await self._request("GET", url, kind="checkpoint_download", max_wait=5.0)
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise TogetherError("bad_response", "not a list of checkpoint files")
+        files = []
+        for item in items:
+            try:
+                files.append(CheckpointFile.model_validate(item))
+            except ValidationError as exc:
+                raise TogetherError("bad_response", "a checkpoint file does not parse") from exc
+        return files
 
 
 def _parse_resource(data: Any, resource_id: str) -> ModelResource:

@@ -89,3 +89,18 @@ class InferenceCheckpoint(Checkpoint):
             if label:
                 names.append(f"{kind} {label}")
         return names
+
+
+class CheckpointFile(TolerantModel):
+    """One file of a checkpoint download (Together's `CheckpointFile`): its name,
+    size (bytes, an int or a string) and presigned URL. The URL expires and
+    grants access, so it is handed to the person who asked and kept nowhere."""
+
+    filename: str
+    size: int | str | None = None
+    url: str
+
+    def __repr__(self) -> str:  # a log line or a traceback must not carry the URL
+        return f"CheckpointFile(filename={self.filename!r}, size={self.size!r})"
+
+    __str__ = __repr__

@@ -178,7 +178,14 @@ def test_card_for_both_api_shapes_arrives_in_channel(rig: Rig) -> None:
     assert "rl_wandb" not in buttons(old)  # no metadata.wandb in the old shape
     assert {"rl_subscribe", "rl_refresh"} <= set(buttons(old))
     assert together.requests_for(SID_NEW) == 1 and together.requests_for(SID_OLD) == 1
-    assert {r.method for r in together.requests} == {"GET"}
+    # Only reads: the sessions, their resources (the card's resource line) and a price
+    # (estimate-cost, Together's one POST that changes nothing).
+    assert {(r.method, r.route) for r in together.requests} == {
+        ("GET", "get"),
+        ("GET", "resource"),
+        ("POST", "estimate"),
+    }
+    assert "*Resource:* " in blob
 
 
 def test_card_of_a_real_shaped_session(rig: Rig) -> None:

@@ -22,6 +22,14 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
                                               `failed_precondition` while a session on it is
                                               CREATING, RUNNING or STOPPING; with it, those
                                               sessions go to STOPPING too
+    POST /v1/rl/model-resources/{id}/extend-expiry  {"seconds": int} -> ModelResources with
+                                              `expires_at` moved to at least now + seconds;
+                                              a 400 `failed_precondition` unless READY
+    GET  /v1/rl/checkpoints/{id}/download?variant=CHECKPOINT_VARIANT_ADAPTER|_MERGED
+                                              CheckpointDownloadResponse {"data": [{"filename",
+                                              "size", "url"}]} with presigned-looking URLs (each
+                                              signature kept in `download_signatures`); 400 for a
+                                              training checkpoint or ADAPTER of a non-LoRA session
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
 `has_more` is false. With `endless_list` set, the session list never ends: past the
@@ -45,6 +53,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ._http import FakeHTTPServer, Request, Response, free_port
+from .together_actions import AlertActionRoutes
 
 __all__ = [
     "DEFAULT_ERROR_CODE",
@@ -84,6 +93,7 @@ DEFAULT_ERROR_MESSAGE = (
 KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
+_CHECKPOINTS = "/v1/rl/checkpoints"
 #: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
 DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
 #: the cursors of the made-up pages past the end of an endless session list
@@ -360,7 +370,7 @@ class TogetherRequest:
     route: str = ""
 
 
-class FakeTogether(FakeHTTPServer):
+class FakeTogether(AlertActionRoutes, FakeHTTPServer):
     """Together RL training-session API double. All state access is thread-safe."""
 
     def __init__(
@@ -390,6 +400,12 @@ class FakeTogether(FakeHTTPServer):
         self.stop_requests: list[str] = []
         #: (resource id, force) POSTed to a model resource's /stop, in order
         self.resource_stop_requests: list[tuple[str, bool]] = []
+        #: (resource id, seconds) POSTed to extend-expiry and served, in order
+        self.extend_requests: list[tuple[str, int]] = []
+        #: (checkpoint id, variant) of download requests served, in order
+        self.download_requests: list[tuple[str, str]] = []
+        #: the secret part of every presigned URL handed out: it must appear nowhere else
+        self.download_signatures: list[str] = []
         #: JSON bodies POSTed to estimate-cost, in order
         self.estimate_requests: list[dict[str, Any]] = []
         #: estimate-cost's price per hour per GPU group, by GPU type
@@ -555,6 +571,8 @@ class FakeTogether(FakeHTTPServer):
             self.stop_requests.clear()
             self.resource_stop_requests.clear()
             self.estimate_requests.clear()
+            self.extend_requests.clear()
+            self.download_requests.clear()
             self._counts.clear()
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
@@ -697,8 +715,14 @@ class FakeTogether(FakeHTTPServer):
             rest = path[len(_RESOURCES) + 1 :]
             if rest.endswith("/stop"):
                 return "resource_stop", unquote(rest[: -len("/stop")])
+            if rest.endswith("/extend-expiry"):
+                return "resource_extend", unquote(rest[: -len("/extend-expiry")])
             if rest and "/" not in rest:
                 return "resource", unquote(rest)
+        if path.startswith(_CHECKPOINTS + "/") and path.endswith("/download"):
+            rest = path[len(_CHECKPOINTS) + 1 : -len("/download")]
+            if rest and "/" not in rest:
+                return "checkpoint_download", unquote(rest)
         return "unknown", None
 
     def _handle(self, request: Request) -> Response:
@@ -789,6 +813,10 @@ class FakeTogether(FakeHTTPServer):
             return self._estimate(request.body)
         if route == "resource_stop" and request.method == "POST" and session_id is not None:
             return self._stop_resource(session_id, request.body, query)
+        if route == "resource_extend" and request.method == "POST" and session_id is not None:
+            return self._extend_expiry(session_id, request.body)
+        if route == "checkpoint_download" and request.method == "GET" and session_id is not None:
+            return self._download(session_id, query)
         if route != "unknown":
             return Response.json(
                 error_body(f"Method {request.method} not allowed", "method_not_allowed"),

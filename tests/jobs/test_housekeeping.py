@@ -32,6 +32,14 @@ def test_finished_outbox_rows_past_retention_are_pruned_pending_ones_kept(
             c=created,
             later=datetime(2999, 1, 1),
         )
+    for outbox_id, acked in ((1, datetime(2000, 1, 1)), (2, datetime(2999, 1, 1))):
+        query(
+            db_url,
+            "INSERT INTO alert_acks (outbox_id, channel_id, user_id, acked_at) "
+            "VALUES (:i, 'COPS', 'UDANA', :a)",
+            i=outbox_id,
+            a=acked,
+        )
     bot = start_bot()  # the prune job runs at start, then hourly
     wait_until(
         lambda: (
@@ -42,6 +50,8 @@ def test_finished_outbox_rows_past_retention_are_pruned_pending_ones_kept(
     )
     # the log line follows the commit the query above saw: wait for it, do not race it
     wait_until(lambda: "pruned 1 finished outbox rows" in bot.log(), what="the prune logged")
+    # an acknowledgement goes with the age of its alert
+    assert query(db_url, "SELECT outbox_id FROM alert_acks") == [(2,)]
 
 
 def test_two_replicas_subscribing_at_once_leave_one_subscription_and_one_root(

@@ -31,6 +31,8 @@ class Kind(StrEnum):
     PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
     IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
     DM = "dm"  # one of those, told to a person in a direct message (their App Home switch)
+    CREATOR_DM = "creator_dm"  # an error, stall or idle resource, DMed to the session's creator
+    REPAGE = "repage"  # an on-call alert nobody acknowledged, paged once more
 
 
 class _Payload(BaseModel):
@@ -146,6 +148,27 @@ class DmPayload(_Payload):
     about: Annotated[TransitionPayload | ProgressPayload | IdlePayload, Field(discriminator="kind")]
 
 
+class CreatorDmPayload(_Payload):
+    """A thread's error, stall or idle resource, DMed to the session's creator
+    (`subscribe … dm=creator`), once per event however many threads chose it."""
+
+    kind: Literal[Kind.CREATOR_DM] = Kind.CREATOR_DM
+    event: Annotated[TransitionPayload | ProgressPayload | IdlePayload, Field(discriminator="kind")]
+    # The thread it was told in, linked from the DM.
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class RepagePayload(_Payload):
+    """An on-call alert (its outbox row) nobody acknowledged within
+    ONCALL_REPAGE_MINUTES: paged once more, in the alert's thread."""
+
+    kind: Literal[Kind.REPAGE] = Kind.REPAGE
+    alert_id: int
+    minutes: float
+    what: str = ""  # what the alert was about, plain (rendering escapes it)
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
@@ -155,7 +178,9 @@ Payload = Annotated[
     | DigestPayload
     | ProgressPayload
     | IdlePayload
-    | DmPayload,
+    | DmPayload
+    | CreatorDmPayload
+    | RepagePayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

@@ -9,13 +9,14 @@ twice a no-op. A row is written PENDING; delivery moves it on (`State`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
+    CreatorDmPayload,
     DigestChange,
     DigestPayload,
     DigestSession,
@@ -26,12 +27,14 @@ from bot.outbox.contract.payloads import (
     OperatorPayload,
     Payload,
     ProgressPayload,
+    RepagePayload,
     RootPayload,
     TransitionPayload,
 )
 from bot.store.progress import CardView
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
+from bot.training.status import Status, status_of
 from bot.training.transitions import Transition
 
 # Dedupe keys are unique-indexed; a PostgreSQL btree entry has a size limit, and
@@ -259,4 +262,82 @@ def digest_row(
         dedupe_key=f"digest:{team_id}:{channel_id}:{day}",
         channel_id=channel_id,
         payload=DigestPayload(day=day, sessions=sessions, changes=changes),
+    )
+
+
+def creator_dm_rows(
+    rows: Sequence[OutboxRow],
+    dm_subscriptions: Collection[int],
+    user_map: Mapping[str, str],
+) -> list[OutboxRow]:
+    """The DMs these thread rows owe the sessions' creators (`dm=creator`): an
+    error (told in the thread or not: a thread's filter or mute is the
+    channel's choice), a stall, an idle resource. The creator is the session's
+    (the resource's, for an idle one) `created_by` through CREATED_BY_USER_MAP;
+    an unmapped creator gets none. One DM per event and person, however many
+    threads chose it: the key names the event, not the thread."""
+    out: dict[str, OutboxRow] = {}
+    for row in rows:
+        if row.subscription_id not in dm_subscriptions:
+            continue
+        found = _dm_event(row.payload)
+        if found is None:
+            continue
+        event, creator, identity = found
+        user = user_map.get(creator)
+        if not user:
+            continue
+        key = bounded_key("creator-dm", user, *identity)
+        out.setdefault(
+            key,
+            OutboxRow(
+                dedupe_key=key,
+                channel_id=user,  # Slack posts to a user id in the app's DM with them
+                payload=CreatorDmPayload(
+                    event=event, thread_channel=row.channel_id, thread_ts=row.thread_ts
+                ),
+                session_id=row.session_id,
+            ),
+        )
+    return list(out.values())
+
+
+def _dm_event(
+    payload: Payload,
+) -> tuple[TransitionPayload | ProgressPayload | IdlePayload, str, tuple[str, ...]] | None:
+    """What of a thread row is DMed: the event, its creator, and its identity."""
+    if isinstance(payload, TransitionPayload | RootPayload):
+        if status_of(payload.new_status) is not Status.ERROR or payload.session is None:
+            return None
+        session = payload.session
+        event = TransitionPayload(
+            old_status=payload.old_status,
+            new_status=payload.new_status,
+            ended=payload.ended,
+            gone=payload.gone,
+            session=payload.session,
+        )
+        return event, session.created_by or "", (oncall_key(session, None),)
+    if isinstance(payload, ProgressPayload):
+        if payload.event != "stalled" or payload.page or payload.session is None:
+            return None
+        creator = payload.session.created_by or ""
+        session_id = payload.session.id
+        return payload, creator, ("stalled", session_id, payload.since.isoformat())
+    if isinstance(payload, IdlePayload) and not payload.page:
+        creator = payload.resource.created_by or ""
+        resource_id = payload.resource.id
+        return payload, creator, ("idle", resource_id, payload.idle_since.isoformat())
+    return None
+
+
+def repage_row(
+    channel: str, *, alert_id: int, thread_ts: str | None, minutes: float, what: str
+) -> OutboxRow:
+    """An unacknowledged on-call alert paged once more, in its thread (once per alert)."""
+    return OutboxRow(
+        dedupe_key=f"repage:{alert_id}",
+        channel_id=channel,
+        payload=RepagePayload(alert_id=alert_id, minutes=minutes, what=what),
+        thread_ts=thread_ts,
     )

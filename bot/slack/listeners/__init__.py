@@ -2,10 +2,11 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.slack.listeners import actions, commands, home
+from bot.slack.listeners import actions, alert_actions, commands, home
 
 
 def register(app: AsyncApp) -> None:
     commands.register(app)
     actions.register(app)
+    alert_actions.register(app)
     home.register(app)

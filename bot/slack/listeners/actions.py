@@ -89,6 +89,8 @@ async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
     await as_poll(req.rt)(session)
     card = await watched_card(
+        together=req.rt.together,
+        resources=req.rt.resources,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=session,
@@ -134,6 +136,8 @@ async def stop(req: Request) -> str:
     if not done.said_in_thread:
         await req.say(done.said["text"])
     card = await watched_card(
+        together=req.rt.together,
+        resources=req.rt.resources,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=done.session,

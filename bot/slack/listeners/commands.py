@@ -18,6 +18,7 @@ from bot.commands.follow import channel_rule_lines, follow_here, unfollow_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
 from bot.commands.parser import Command, Problem, Verb, parse
+from bot.commands.routing import routing_words
 from bot.commands.subscribe import (
     first_poll_seconds,
     listed_here,
@@ -94,6 +95,8 @@ async def show(req: Request, command: Command) -> str:
     await as_poll(req.rt)(session)
     # a watched session's card also shows what the watch saw: resource, price, spend
     card = await watched_card(
+        together=req.rt.together,
+        resources=req.rt.resources,
         sessionmaker=req.rt.sessionmaker,
         settings=req.rt.settings,
         session=session,
@@ -115,6 +118,8 @@ async def subscribe(req: Request, command: Command) -> str:
         stall_minutes=command.stall_minutes,
         target_step=command.target_step,
         as_poll=as_poll(req.rt),
+        broadcast=command.broadcast,
+        dm=command.dm,
     )
     what = ", ".join(sorted(result.filters))
     if command.stall_minutes is not None:
@@ -125,7 +130,11 @@ async def subscribe(req: Request, command: Command) -> str:
         )
     if command.target_step is not None:
         what += f", target step {command.target_step:,} (the card shows an ETA)"
-    options = command.stall_minutes is not None or command.target_step is not None
+    what += routing_words(command, session, req.rt.settings.created_by_user_map)
+    options = any(
+        v is not None
+        for v in (command.stall_minutes, command.target_step, command.broadcast, command.dm)
+    )
     if result.filters_changed or (result.already and options):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
     elif result.already:

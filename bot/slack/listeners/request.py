@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
@@ -51,6 +51,8 @@ class Request:
     value: str = ""  # what the button carries, unread
     message_ts: str | None = None  # the clicked message, unless it was ephemeral
     on_root_card: bool = False  # the clicked card offers Unsubscribe
+    # the clicked message as Slack sent it (text and blocks), for a redraw with a note
+    clicked: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of_command(
@@ -104,6 +106,7 @@ class Request:
             value=value,
             message_ts=None if container.get("is_ephemeral") else container.get("message_ts"),
             on_root_card=_offers_unsubscribe(_obj(body.get("message"))),
+            clicked=_clicked(_obj(body.get("message"))),
         )
 
     @property
@@ -145,6 +148,15 @@ def _usable(respond: AsyncRespond | None) -> AsyncRespond | None:
     """Bolt hands every listener a `respond`, even where Slack sent no
     response_url (App Home); such a one only raises."""
     return respond if respond is not None and respond.response_url else None
+
+
+def _clicked(message: dict[str, Any]) -> dict[str, Any]:
+    """The clicked message's text and blocks (anything else of it is dropped)."""
+    blocks = message.get("blocks")
+    return {
+        "text": str(message.get("text") or ""),
+        "blocks": [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else [],
+    }
 
 
 def _offers_unsubscribe(message: dict[str, Any]) -> bool:

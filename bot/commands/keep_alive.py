@@ -1,0 +1,95 @@
+"""Keep alive 1 h on a stall or idle-resource alert: the same allowlist as Stop
+(STOP_ALLOWED_USER_IDS, STOP_ALLOWED_USERGROUP), then Together's extend-expiry
+for KEEP_ALIVE_SECONDS; the clicked alert then says who kept it up and its new
+`expires_at`. Slack has already shown the confirm dialog. Together's refusal
+(a resource that is not READY) is told in its own words."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.commands.asker import Asker
+from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
+from bot.commands.thread import refusal_logged
+from bot.config import Settings
+from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
+from bot.rendering.blocks import Message
+from bot.rendering.text import VALUE_LIMIT, inert, sentence
+from bot.together.client import TogetherClient
+from bot.together.errors import TogetherError
+from bot.training.resources import ModelResource
+
+log = logging.getLogger(__name__)
+
+KEEP_REFUSED = "You are not allowed to keep model resources up. Ask someone on the Stop list."
+KEEP_NOT_CONFIGURED = (
+    "Keeping resources up from Slack is not enabled here: it takes the Stop allowlist, "
+    "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
+
+
+@dataclass(frozen=True)
+class KeptAlive:
+    """What a Keep alive click did: refused (why), or Together's resource now."""
+
+    refusal: str | None = None
+    resource: ModelResource | None = None
+
+
+async def keep_alive(
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    slack: AsyncWebClient,
+    asker: Asker,
+    resource_id: str,
+    message_ts: str | None,
+    clicked: Message,
+) -> KeptAlive:
+    """Check who asks, ask Together to keep the resource up an hour, and note it
+    on the clicked alert. A TogetherError is logged and raised (`keep_failed`
+    words it)."""
+    who = {"user_id": asker.user_id, "model_resources_id": resource_id}
+    refusal = await may_stop(settings=settings, slack=slack, user_id=asker.user_id)
+    if refusal is not None:
+        log.warning("keep alive refused", extra=who)
+        words = {STOP_REFUSED: KEEP_REFUSED, STOP_NOT_CONFIGURED: KEEP_NOT_CONFIGURED}
+        return KeptAlive(refusal=words.get(refusal, refusal))
+    try:
+        resource = await together.extend_expiry(resource_id, KEEP_ALIVE_SECONDS)
+    except TogetherError as exc:
+        log.warning("keep alive failed: %s", exc, extra=who | {"together": exc.kind})
+        raise
+    log.info("model resource kept alive", extra=who | {"expires_at": str(resource.expires_at)})
+    if message_ts and clicked.get("blocks"):
+        updated = kept_alive(clicked, asker.user_id, resource)
+        with refusal_logged("show the new expiry", asker.channel_id):
+            await slack.chat_update(
+                channel=asker.channel_id,
+                ts=message_ts,
+                text=updated["text"],
+                blocks=updated["blocks"],
+            )
+    return KeptAlive(resource=resource)
+
+
+def keep_failed(exc: TogetherError) -> str:
+    """A Keep alive Together did not do, in words for the person: gone, refused
+    in Together's own words (a resource that is not READY), or not known."""
+    if exc.kind == "not_found":
+        return ":warning: Together has no such model resource any more; nothing to keep up."
+    if exc.kind in ("auth", "rate_limited", "invalid_id"):
+        return f":warning: The resource was not kept up. {exc.user_message}"
+    status = exc.status
+    if status is not None and 400 <= status < 500:
+        if exc.together_message:
+            said = sentence(inert(exc.together_message, VALUE_LIMIT))
+            return f":no_entry_sign: Together did not keep the resource up: {said}"
+        return f":no_entry_sign: Together did not keep the resource up (HTTP {status})."
+    return (
+        ":warning: I could not tell whether Together kept the resource up (no clear answer "
+        "came back). Try again shortly."
+    )
