@@ -30,6 +30,8 @@ from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
+from bot.store.progress import WatchProgress
+from bot.store.queries.progress_points import record_steps
 from bot.store.tables import Subscription, WatchedSession, db_now
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,7 @@ async def record_outcomes(
     outbox_rows = await _write_events(db, judged.events, settings=settings, now=now)
     if judged.updates:
         await _update_states(db, judged.updates, owner=owner)
+        await record_steps(db, moved_steps(owned, judged.updates), now=now)
     ended = judged.ended()
     if ended:
         await db.execute(
@@ -122,6 +125,19 @@ async def record_outcomes(
     if incidents:
         await track_incidents(db, outcomes.values(), settings=settings, now=now)
     return judged.to_status(), outbox_rows
+
+
+def moved_steps(owned: Mapping[str, Any], updates: Mapping[str, dict[str, Any]]) -> dict[str, int]:
+    """The sessions whose step this poll saw move (or saw first), with the new step:
+    the points of their progress charts."""
+    moved: dict[str, int] = {}
+    for session_id, values in updates.items():
+        if "progress" not in values or session_id not in owned:
+            continue
+        step = WatchProgress.read(values["progress"]).step
+        if step is not None and step != WatchProgress.read(owned[session_id].progress).step:
+            moved[session_id] = step
+    return moved
 
 
 async def _update_states(
