@@ -36,40 +36,60 @@ def render_png(spec: ChartSpec) -> bytes:
 
     panels = spec.panels or ()
     rows = max(1, len(panels))
-    figure = Figure(
-        figsize=(WIDTH_IN, HEAD_IN + PANEL_IN * rows), dpi=DPI, facecolor=BACKGROUND
-    )
+    figure = Figure(figsize=(WIDTH_IN, HEAD_IN + PANEL_IN * rows), dpi=DPI, facecolor=BACKGROUND)
     FigureCanvasAgg(figure)
     axes = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
     figure.suptitle(spec.title, color=INK, fontsize=13, fontweight="bold", x=0.01, ha="left")
     if spec.note:
-        figure.text(0.01, 1 - 0.42 / (HEAD_IN + PANEL_IN * rows), spec.note, color=INK,
-                    fontsize=9, ha="left", va="top")
+        figure.text(
+            0.01,
+            1 - 0.42 / (HEAD_IN + PANEL_IN * rows),
+            spec.note,
+            color=INK,
+            fontsize=9,
+            ha="left",
+            va="top",
+        )
     colour = 0
     for ax, panel in zip(axes, panels or [None], strict=False):
         _style(ax)
         if panel is None:
-            ax.text(0.5, 0.5, "no data yet", ha="center", va="center", color=INK,
-                    transform=ax.transAxes)
+            ax.text(
+                0.5, 0.5, "no data yet", ha="center", va="center", color=INK, transform=ax.transAxes
+            )
             continue
         for line in panel.lines:
             ys = [y if math.isfinite(y) else math.nan for y in line.y]  # gaps
-            ax.plot(line.x, ys, color=COLOURS[colour % len(COLOURS)], linewidth=1.8,
-                    label=line.label)
+            ax.plot(
+                line.x, ys, color=COLOURS[colour % len(COLOURS)], linewidth=1.8, label=line.label
+            )
             colour += 1
         if panel.hline is not None:
             ax.axhline(panel.hline[0], color=INK, linestyle="--", linewidth=1.0)
-            ax.annotate(panel.hline[1], (0.995, panel.hline[0]), xycoords=("axes fraction", "data"),
-                        ha="right", va="bottom", fontsize=8, color=INK)
+            ax.annotate(
+                panel.hline[1],
+                (0.995, panel.hline[0]),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                color=INK,
+            )
         for band in spec.bands:
             ax.axvspan(band.start, band.end, color=BAND, alpha=0.45, linewidth=0)
         ax.set_ylabel(panel.ylabel, color=INK, fontsize=10)
         if len(panel.lines) > 1:
             ax.legend(loc="best", fontsize=8, facecolor=BACKGROUND, edgecolor=GRID)
     if spec.bands:
-        axes[0].annotate(spec.bands[0].label, (spec.bands[0].start, 1.0),
-                         xycoords=("data", "axes fraction"), ha="left", va="bottom",
-                         fontsize=8, color="#a51d1d")
+        axes[0].annotate(
+            spec.bands[0].label,
+            (spec.bands[0].start, 1.0),
+            xycoords=("data", "axes fraction"),
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            color="#a51d1d",
+        )
     axes[-1].set_xlabel(spec.xlabel, color=INK, fontsize=10)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.55 / (HEAD_IN + PANEL_IN * rows)))
     out = io.BytesIO()

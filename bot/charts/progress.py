@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 from bot.charts.spec import Band, ChartSpec, Line, Panel
 
@@ -38,7 +39,7 @@ def progress_chart(
         steps.append(float(last_step))
     rates_x: list[float] = []
     rates: list[float] = []
-    for (t0, s0), (t1, s1) in zip(points, points[1:], strict=False):
+    for (t0, s0), (t1, s1) in pairwise(points):
         span = (t1 - t0).total_seconds() / 60.0
         if span > 0:
             rates_x.append(minutes(t1))

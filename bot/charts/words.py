@@ -25,10 +25,9 @@ def number(value: float) -> str:
 
 
 def series_words(line: Line) -> str:
-    points = list(zip(line.x, line.y, strict=True))
-    if not points:
+    if not line.y:
         return f"{line.label}: no points"
-    (x0, first), (x1, last) = points[0], points[-1]
+    first, last = line.y[0], line.y[-1]
     return f"{line.label} {number(first)} → {number(last)}"
 
 

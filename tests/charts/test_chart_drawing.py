@@ -53,7 +53,9 @@ def test_progress_chart_with_a_stall_band() -> None:
 def test_metrics_chart_one_axis_per_metric_with_gaps() -> None:
     steps = tuple(float(s) for s in range(1000))
     reward = tuple(math.sin(s / 50) for s in steps)
-    loss = tuple(math.nan if 400 <= s < 420 else (math.inf if s == 500 else 1 / (s + 1)) for s in steps)
+    loss = tuple(
+        math.nan if 400 <= s < 420 else (math.inf if s == 500 else 1 / (s + 1)) for s in steps
+    )
     spec = metrics_chart("demo-run", [Line("reward", steps, reward), Line("loss", steps, loss)])
     assert [p.ylabel for p in spec.panels] == ["reward", "loss"]
     started = time.perf_counter()
