@@ -3,8 +3,8 @@
 `/rl-session <id>` shows a card; `subscribe <id> [status] [checkpoints]
 [errors-only]`, `unsubscribe <id>`, `mute <id> <duration>`, `unmute <id>`,
 `digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
-error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`) and
-`help` do what they say. Anything else is answered with usage, never sent to Together.
+error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`),
+`chart <id> [metric …]` and `help` do what they say. Anything else is answered with usage, never sent to Together.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from bot.commands.ls_query import ListQuery, parse_args
 from bot.rendering.text import code_span
 from bot.training.sessions import is_session_id
 
-Verb = Literal["show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest"]
+Verb = Literal[
+    "show", "subscribe", "unsubscribe", "list", "ls", "help", "mute", "unmute", "digest", "chart"
+]
 MAX_COMMAND_TEXT = 4000
 FILTERS = ("status", "checkpoints", "errors-only")
 DEFAULT_FILTERS = frozenset({"status"})
@@ -37,6 +39,13 @@ TARGET_USAGE = (
     "the card then shows when the session should reach it at the measured rate."
 )
 MAX_TARGET = 10**12
+CHART_USAGE = (
+    "Use `chart <id> [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
+    "or `progress` for the bot's own step chart. Without names: WANDB_METRICS."
+)
+CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) or `chart=off`."
+MAX_CHART_METRICS = 6
+_METRIC_RE = re.compile(r"^[A-Za-z0-9_./-]{1,128}$")
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
@@ -66,6 +75,10 @@ class Command:
     # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA);
     # None keeps the thread's
     target_step: int | None = None
+    # `subscribe <id> chart=end|off`: a final chart in the thread; None keeps the thread's
+    chart_on_end: bool | None = None
+    # `chart <id> [metric …]`: the metrics named (empty: WANDB_METRICS)
+    metrics: tuple[str, ...] = ()
 
 
 def parse(text: str | None) -> Command:
@@ -93,6 +106,8 @@ def parse(text: str | None) -> Command:
         return _parse_mute(words[1:])
     if head == "digest":
         return _parse_digest(words[1:])
+    if head == "chart":
+        return _parse_chart(words[1:])
     if len(words) > 1:
         return _usage("help", "I did not understand that.")
     return _with_id("show", words[0])
@@ -113,7 +128,12 @@ def _parse_subscribe(args: list[str]) -> Command:
         return _usage("subscribe", "`subscribe` needs a session id.")
     stall = [a for a in args[1:] if a.lower().startswith("stall=")]
     target = [a for a in args[1:] if a.lower().startswith("target=")]
-    wanted = [a.lower() for a in args[1:] if not a.lower().startswith(("stall=", "target="))]
+    chart = [a.lower()[len("chart=") :] for a in args[1:] if a.lower().startswith("chart=")]
+    wanted = [
+        a.lower() for a in args[1:] if not a.lower().startswith(("stall=", "target=", "chart="))
+    ]
+    if chart and (len(chart) > 1 or chart[0] not in ("end", "off")):
+        return _usage("subscribe", CHART_USAGE_SUBSCRIBE)
     stall_minutes = None
     if stall:
         stall_minutes = _stall_minutes(stall[-1][len("stall=") :])
@@ -134,8 +154,29 @@ def _parse_subscribe(args: list[str]) -> Command:
     if {"status", "errors-only"} <= filters:
         return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
     return _with_id(
-        "subscribe", args[0], filters=filters, stall_minutes=stall_minutes, target_step=target_step
+        "subscribe",
+        args[0],
+        filters=filters,
+        stall_minutes=stall_minutes,
+        target_step=target_step,
+        chart_on_end=(chart[0] == "end") if chart else None,
     )
+
+
+def _parse_chart(args: list[str]) -> Command:
+    if not args:
+        return _usage("chart", f"`chart` needs a session id. {CHART_USAGE}")
+    names: list[str] = []
+    for word in args[1:]:
+        if not _METRIC_RE.fullmatch(word):
+            return _usage(
+                "chart", f"{code_span(word, _ECHO_LIMIT)} is not a metric name. {CHART_USAGE}"
+            )
+        if word not in names:
+            names.append(word)
+    if len(names) > MAX_CHART_METRICS:
+        return _usage("chart", f"That is more than {MAX_CHART_METRICS} metrics. {CHART_USAGE}")
+    return _with_id("chart", args[0], metrics=tuple(names))
 
 
 def _target_step(text: str) -> int | None:

@@ -26,6 +26,7 @@ from bot.commands.subscriptions import (
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.store.queries.chart_subscriptions import set_chart_on_end
 from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
@@ -50,9 +51,11 @@ async def subscribe_here(
     filters: frozenset[str] | None = None,
     stall_minutes: int | None = None,
     target_step: int | None = None,
+    chart_on_end: bool | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
-    `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it.
+    `stall_minutes` (0 off) sets the thread's stall threshold, `chart_on_end`
+    whether it gets a final chart; None keeps them.
     Raises TogetherError or SubscriptionError, each worded for the person."""
     session = await fetch_for_user(together, session_id)
     result = await subscribe(
@@ -66,8 +69,10 @@ async def subscribe_here(
         root_ts=root_ts,
         filters=filters,
     )
-    if stall_minutes is not None or target_step is not None:
+    if stall_minutes is not None or target_step is not None or chart_on_end is not None:
         async with sessionmaker() as db, db.begin():
+            if chart_on_end is not None:
+                await set_chart_on_end(db, result.subscription_id, chart_on_end)
             if stall_minutes is not None:
                 await set_stall(db, result.subscription_id, stall_minutes)
             if target_step is not None:

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.rendering.blocks import (
+    CHART,
     REFRESH,
     STOP,
     SUBSCRIBE,
@@ -238,6 +239,7 @@ def card(
         else:
             buttons.append(button("Subscribe", SUBSCRIBE, value=session.id, style="primary"))
         buttons.append(button("Refresh", REFRESH, value=session.id))
+        buttons.append(button("Chart", CHART, value=session.id))
         if session.status_enum in STOPPABLE:
             buttons.append(stop_button(session))
     wandb_url = session.wandb_url

@@ -12,6 +12,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands.card import watched_card
+from bot.commands.chart import chart_here
 from bot.commands.digest import digest_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
@@ -110,6 +111,7 @@ async def subscribe(req: Request, command: Command) -> str:
         filters=command.filters,
         stall_minutes=command.stall_minutes,
         target_step=command.target_step,
+        chart_on_end=command.chart_on_end,
     )
     what = ", ".join(sorted(result.filters))
     if command.stall_minutes is not None:
@@ -120,7 +122,13 @@ async def subscribe(req: Request, command: Command) -> str:
         )
     if command.target_step is not None:
         what += f", target step {command.target_step:,} (the card shows an ETA)"
-    options = command.stall_minutes is not None or command.target_step is not None
+    if command.chart_on_end is not None:
+        what += ", a final chart when it ends" if command.chart_on_end else ", no final chart"
+    options = (
+        command.stall_minutes is not None
+        or command.target_step is not None
+        or command.chart_on_end is not None
+    )
     if result.filters_changed or (result.already and options):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
     elif result.already:
@@ -210,7 +218,15 @@ async def list_org(req: Request, command: Command) -> str:
     return await req.answer_or_refuse(answer)
 
 
+async def chart(req: Request, command: Command) -> str:
+    """`chart <id> [metric …]`: a PNG into this channel's thread of the session."""
+    return await chart_here(
+        req.rt, req.client, req.asker, _session_id(command), command.metrics, req.say
+    )
+
+
 HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
+    "chart": chart,
     "show": show,
     "subscribe": subscribe,
     "unsubscribe": unsubscribe,
