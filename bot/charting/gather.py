@@ -59,6 +59,13 @@ async def chart_of(
         ).first()
         now = row.now if row is not None else (await db.execute(select(db_now()))).scalar_one()
     watch = WatchProgress.read(row.progress if row is not None else None)
+    if (
+        watch.step is not None
+        and watch.since is not None
+        and (not points or points[-1][1] != watch.step)
+    ):
+        # the step as the watch first saw it, when no poll has seen it move yet
+        points.append((watch.since, watch.step))
     last_step = (
         points[-1][1] if points else (watch.step if watch.step is not None else session.step)
     )

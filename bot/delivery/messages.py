@@ -14,9 +14,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.config import Settings
 from bot.outbox.contract.payloads import (
+    ChartPayload,
     CheckpointsPayload,
     DigestPayload,
     IdlePayload,
+    MetricPayload,
     OncallPayload,
     OperatorPayload,
     ProgressPayload,
@@ -25,6 +27,8 @@ from bot.outbox.contract.payloads import (
 )
 from bot.outbox.queue import OutboxMessage
 from bot.rendering import watch as rendering_watch
+from bot.rendering.metric_alert import metric_alert
+from bot.rendering.words import session_label
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
@@ -95,8 +99,22 @@ async def render_row(
                 else None,
                 mention=settings.oncall_mention if p.page else None,
             )
+        case MetricPayload() as p:
+            permalink = None
+            if p.page and p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            return metric_alert(
+                session_label(session_of(p.session, row)),
+                p.metric,
+                p.value,
+                p.step,
+                mention=settings.oncall_mention if p.page else None,
+                permalink=permalink,
+            )
         case RootPayload():
             raise ValueError("a root row posts no message")
+        case ChartPayload():
+            raise ValueError("a chart row uploads a file (bot.delivery.chart)")
 
 
 async def _progress_message(

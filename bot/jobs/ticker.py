@@ -187,6 +187,7 @@ class Ticker:
                 settings=rt.settings,
                 owner=rt.owner,
                 metrics=rt.metrics,
+                runtime=rt,
             )
             if not any(o.state == State.SENT for o in outcomes):
                 break

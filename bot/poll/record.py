@@ -27,6 +27,7 @@ from bot.alerts.stall import StallSettings
 from bot.config import Settings
 from bot.outbox.queue import SESSION_ENDED, insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Subscriber, notifications
+from bot.poll.chart_rows import chart_rows
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
@@ -184,10 +185,12 @@ async def _write_events(
             Subscription.muted_until,
             Subscription.stall_after_minutes,
             Subscription.target_step,
+            Subscription.chart_on_end,
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
     )
+    found = subs.all()
     watchers = [
         Subscriber(
             id=sub.id,
@@ -199,7 +202,7 @@ async def _write_events(
             stall_after_minutes=sub.stall_after_minutes,
             target_step=sub.target_step,
         )
-        for sub in subs
+        for sub in found
     ]
     owed = notifications(
         events,
@@ -209,7 +212,12 @@ async def _write_events(
         stored_snapshots=await _snapshots_for_gone(db, events),
         stall=stall_settings(settings),
     )
-    rows = owed.rows + await unalerted(db, owed.alerts, now=now)
+    charts = chart_rows(
+        owed.rows,
+        final_chart={sub.id for sub in found if sub.chart_on_end},
+        stall_minutes={sub.id: sub.stall_after_minutes for sub in found},
+    )
+    rows = owed.rows + charts + await unalerted(db, owed.alerts, now=now)
     await insert_outbox(db, rows)
     return len(rows)
 

@@ -90,7 +90,12 @@ def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
             db_url=db_url,
             slack=slack,
             together=together,
-            env={"WANDB_API_KEY": wandb.api_key, "WANDB_BASE_URL": wandb.url},
+            # a stall is told after 3 s (threads that do not want one say `stall=off`)
+            env={
+                "WANDB_API_KEY": wandb.api_key,
+                "WANDB_BASE_URL": wandb.url,
+                "STALL_AFTER_MINUTES": "0.05",
+            },
         )
         bot.command("help", response_url=slack.response_url("warm-up"))
         try:
@@ -113,9 +118,9 @@ def fresh(rig: Rig) -> Iterator[Rig]:
     print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-60:]))
 
 
-def _subscribe(rig: Rig, session_id: str) -> str:
-    token = rig.ask(f"subscribe {session_id}")
-    assert "Subscribed" in rig.wait_answer(token)
+def _subscribe(rig: Rig, session_id: str, options: str = "stall=off") -> str:
+    token = rig.ask(f"subscribe {session_id} {options}")
+    assert "Subscribed" in rig.wait_answer(token), rig.answers(token)
     return rig.root_ts(session_id)
 
 
@@ -233,3 +238,48 @@ def test_upload_refused_rate_limited_or_missing_scope_and_the_card_still_works(
     card = rig.ask(plain)
     wait_until(lambda: rig.slack.responses.get(card), what="the card")
     assert f"grpo-{plain[:8]}" in str(rig.slack.responses[card][0])
+
+
+def test_a_stall_carries_the_progress_chart_and_an_end_the_final_chart_once(fresh: Rig) -> None:
+    rig = fresh
+    sid, quiet = new_sid(), new_sid()
+    rig.together.add(sid, step="100")
+    rig.together.add(quiet)
+    rig.wandb.add_run("example-org", "grpo-gsm8k", sid[:8], FakeRun(rows=_rows(300)))
+    root = _subscribe(rig, sid, "")  # STALL_AFTER_MINUTES: 3 s
+    quiet_root = _subscribe(rig, quiet, "chart=off stall=off")
+
+    [stall] = rig.wait_upload(1, root)
+    assert stall.alt_txt is not None and "progress" in stall.alt_txt
+    assert "no progress for" in stall.alt_txt and "step 100 → 100" in stall.alt_txt
+    png_size(stall.data)
+    wait_until(
+        lambda: any(
+            "no progress" in (c.text or "") for c in rig.slack.posts_in_thread(CHANNEL, root)
+        ),
+        what="the stall alert beside it",
+    )
+
+    rig.together.set_status(sid, "STOPPED")
+    rig.together.set_status(quiet, "STOPPED")
+    uploads = rig.wait_upload(2, root)
+    final = uploads[1]
+    assert final.alt_txt is not None and "metrics" in final.alt_txt and "reward" in final.alt_txt
+    wait_until(
+        lambda: (
+            query(
+                rig.db_url,
+                "SELECT count(*) FROM outbox WHERE session_id = :s AND state = 'pending'",
+                s=quiet,
+            )
+            == [(0,)]
+            and query(rig.db_url, "SELECT active FROM subscriptions WHERE session_id = :s", s=quiet)
+            in ([(False,)], [(0,)])
+        ),
+        what="the quiet thread told its end",
+    )
+    # a chart row is written with the transition that owes it: `chart=off` wrote none
+    kinds = query(rig.db_url, "SELECT kind FROM outbox WHERE session_id = :s", s=quiet)
+    assert ("transition",) in kinds and ("chart",) not in kinds
+    assert not rig.slack.uploads_in(CHANNEL, quiet_root)
+    assert len(rig.slack.uploads_in(CHANNEL, root)) == 2  # once each

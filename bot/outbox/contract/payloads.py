@@ -28,6 +28,8 @@ class Kind(StrEnum):
     DIGEST = "digest"  # a channel's daily digest
     PROGRESS = "progress"  # stalled, resumed or slow to start (in the thread, or on-call)
     IDLE = "idle"  # a READY model resource with no active session (on-call and threads)
+    CHART = "chart"  # a chart uploaded into the thread: the session ended, or stalled
+    METRIC = "metric"  # a watched W&B metric became NaN or infinite (thread, on-call)
 
 
 class _Payload(BaseModel):
@@ -134,6 +136,33 @@ class IdlePayload(_Payload):
     page: bool = False  # on-call's copy: with ONCALL_MENTION
 
 
+class ChartPayload(_Payload):
+    """A chart owed to a thread (`bot.charting`): drawn and uploaded when sent,
+    from the data of that moment. `end`: the session's final chart (metrics when
+    its W&B run can be read, else progress); `stall`: the progress chart that
+    shows the flat line beside the stall alert."""
+
+    kind: Literal[Kind.CHART] = Kind.CHART
+    reason: Literal["end", "stall"]
+    session: dict[str, Any] | None = None
+    #: the thread's stall threshold in minutes (None: STALL_AFTER_MINUTES)
+    stall_minutes: int | None = None
+
+
+class MetricPayload(_Payload):
+    """A watched metric that became NaN or infinite, told once per metric."""
+
+    kind: Literal[Kind.METRIC] = Kind.METRIC
+    metric: str
+    #: "NaN", "Infinity" or "-Infinity"
+    value: str
+    step: float | None = None
+    session: dict[str, Any] | None = None
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
 Payload = Annotated[
     TransitionPayload
     | RootPayload
@@ -142,7 +171,9 @@ Payload = Annotated[
     | OperatorPayload
     | DigestPayload
     | ProgressPayload
-    | IdlePayload,
+    | IdlePayload
+    | ChartPayload
+    | MetricPayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
+    ChartPayload,
     CheckpointsPayload,
     DigestChange,
     DigestPayload,
@@ -178,6 +179,13 @@ def idle_rows(
             )
         )
     return rows
+
+
+def chart_row(thread: Thread, payload: ChartPayload, *, episode: str = "") -> OutboxRow:
+    """A chart for one subscription's thread: its final chart once, a stall's once
+    per stall episode (`episode`: when the frozen step was first seen)."""
+    key = bounded_key("chart", payload.reason, str(thread.subscription_id), episode)
+    return _thread_row(thread, key, payload)
 
 
 def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:
