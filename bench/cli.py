@@ -31,6 +31,7 @@ SCENARIOS = (
     "change_to_post",
     "change_to_post_spend",
     "change_to_post_today",
+    "chart",
 )
 
 # (scenario, key, label) rows of the summary table
@@ -81,6 +82,13 @@ TABLE: list[tuple[str, str, str]] = [
     ("change_to_post_spend", "interval_in_use_s", "13 spend watch on: interval (s)"),
     ("change_to_post_today", "mean_change_to_post_s", "13 today: mean change -> post (s)"),
     ("change_to_post_today", "together_requests_per_s", "13 today: Together requests/s"),
+    ("chart", "click_to_upload_first_s", "25 chart click -> upload, first (s)  [<= 3]"),
+    ("chart", "click_to_upload_warm_s", "25 chart click -> upload, warm (s)  [<= 3]"),
+    ("chart", "click_to_upload_cached_s", "25 chart click -> upload, cached (s)"),
+    ("chart", "render_first_s", "25 chart render, first with import (s)"),
+    ("chart", "render_warm_s", "25 chart render, warm (s)  [<= 0.5]"),
+    ("chart", "rss_idle_mb", "25 RSS idle, before any chart (MB)"),
+    ("chart", "rss_growth_mb", "25 RSS growth after charts (MB)  [<= 60]"),
 ]
 
 
@@ -161,6 +169,10 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
             "change_to_post_spend",
             lambda: scenarios.change_to_post(backend, sizes, today=False, spend=True),
         )
+    if wanted("chart"):
+        from bench import chart_scenario
+
+        out["chart"] = step("chart", lambda: chart_scenario.chart(backend))
     if wanted("change_to_post_today"):
         out["change_to_post_today"] = step(
             "change_to_post_today", lambda: scenarios.change_to_post(backend, sizes, today=True)

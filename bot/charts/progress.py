@@ -47,8 +47,8 @@ def progress_chart(
     bands: tuple[Band, ...] = ()
     still = now - last_at
     if running and stall_after is not None and still >= stall_after:
-        rates_x.append(minutes(now))  # standing still: no steps a minute
-        rates.append(0.0)
+        rates_x += [minutes(last_at), minutes(now)]  # standing still: no steps a minute
+        rates += [0.0, 0.0]
         bands = (
             Band(
                 minutes(last_at),

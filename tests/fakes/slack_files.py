@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._http import Request, Response
@@ -34,6 +35,8 @@ class Upload:
     alt_txt: str | None
     initial_comment: str | None
     ts: str
+    #: when it was shared (time.monotonic(), in this process)
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
