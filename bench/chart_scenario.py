@@ -69,8 +69,10 @@ def chart(backend: str, *, points: int = 1000) -> dict[str, Any]:
                     is_ephemeral=False,
                 )
                 uploads = slack.wait_for(
-                    lambda: len(slack.uploads_in(CHANNEL, root)) >= n
-                    and slack.uploads_in(CHANNEL, root),
+                    lambda: (
+                        len(slack.uploads_in(CHANNEL, root)) >= n
+                        and slack.uploads_in(CHANNEL, root)
+                    ),
                     timeout=60,
                 )
                 return uploads[n - 1].at - started
