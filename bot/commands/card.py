@@ -13,6 +13,7 @@ from bot.commands.subscriptions import active_subscription, stored_progress
 from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.store.progress import CardView
+from bot.store.queries.session_metrics import view_of
 from bot.store.tables import utcnow
 from bot.training.sessions import TrainingSession
 
@@ -41,6 +42,7 @@ async def watched_card(
             if subscribed and progress is not None
             else None
         )
+        metrics, _ = await view_of(db, session.id)
     if progress is None:
         return card
     own = sub.stall_after_minutes if sub is not None else None
@@ -48,6 +50,7 @@ async def watched_card(
         CardView.of(progress),
         target=sub.target_step if sub is not None else None,
         stall_after=threshold(own, stall_threshold(settings)),
+        metrics=root_card.metric_lines(metrics.dump(), settings.wandb_metrics),
     )
     return root_card.card_with_watch(card, watch, now=utcnow())
 

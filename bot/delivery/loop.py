@@ -44,10 +44,10 @@ from bot.metrics import Metrics
 from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, claim_due, fence
-from bot.root_card import CardWatch
+from bot.root_card import CardWatch, metric_lines
 from bot.runtime import Runtime
 from bot.store.progress import CardView
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.tables import SessionMetrics, Subscription, WatchedSession
 from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)
@@ -135,8 +135,10 @@ async def card_watches(
             Subscription.target_step,
             Subscription.stall_after_minutes,
             WatchedSession.progress,
+            SessionMetrics.view,
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
+        .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)
         .where(Subscription.id.in_(ids))
     )
     minutes = settings.stall_after_minutes
@@ -146,6 +148,7 @@ async def card_watches(
             progress=CardView.read(r.progress),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
+            metrics=metric_lines(r.view, settings.wandb_metrics),
         )
         for r in found
     }

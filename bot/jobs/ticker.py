@@ -22,6 +22,7 @@ from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
+from bot.jobs.metric_reads import read_metrics
 from bot.jobs.prune import prune_outbox, prune_watches
 from bot.jobs.spend_exchange import SHARE_SECONDS, Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
@@ -89,6 +90,9 @@ class Ticker:
             self._every(
                 "watch_subscribed_idle", self.watch_subscribed_idle, settings.poll_interval_seconds
             )
+        if self.rt.wandb is not None:
+            # the card's W&B reads: each session at most every WANDB_REFRESH_SECONDS
+            self._every("read_wandb", self.read_wandb, 5)
         self._every("share_spend", self.share_spend, SHARE_SECONDS)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
@@ -203,6 +207,10 @@ class Ticker:
     async def watch_subscribed_idle(self) -> None:
         if await watch_subscribed_idle(self.rt, reader=self.resources):
             self._deliver_now()
+
+    async def read_wandb(self) -> None:
+        if await read_metrics(self.rt):
+            self._deliver_now()  # a metric gone bad is told now
 
     async def digest(self) -> None:
         if await send_digests(self.rt):

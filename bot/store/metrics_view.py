@@ -22,11 +22,18 @@ def finite_or_none(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def bad_name(value: float) -> str:
+    """W&B's name for a value that is not finite."""
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
 class MetricsView(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     #: the latest value of each metric (`summaryMetrics`); None: not a finite number
     latest: dict[str, float | None] = Field(default_factory=dict)
+    #: the latest values that were not finite, by W&B's name: NaN, Infinity, -Infinity
+    latest_bad: dict[str, str] = Field(default_factory=dict)
     #: recent points per metric, oldest first, gaps as None
     recent: dict[str, list[float | None]] = Field(default_factory=dict)
     #: the last step W&B had logged, when known

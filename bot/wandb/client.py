@@ -90,10 +90,11 @@ class WandbClient:
         return history_of(metrics, _run(data, run).get("sampledHistory"))
 
     async def card(
-        self, run: RunRef, metrics: Sequence[str], *, samples: int = 24
+        self, run: RunRef, metrics: Sequence[str], *, samples: int = 100
     ) -> tuple[dict[str, float], dict[str, Series]]:
-        """The latest value of each metric (`summaryMetrics`) and its recent points,
-        in one request: what a root card shows."""
+        """The latest value of each metric (`summaryMetrics`) and a sample of its
+        points, in one request: what a root card shows, and where a metric first
+        went NaN (within the sample's spacing)."""
         data = await self._query(CARD_QUERY, run, _specs(metrics, samples))
         found = _run(data, run)
         return (

@@ -5,6 +5,7 @@ answer while the text card keeps working."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 import uuid
@@ -24,6 +25,7 @@ from tests.support import BotProcess, query, wait_until
 pytestmark = pytest.mark.slow
 
 CHANNEL = "C123"
+OPS = "COPS"
 
 
 def new_sid() -> str:
@@ -95,6 +97,8 @@ def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                 "WANDB_API_KEY": wandb.api_key,
                 "WANDB_BASE_URL": wandb.url,
                 "STALL_AFTER_MINUTES": "0.05",
+                "ONCALL_CHANNEL": OPS,
+                "ONCALL_ON_METRIC": "true",
             },
         )
         bot.command("help", response_url=slack.response_url("warm-up"))
@@ -283,3 +287,44 @@ def test_a_stall_carries_the_progress_chart_and_an_end_the_final_chart_once(fres
     assert ("transition",) in kinds and ("chart",) not in kinds
     assert not rig.slack.uploads_in(CHANNEL, quiet_root)
     assert len(rig.slack.uploads_in(CHANNEL, root)) == 2  # once each
+
+
+def test_a_metric_gone_nan_is_told_once_in_the_thread_and_on_call_and_shown_on_the_card(
+    fresh: Rig,
+) -> None:
+    rig = fresh
+    sid = new_sid()
+    rows = [{"_step": i, "reward": i / 1000, "loss": 2.0 - i / 1000} for i in range(900)]
+    for row in rows[812:]:
+        row["loss"] = math.nan  # diverged at step 812
+    rig.wandb.add_run("example-org", "grpo-gsm8k", sid[:8], FakeRun(rows=rows))
+    rig.together.add(sid)
+    root = _subscribe(rig, sid)
+
+    def told(channel: str, thread: str | None) -> list[str]:
+        return [
+            c.text or ""
+            for c in rig.slack.successful_posts(channel)
+            if "`loss` became NaN at step" in (c.text or "") and c.thread_ts == thread
+        ]
+
+    [in_thread] = wait_until(lambda: told(CHANNEL, root), what="the NaN alert in the thread")
+    step = int(in_thread.split("at step ")[1].split()[0].replace(",", ""))
+    assert 812 <= step <= 821  # the first NaN in W&B's sample (every 9th row here)
+    [page] = wait_until(lambda: told(OPS, None), what="on-call's copy")
+    assert "grpo-" in page
+
+    response = rig.bot.click(
+        "rl_refresh",
+        sid,
+        response_url=rig.slack.response_url("refresh"),
+        message_ts=root,
+        is_ephemeral=False,
+        message={"blocks": [{"type": "actions", "elements": [{"action_id": "rl_unsubscribe"}]}]},
+    )
+    assert response.status_code == 200
+    card = json.dumps(rig.slack.wait_for_response("refresh"), ensure_ascii=False)
+    assert "W&B: reward *0.899*" in card and "loss *NaN*" in card
+    assert len(told(CHANNEL, root)) == 1
+    reads = [c for c in rig.wandb.calls if c.operation == "RunSummarySampledHistory"]
+    assert len(reads) == 1  # one read per WANDB_REFRESH_SECONDS (300 s)
