@@ -36,7 +36,8 @@ def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
     parts = [spec.title]
     span = spec.x_range()
     if span is not None:
-        parts.append(f"{spec.xlabel} {number(span[0])}–{number(span[1])}")
+        sep = " " if spec.xlabel == "step" else ": "
+        parts.append(f"{spec.xlabel}{sep}{number(span[0])}–{number(span[1])}")
     parts += [series_words(line) for line in spec.lines]
     parts += [f"{name}: never logged" for name in missing]
     if spec.bands:

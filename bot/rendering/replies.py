@@ -62,9 +62,15 @@ class HomeSubscription(NamedTuple):
 _USAGE = [
     ("/rl-session <id>", "show a training session's card"),
     (
-        "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off] [target=2000]",
+        "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off] "
+        "[target=2000] [chart=end|off]",
         "post the card here and follow it (default: status changes; a stalled step "
-        "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise)",
+        "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise; a final "
+        "chart when it ends unless `chart=off`)",
+    ),
+    (
+        "/rl-session chart <id> [metric …]",
+        "a chart into this channel's thread of it: its W&B metrics, or `progress`",
     ),
     ("/rl-session unsubscribe <id>", "stop following it in this channel"),
     (
