@@ -104,7 +104,8 @@ def render_png(spec: ChartSpec) -> bytes:
         hspace=0.18,
     )
     out = io.BytesIO()
-    figure.savefig(out, format="png", facecolor=BACKGROUND)
+    # The fastest zlib level: a third of the time of the default for a quarter more bytes.
+    figure.savefig(out, format="png", facecolor=BACKGROUND, pil_kwargs={"compress_level": 1})
     return out.getvalue()
 
 
