@@ -11,6 +11,7 @@ gets a picture and a reason.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -126,7 +127,7 @@ async def draw(
 ) -> Chart:
     """`spec` drawn in a worker thread (matplotlib is CPU work), with its words."""
     started = time.perf_counter()
-    png = await asyncio.to_thread(render_png, spec)
+    png = await asyncio.to_thread(_render_one_at_a_time, spec)
     rt.metrics.chart_render_seconds.observe(time.perf_counter() - started)
     words = describe(spec, missing=missing)
     if note:
@@ -138,6 +139,17 @@ async def draw(
         alt=words,
         metrics=spec.xlabel == "step",
     )
+
+
+_rendering = threading.Lock()
+
+
+def _render_one_at_a_time(spec: ChartSpec) -> bytes:
+    """One chart drawn at a time per process: a burst of clicks queues (most are
+    answered from the cache meanwhile) instead of holding several figures and
+    competing for the CPU the poller needs."""
+    with _rendering:
+        return render_png(spec)
 
 
 def _line(series: Series) -> Line:

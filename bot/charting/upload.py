@@ -106,6 +106,8 @@ def _retry_after(headers: object) -> float | None:
 
 
 def _refused(error: str) -> str:
+    if error == "not_in_channel":
+        return "I cannot upload here: I am not in this channel. Invite me with `/invite @rl-bot`."
     return f"Slack refused the chart upload (`{error[:60]}`). Try again in a minute."
 
 
