@@ -172,7 +172,9 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
     if wanted("chart"):
         from bench import chart_scenario
 
-        out["chart"] = step("chart", lambda: chart_scenario.chart(backend))
+        out["chart"] = step(
+            "chart", lambda: chart_scenario.chart(backend, points=sizes.chart_points)
+        )
     if wanted("change_to_post_today"):
         out["change_to_post_today"] = step(
             "change_to_post_today", lambda: scenarios.change_to_post(backend, sizes, today=True)
