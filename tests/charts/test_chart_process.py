@@ -328,16 +328,3 @@ def test_a_metric_gone_nan_is_told_once_in_the_thread_and_on_call_and_shown_on_t
     assert len(told(CHANNEL, root)) == 1
     reads = [c for c in rig.wandb.calls if c.operation == "RunSummarySampledHistory"]
     assert len(reads) == 1  # one read per WANDB_REFRESH_SECONDS (300 s)
-
-
-def test_a_run_of_a_million_rows_is_drawn_from_w_and_b_s_sample(fresh: Rig) -> None:
-    rig = fresh
-    sid = new_sid()
-    rows = [{"_step": i, "reward": float(i)} for i in range(10**6)]
-    rig.wandb.add_run("example-org", "grpo-gsm8k", sid[:8], FakeRun(rows=rows))
-    rig.together.add(sid)
-    rig.ask(f"chart {sid} reward")
-    [upload] = rig.wait_upload(1)
-    assert [s["samples"] for s in rig.wandb.history_calls()[-1].specs] == [1000]
-    assert upload.alt_txt is not None and "reward 0 → 999,000" in upload.alt_txt
-    assert png_size(upload.data)[1] < 450
