@@ -33,6 +33,7 @@ SCENARIOS = (
     "change_to_post_today",
     "chaos",
     "burst",
+    "chart",
 )
 
 # (scenario, key, label) rows of the summary table
@@ -96,6 +97,13 @@ TABLE: list[tuple[str, str, str]] = [
     ("burst", "steady_p95_s", "burst: steady, p95 change -> post (s)  [<= 5]"),
     ("burst", "steady_per_minute", "burst: steady, Together requests/min  [<= 120]"),
     ("burst", "peak_rss_mb", "burst: peak RSS (MB)  [<= 120]"),
+    ("chart", "click_to_upload_first_s", "25 chart click -> upload, first (s)  [<= 3]"),
+    ("chart", "click_to_upload_warm_s", "25 chart click -> upload, warm (s)  [<= 3]"),
+    ("chart", "click_to_upload_cached_s", "25 chart click -> upload, cached (s)"),
+    ("chart", "render_first_s", "25 chart render, first with import (s)"),
+    ("chart", "render_warm_s", "25 chart render, warm (s)  [<= 0.5]"),
+    ("chart", "rss_idle_mb", "25 RSS idle, before any chart (MB)"),
+    ("chart", "rss_growth_mb", "25 RSS growth after charts (MB)  [<= 60]"),
 ]
 
 
@@ -183,6 +191,12 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
     for name, scenario in (("chaos", stress.chaos), ("burst", stress.burst)):
         if name in only:
             out[name] = step(name, lambda s=scenario: s(backend, stress_sizes))
+    if wanted("chart"):
+        from bench import chart_scenario
+
+        out["chart"] = step(
+            "chart", lambda: chart_scenario.chart(backend, points=sizes.chart_points)
+        )
     if wanted("change_to_post_today"):
         out["change_to_post_today"] = step(
             "change_to_post_today", lambda: scenarios.change_to_post(backend, sizes, today=True)

@@ -79,6 +79,8 @@ class Sizes:
     spend_changes: int = 165
     # Slack answers every call after this long
     slack_latency: float = 0.0
+    # 25. chart: W&B points per series (2 series)
+    chart_points: int = 1000
 
 
 FULL = Sizes()
@@ -108,6 +110,7 @@ QUICK = Sizes(
     latency_min_interval=1.0,
     spend_window=6.0,
     spend_changes=6,
+    chart_points=100,
 )
 
 

@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
+from bot.chart_settings import ChartSettings
 from bot.database_url import async_url
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
@@ -81,7 +82,7 @@ def _csv(value: object) -> object:
 _WEEK_MINUTES = 7 * 24 * 60
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, ChartSettings):
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False
     )
@@ -354,6 +355,7 @@ class Settings(BaseSettings):
                 self.slack_signing_secret,
                 self.slack_app_token,
                 self.together_api_key,
+                self.wandb_api_key,
             )
             if s is not None and not is_placeholder(s.get_secret_value())
         ]

@@ -94,6 +94,8 @@ def _type_words(annotation: Any) -> str:
         return "comma-separated ids"
     if origin is dict:
         return "comma-separated `key=value` pairs"
+    if origin is tuple:
+        return "comma-separated names"
     simple: dict[Any, str] = {
         SecretStr: "secret",
         str: "text",
@@ -117,6 +119,8 @@ def _default(field: FieldInfo) -> str:
         return "empty"
     if isinstance(value, int | float):
         return f"`{_number(value)}`"
+    if isinstance(value, tuple):
+        return f"`{','.join(map(str, value))}`"
     return f"`{value}`"
 
 

@@ -197,6 +197,26 @@ class Metrics:
             registry=r,
         )
 
+        self.wandb_requests = Counter(
+            "rlbot_wandb_requests",
+            "Requests to W&B, by HTTP status code, 'error', 'timeout' or 'budget' (refused "
+            "unsent: WANDB_REQUESTS_PER_MINUTE was spent).",
+            ["status"],
+            registry=r,
+        )
+        self.charts = Counter(
+            "rlbot_charts",
+            "Charts asked for, by how they ended: uploaded|cached|failed.",
+            ["outcome"],
+            registry=r,
+        )
+        self.chart_render_seconds = Histogram(
+            "rlbot_chart_render_seconds",
+            "Time to draw one chart (off the event loop).",
+            buckets=TOGETHER_BUCKETS,
+            registry=r,
+        )
+
         # Known label values start at 0, so rate() works from the first scrape.
         for outcome in DELIVERY_OUTCOMES:
             self.delivery_attempts.labels(outcome=outcome)
@@ -205,6 +225,9 @@ class Metrics:
         for work in LEASE_WORK:
             self.leases_adopted.labels(work=work)
             self.lease_renewals.labels(work=work)
+        self.wandb_requests.labels(status="budget")
+        for outcome in ("uploaded", "cached", "failed"):
+            self.charts.labels(outcome=outcome)
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) for an HTTP /metrics response."""

@@ -11,7 +11,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.rendering.blocks import Message
+from bot.rendering.metric_lines import MetricLine, with_metrics
 from bot.rendering.watch import WatchFacts, with_watch
+from bot.store.metrics_view import MetricsView
 from bot.store.progress import CardView
 from bot.training.rules import eta, stalled_for
 
@@ -40,6 +42,23 @@ class CardWatch:
     progress: CardView
     target: int | None = None
     stall_after: timedelta | None = None
+    #: the W&B line: the latest value and recent points of each watched metric
+    metrics: tuple[MetricLine, ...] = ()
+
+
+def metric_lines(stored: object, names: tuple[str, ...]) -> tuple[MetricLine, ...]:
+    """The card's W&B line from the last read of the session's run (`session_metrics`)."""
+    view = MetricsView.read(stored)
+    return tuple(
+        MetricLine(
+            name,
+            view.latest.get(name),
+            tuple(view.recent.get(name) or ()),
+            bad=view.latest_bad.get(name),
+        )
+        for name in names
+        if name in view.latest or view.recent.get(name)
+    )
 
 
 def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | None]:
@@ -68,4 +87,4 @@ def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | No
 def card_with_watch(card: Message, watch: CardWatch, *, now: datetime) -> Message:
     """A watched session's card with its watch section (see `card_facts`)."""
     shown, step = card_facts(watch, now=now)
-    return with_watch(card, shown, step=step)
+    return with_metrics(with_watch(card, shown, step=step), watch.metrics)

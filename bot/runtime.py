@@ -26,6 +26,7 @@ from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
 from bot.together.resource_cache import ResourceCache
+from bot.wandb.client import WandbClient
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ class Runtime:
     # One per process: model resources and prices read lately, shared by the
     # spend watch and the cards people ask for.
     resources: ResourceCache = field(default_factory=ResourceCache)
+    # None without WANDB_API_KEY: charts then show only the bot's own progress.
+    wandb: WandbClient | None = None
 
     @property
     def owner(self) -> str:
@@ -108,6 +111,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         token=token, base_url=settings.slack_api_base, timeout=10, retry_handlers=[]
     )
     return Runtime(
+        wandb=_wandb(settings, http, metrics),
         settings=settings,
         engine=engine,
         sessionmaker=make_sessionmaker(engine),
@@ -117,4 +121,24 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         delivery_slack=delivery_slack,
         metrics=metrics,
         lister=Lister(together),
+    )
+
+
+def _wandb(settings: Settings, http: httpx.AsyncClient, metrics: Metrics) -> WandbClient | None:
+    """W&B's client, when a key is set: the same deadline and byte cap as Together's."""
+    key = settings.wandb_key
+    if key is None:
+        return None
+
+    def observe(label: str, seconds: float) -> None:
+        metrics.wandb_requests.labels(status=status_code_label(label)).inc()
+
+    return WandbClient(
+        http,
+        base_url=settings.wandb_base_url,
+        api_key=key,
+        timeout=settings.together_timeout_seconds,
+        max_response_bytes=settings.together_max_response_bytes,
+        per_minute=settings.wandb_requests_per_minute,
+        observe=observe,
     )

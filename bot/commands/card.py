@@ -16,6 +16,7 @@ from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.rendering.resource_line import with_resource_line
 from bot.store.progress import CardView
+from bot.store.queries.session_metrics import view_of
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
@@ -53,12 +54,14 @@ async def watched_card(
             if subscribed and progress is not None and not session.terminal
             else None
         )
+        metrics, _ = await view_of(db, session.id)
     if progress is not None and not session.terminal:
         own = sub.stall_after_minutes if sub is not None else None
         watch = root_card.CardWatch(
             CardView.of(progress),
             target=sub.target_step if sub is not None else None,
             stall_after=threshold(own, stall_threshold(settings)),
+            metrics=root_card.metric_lines(metrics.dump(), settings.wandb_metrics),
         )
         card = root_card.card_with_watch(card, watch, now=utcnow())
         if progress.spend is not None and progress.spend.resource is not None:

@@ -5,8 +5,8 @@
 `digest on HH:MM [Area/City]`, `digest off`, `list`, `ls [running|creating|
 error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`),
 `follow mine|@user|all [model=<name>] [filters] [stall=…] [existing]` and
-`unfollow mine|@user|all [model=<name>]` (`bot.commands.follow_query`) and
-`help` do what they say. Anything else is answered with usage, never sent to Together.
+`unfollow mine|@user|all [model=<name>]` (`bot.commands.follow_query`)
+`chart <id> [metric …]` and `help` do what they say. Anything else is answered with usage, never sent to Together.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ Verb = Literal[
     "digest",
     "follow",
     "unfollow",
+    "chart",
 ]
 MAX_COMMAND_TEXT = 4000
 FILTERS = ("status", "checkpoints", "errors-only")
@@ -63,7 +64,14 @@ DM_USAGE = (
     "Give `dm=creator` (the session's creator, through CREATED_BY_USER_MAP, gets a DM "
     "when it errors, stalls or leaves an idle resource) or `dm=off`."
 )
-_OPTIONS = ("stall=", "target=", "broadcast=", "dm=")
+_OPTIONS = ("stall=", "target=", "broadcast=", "dm=", "chart=")
+CHART_USAGE = (
+    "Use `chart <id> [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
+    "or `progress` for the bot's own step chart. Without names: WANDB_METRICS."
+)
+CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) or `chart=off`."
+MAX_CHART_METRICS = 6
+_METRIC_RE = re.compile(r"^[A-Za-z0-9_./-]{1,128}$")
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
@@ -99,6 +107,10 @@ class Command:
     broadcast: str | None = None
     # `subscribe <id> dm=creator|off`: "" turns the creator's DMs off; None keeps them
     dm: str | None = None
+    # `subscribe <id> chart=end|off`: a final chart in the thread; None keeps the thread's
+    chart_on_end: bool | None = None
+    # `chart <id> [metric …]`: the metrics named (empty: WANDB_METRICS)
+    metrics: tuple[str, ...] = ()
 
 
 def parse(text: str | None) -> Command:
@@ -128,6 +140,8 @@ def parse(text: str | None) -> Command:
         return _parse_mute(words[1:])
     if head == "digest":
         return _parse_digest(words[1:])
+    if head == "chart":
+        return _parse_chart(words[1:])
     if len(words) > 1:
         return _usage("help", "I did not understand that.")
     return _with_id("show", words[0])
@@ -149,6 +163,9 @@ def _parse_subscribe(args: list[str]) -> Command:
     stall = [a for a in args[1:] if a.lower().startswith("stall=")]
     target = [a for a in args[1:] if a.lower().startswith("target=")]
     wanted = [a.lower() for a in args[1:] if not a.lower().startswith(_OPTIONS)]
+    chart = [a.lower()[len("chart=") :] for a in args[1:] if a.lower().startswith("chart=")]
+    if chart and (len(chart) > 1 or chart[0] not in ("end", "off")):
+        return _usage("subscribe", CHART_USAGE_SUBSCRIBE)
     broadcast = _choice(args[1:], "broadcast=", BROADCASTS)
     if broadcast is False:
         return _usage("subscribe", BROADCAST_USAGE)
@@ -182,6 +199,7 @@ def _parse_subscribe(args: list[str]) -> Command:
         target_step=target_step,
         broadcast=broadcast,
         dm=None if dm is None else ("" if dm == "off" else dm),
+        chart_on_end=(chart[0] == "end") if chart else None,
     )
 
 
@@ -245,6 +263,22 @@ def _choice(args: list[str], prefix: str, allowed: tuple[str, ...]) -> str | boo
     if len(given) > 1 or given[0] not in allowed:
         return False
     return given[0]
+
+
+def _parse_chart(args: list[str]) -> Command:
+    if not args:
+        return _usage("chart", f"`chart` needs a session id. {CHART_USAGE}")
+    names: list[str] = []
+    for word in args[1:]:
+        if not _METRIC_RE.fullmatch(word):
+            return _usage(
+                "chart", f"{code_span(word, _ECHO_LIMIT)} is not a metric name. {CHART_USAGE}"
+            )
+        if word not in names:
+            names.append(word)
+    if len(names) > MAX_CHART_METRICS:
+        return _usage("chart", f"That is more than {MAX_CHART_METRICS} metrics. {CHART_USAGE}")
+    return _with_id("chart", args[0], metrics=tuple(names))
 
 
 def _target_step(text: str) -> int | None:

@@ -19,6 +19,7 @@ from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, un
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.store.queries.chart_subscriptions import set_chart_on_end
 from bot.store.queries.routing import set_routing
 from bot.store.queries.subscriptions import channel_subscriptions, set_stall, set_target
 from bot.store.tables import Subscription, WatchedSession, utcnow
@@ -48,10 +49,12 @@ async def subscribe_here(
     as_poll: AsPoll | None = None,
     broadcast: str | None = None,
     dm: str | None = None,
+    chart_on_end: bool | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it (see `subscribe`);
     `stall_minutes` (0 off) sets the thread's stall threshold, None keeps it, and
-    so do `broadcast` and `dm` (an empty `dm` turns the creator's DMs off).
+    so do `broadcast`, `dm` (an empty `dm` turns the creator's DMs off) and
+    `chart_on_end` (whether the thread gets a final chart).
     `as_poll` writes the fetch as the poll of a session already watched, before
     this channel joins (its root card shows the state it subscribed at).
     Raises TogetherError or SubscriptionError, each worded for the person."""
@@ -70,6 +73,7 @@ async def subscribe_here(
         target_step=target_step,
         broadcast=broadcast,
         dm=dm,
+        chart_on_end=chart_on_end,
     )
     return session, result
 
@@ -87,6 +91,7 @@ async def subscribe_session(
     target_step: int | None = None,
     broadcast: str | None = None,
     dm: str | None = None,
+    chart_on_end: bool | None = None,
 ) -> Subscribed:
     """Subscribe the asker's channel to a session already fetched: the root card,
     the thread and its options, as `subscribe` does it (a follow rule's discovery
@@ -102,8 +107,10 @@ async def subscribe_session(
         root_ts=root_ts,
         filters=filters,
     )
-    if any(v is not None for v in (stall_minutes, target_step, broadcast, dm)):
+    if any(v is not None for v in (stall_minutes, target_step, broadcast, dm, chart_on_end)):
         async with sessionmaker() as db, db.begin():
+            if chart_on_end is not None:
+                await set_chart_on_end(db, result.subscription_id, chart_on_end)
             if stall_minutes is not None:
                 await set_stall(db, result.subscription_id, stall_minutes)
             if target_step is not None:

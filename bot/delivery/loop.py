@@ -40,16 +40,18 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
 from bot.config import Settings
+from bot.delivery.chart import send_chart
 from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
 from bot.delivery.routing import thread_modes
 from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.faults import crash_point
 from bot.metrics import Metrics
-from bot.outbox.contract.payloads import Kind, OncallPayload
+from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, claim_due, fence, renew
-from bot.root_card import CardWatch
+from bot.root_card import CardWatch, metric_lines
+from bot.runtime import Runtime
 from bot.store.heartbeats import held_for, renew_every
 from bot.store.progress import CardView
 from bot.store.queries.subscriptions import card_settings
@@ -68,9 +70,11 @@ async def deliver_due(
     metrics: Metrics | None = None,
     limit: int = 500,
     together: TogetherClient | None = None,
+    runtime: Runtime | None = None,
 ) -> list[SendResult]:
     """Claim, fence and send the due rows. `together`, when given, is asked for
-    what a message is better with (a slow start's place in the GPU queue)."""
+    what a message is better with (a slow start's place in the GPU queue);
+    `runtime`, for chart rows (W&B, the chart cache)."""
     async with sessionmaker() as db, db.begin():
         rows = await claim_due(
             db,
@@ -114,6 +118,7 @@ async def deliver_due(
                     together=together,
                     watch=watches.get(row.subscription_id or 0),
                     mode=modes.get(row.subscription_id or 0),
+                    runtime=runtime,
                 )
         finally:
             unfinished.discard(row.id)
@@ -189,6 +194,7 @@ async def card_watches(
             progress=CardView.read(r.progress),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
+            metrics=metric_lines(r.view, settings.wandb_metrics),
         )
         for r in found
     }
@@ -204,6 +210,7 @@ async def _deliver_one(
     together: TogetherClient | None = None,
     watch: CardWatch | None = None,
     mode: str | None = None,
+    runtime: Runtime | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
@@ -214,16 +221,24 @@ async def _deliver_one(
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
         return SendResult(row.id, LOST)
     try:
-        outcome = await _send(
-            row,
-            sessionmaker=sessionmaker,
-            slack=slack,
-            settings=settings,
-            owner=owner,
-            together=together,
-            watch=watch,
-            mode=mode,
-        )
+        payload = row.typed_payload
+        if isinstance(payload, ChartPayload):
+            outcome = (
+                await send_chart(row, payload, runtime=runtime, slack=slack)
+                if runtime is not None
+                else SendResult(row.id, State.DEAD, error="no_runtime")  # charts need W&B, cache
+            )
+        else:
+            outcome = await _send(
+                row,
+                sessionmaker=sessionmaker,
+                slack=slack,
+                settings=settings,
+                owner=owner,
+                together=together,
+                watch=watch,
+                mode=mode,
+            )
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = retry_later(row, None, type(exc).__name__)

@@ -14,11 +14,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.config import Settings
 from bot.outbox.contract.payloads import (
+    ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
     DigestPayload,
     DmPayload,
     IdlePayload,
+    MetricPayload,
     OncallPayload,
     OperatorPayload,
     Payload,
@@ -32,6 +34,8 @@ from bot.rendering import actions as rendering_actions
 from bot.rendering import watch as rendering_watch
 from bot.rendering.actions import with_actions
 from bot.rendering.follow import personal_heading
+from bot.rendering.metric_alert import metric_alert
+from bot.rendering.words import session_label
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
@@ -158,8 +162,22 @@ async def _render(
                 else None,
                 mention=settings.oncall_mention if p.page else None,
             )
+        case MetricPayload() as p:
+            permalink = None
+            if p.page and p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            return metric_alert(
+                session_label(session_of(p.session, row)),
+                p.metric,
+                p.value,
+                p.step,
+                mention=settings.oncall_mention if p.page else None,
+                permalink=permalink,
+            )
         case RootPayload():
             raise ValueError("a root row posts no message")
+        case ChartPayload():
+            raise ValueError("a chart row uploads a file (bot.delivery.chart)")
         case _:
             raise ValueError(f"no message for a {payload.kind} payload here")
 

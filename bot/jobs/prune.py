@@ -15,6 +15,8 @@ from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.follow_rules import prune_claims
+from bot.store.queries.progress_points import prune_orphans
+from bot.store.queries.session_metrics import prune_orphan_metrics
 from bot.store.tables import (
     AlertAck,
     AlertSent,
@@ -56,7 +58,8 @@ async def prune_outbox(rt: Runtime) -> int:
 async def prune_watches(rt: Runtime) -> tuple[int, int]:
     """Drop subscriptions that ended more than WATCH_RETENTION_DAYS ago, then the
     watched sessions that have been inactive as long and that no subscription
-    refers to any more; returns how many of each.
+    refers to any more (with their chart points and W&B reads); returns how many
+    of each.
 
     A subscription's outbox rows go with it (their dedupe keys name its id,
     which a new subscription may be given again), but one with a message still
@@ -96,6 +99,9 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
             )
             .execution_options(synchronize_session=False)
         )
+        # a session's chart points and W&B reads go with its watch
+        await prune_orphans(db)
+        await prune_orphan_metrics(db)
     return _count(subscriptions), _count(watches)
 
 

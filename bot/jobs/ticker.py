@@ -33,6 +33,7 @@ from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.error_watch import page_new_errors
 from bot.jobs.follow import DiscoveryState, discover
+from bot.jobs.metric_reads import read_metrics
 from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
@@ -128,6 +129,9 @@ class Ticker:
             # often enough that a repage is at most a quarter of its delay late
             check = min(REPAGE_CHECK_SECONDS, max(1.0, settings.oncall_repage_minutes * 15))
             self._every("repage", self.repage, check)
+        if self.rt.wandb is not None:
+            # the card's W&B reads: each session at most every WANDB_REFRESH_SECONDS
+            self._every("read_wandb", self.read_wandb, 5)
         self._every("share_spend", self.share_spend, heartbeat_every(settings.lease_seconds))
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
@@ -271,6 +275,7 @@ class Ticker:
                 settings=rt.settings,
                 owner=rt.owner,
                 metrics=rt.metrics,
+                runtime=rt,
             )
             if not any(o.state == State.SENT for o in outcomes):
                 break
@@ -290,6 +295,10 @@ class Ticker:
     async def repage(self) -> None:
         if await repage_unacknowledged(self.rt):
             self._deliver_now()
+
+    async def read_wandb(self) -> None:
+        if await read_metrics(self.rt):
+            self._deliver_now()  # a metric gone bad is told now
 
     async def digest(self) -> None:
         if await send_digests(self.rt):

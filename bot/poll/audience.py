@@ -145,7 +145,9 @@ def notifications(
                         event.progress, session, threads, now=now, settings=stall
                     )
                 continue
-            snapshot = SessionSnapshot.of(session) if session else _stored(stored.get(session_id))
+            snapshot = (
+                SessionSnapshot.of(session) if session else stored_snapshot(stored.get(session_id))
+            )
             for sub in subs:
                 muted = sub.muted(now)
                 thread = Thread(sub.id, session_id, sub.channel_id, sub.root_ts)
@@ -189,7 +191,7 @@ def notifications(
     return out
 
 
-def _stored(snapshot: dict[str, Any] | None) -> SessionSnapshot | None:
+def stored_snapshot(snapshot: dict[str, Any] | None) -> SessionSnapshot | None:
     """A stored snapshot as the session it was; one that no longer reads as a
     session (no id) says nothing, and the message falls back to the row's id."""
     if snapshot is None:

@@ -16,8 +16,8 @@ from bot.alerts.stall import StallSettings
 from bot.alerts.stall import rows as stall_rows
 from bot.outbox.contract.payloads import ProgressPayload, TransitionPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, dm_row
-from bot.poll.audience import SessionEvent
-from bot.training.snapshots import trimmed_snapshot
+from bot.poll.audience import SessionEvent, stored_snapshot
+from bot.training.snapshots import SessionSnapshot
 
 
 def personal_rows(
@@ -42,13 +42,17 @@ def personal_rows(
             session = event.session
             transition = event.transition
             if transition is not None and (transition.ended or transition.is_error):
-                snapshot = trimmed_snapshot(session) if session else stored.get(session_id)
+                snapshot = (
+                    SessionSnapshot.of(session)
+                    if session
+                    else stored_snapshot(stored.get(session_id))
+                )
                 about = TransitionPayload(
                     old_status=transition.old_status,
                     new_status=transition.new_status,
                     ended=transition.ended,
                     gone=transition.gone,
-                    session=dict(snapshot) if snapshot is not None else None,
+                    session=snapshot,
                 )
                 out += [
                     dm_row(user, session_id, about, occurrence=f"{session_id}:{event.seq}")

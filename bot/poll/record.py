@@ -29,11 +29,14 @@ from bot.config import Settings
 from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import insert_outbox, unalerted
 from bot.poll.audience import SessionEvent, Subscriber, notifications
+from bot.poll.chart_rows import chart_rows
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
 from bot.poll.personal import personal_rows
+from bot.store.progress import WatchProgress
 from bot.store.queries.personal_alerts import listeners
+from bot.store.queries.progress_points import record_steps
 from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,7 @@ async def record_outcomes(
     outbox_rows = await _write_events(db, judged.events, settings=settings, now=now)
     if judged.updates:
         await _update_states(db, judged.updates, owner=owner)
+        await record_steps(db, moved_steps(owned, judged.updates), now=now)
     ended = judged.ended()
     if ended:
         await db.execute(
@@ -126,6 +130,19 @@ async def record_outcomes(
     if incidents:
         await track_incidents(db, outcomes.values(), settings=settings, now=now)
     return judged.to_status(), outbox_rows
+
+
+def moved_steps(owned: Mapping[str, Any], updates: Mapping[str, dict[str, Any]]) -> dict[str, int]:
+    """The sessions whose step this poll saw move (or saw first), with the new step:
+    the points of their progress charts."""
+    moved: dict[str, int] = {}
+    for session_id, values in updates.items():
+        if "progress" not in values or session_id not in owned:
+            continue
+        step = WatchProgress.read(values["progress"]).step
+        if step is not None and step != WatchProgress.read(owned[session_id].progress).step:
+            moved[session_id] = step
+    return moved
 
 
 async def _update_states(
@@ -173,10 +190,12 @@ async def _write_events(
             Subscription.muted_until,
             Subscription.stall_after_minutes,
             Subscription.target_step,
+            Subscription.chart_on_end,
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
     )
+    found = subs.all()
     watchers = [
         Subscriber(
             id=sub.id,
@@ -188,7 +207,7 @@ async def _write_events(
             stall_after_minutes=sub.stall_after_minutes,
             target_step=sub.target_step,
         )
-        for sub in subs
+        for sub in found
     ]
     stored = await _snapshots_for_gone(db, events)
     owed = notifications(
@@ -199,6 +218,11 @@ async def _write_events(
         stored_snapshots=stored,
         stall=stall_settings(settings),
     )
+    charts = chart_rows(
+        owed.rows,
+        final_chart={sub.id for sub in found if sub.chart_on_end},
+        stall_minutes={sub.id: sub.stall_after_minutes for sub in found},
+    )
     # the people whose App Home switch took these sessions: their DMs
     personal = personal_rows(
         events,
@@ -207,7 +231,7 @@ async def _write_events(
         stored_snapshots=stored,
         stall=stall_settings(settings),
     )
-    rows = owed.rows + personal + await unalerted(db, owed.alerts, now=now)
+    rows = owed.rows + charts + personal + await unalerted(db, owed.alerts, now=now)
     rows += await creator_dms(db, owed.rows, user_map=settings.created_by_user_map)
     await insert_outbox(db, rows)
     return len(rows)

@@ -10,6 +10,7 @@ the rest of the bot sends, as `rendering.<builder>`.
 """
 
 from bot.rendering.blocks import (
+    CHART,
     HOME_PERSONAL,
     HOME_UNSUBSCRIBE,
     REFRESH,
@@ -52,6 +53,7 @@ from bot.rendering.words import (
 )
 
 __all__ = [
+    "CHART",
     "HOME_PERSONAL",
     "HOME_UNSUBSCRIBE",
     "REFRESH",

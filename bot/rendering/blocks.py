@@ -33,6 +33,7 @@ FALLBACK_LIMIT = 3000
 SUBSCRIBE = "rl_subscribe"
 UNSUBSCRIBE = "rl_unsubscribe"
 REFRESH = "rl_refresh"
+CHART = "rl_chart"
 WANDB = "rl_wandb"
 STOP = "rl_stop"
 HOME_UNSUBSCRIBE = "rl_home_unsubscribe"

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.rendering.actions import Downloadable, download_buttons
 from bot.rendering.blocks import (
+    CHART,
     REFRESH,
     STOP,
     SUBSCRIBE,
@@ -239,6 +240,7 @@ def card(
         else:
             buttons.append(button("Subscribe", SUBSCRIBE, value=session.id, style="primary"))
         buttons.append(button("Refresh", REFRESH, value=session.id))
+        buttons.append(button("Chart", CHART, value=session.id))
         if session.status_enum in STOPPABLE:
             buttons.append(stop_button(session))
     wandb_url = session.wandb_url

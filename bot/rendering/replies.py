@@ -63,11 +63,15 @@ _USAGE = [
     ("/rl-session <id>", "show a training session's card"),
     (
         "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off] "
-        "[target=2000] [broadcast=errors|ends|all|off] [dm=creator|off]",
+        "[target=2000] [broadcast=errors|ends|all|off] [dm=creator|off] [chart=end|off]",
         "post the card here and follow it (default: status changes; a stalled step "
         "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise; `broadcast=` "
         "shows those replies in the channel too; `dm=creator` DMs the session's creator "
-        "its errors, stalls and idle resources)",
+        "its errors, stalls and idle resources; a final chart when it ends unless `chart=off`)",
+    ),
+    (
+        "/rl-session chart <id> [metric …]",
+        "a chart into this channel's thread of it: its W&B metrics, or `progress`",
     ),
     ("/rl-session unsubscribe <id>", "stop following it in this channel"),
     (

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     literal,
+    true,
 )
 from sqlalchemy.exc import CompileError
 from sqlalchemy.ext.compiler import compiles
@@ -137,6 +138,8 @@ class Subscription(Base):
     # `subscribe <id> dm=creator`: the session's creator is DMed its errors,
     # stalls and idle resources; NULL is no DM.
     dm: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # `subscribe <id> chart=off`: no final chart in the thread when the session ends.
+    chart_on_end: Mapped[bool] = mapped_column(Boolean(), default=True, server_default=true())
 
     @property
     def filter_set(self) -> frozenset[str]:
@@ -333,3 +336,29 @@ class PersonalWatch(Base):
     user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime())
+
+
+class ProgressPoint(Base):
+    """The step one poll saw of a watched session, written only when it moved: what
+    a progress chart draws. Bounded per session (`bot.store.queries.progress_points`
+    thins it past a thousand points) and deleted with the session's watch."""
+
+    __tablename__ = "progress_points"
+    __table_args__ = (Index("ix_progress_points_session_seen", "session_id", "seen_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(String(128))
+    seen_at: Mapped[datetime] = mapped_column(DateTime())
+    step: Mapped[int] = mapped_column(BigInteger())
+
+
+class SessionMetrics(Base):
+    """What the bot last read of a watched session's W&B run for its card: the
+    latest values and recent points (`bot.charts.metrics_view.MetricsView` as JSON),
+    when, and which metrics were already told to have gone NaN or infinite."""
+
+    __tablename__ = "session_metrics"
+
+    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    read_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
+    view: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)

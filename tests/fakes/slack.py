@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._http import FakeHTTPServer, Headers, Request, Response, parse_body
+from .slack_files import SlackFiles
 
 __all__ = ["FakeSlack", "SlackCall", "SlackFault"]
 
@@ -132,7 +133,7 @@ def _ts_key(ts: Any) -> float:
         return 0.0
 
 
-class FakeSlack(FakeHTTPServer):
+class FakeSlack(SlackFiles, FakeHTTPServer):
     """A Slack Web API double. See the module docstring; all state access is thread-safe.
 
     Flags:
@@ -174,6 +175,7 @@ class FakeSlack(FakeHTTPServer):
         self._counter = 0
         self._last_micros = 0
         self._ts_lock = threading.Lock()
+        self._init_files()
 
     # -- URLs ------------------------------------------------------------------------------------
 
@@ -296,6 +298,7 @@ class FakeSlack(FakeHTTPServer):
             self.call_latency.clear()
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
+            self._init_files()
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -425,6 +428,8 @@ class FakeSlack(FakeHTTPServer):
     def _handle(self, request: Request) -> Response:
         if request.path.startswith("/response/"):
             return self._handle_response_url(request)
+        if request.path.startswith("/upload/"):
+            return self._handle_upload(request)
         if not request.path.startswith("/api/"):
             return Response.text("not found", status=404)
         method = request.path[len("/api/") :]

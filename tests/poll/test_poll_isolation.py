@@ -122,7 +122,7 @@ def test_any_exception_judging_or_telling_one_session_sets_only_it_aside(
         to_status, rows = await store_apart(
             maker, part, owner=OWNER, settings=SETTINGS, polled_at=None, interval=1.0
         )
-        assert to_status == {"STOPPED": 1} and rows == 1
+        assert to_status == {"STOPPED": 1} and rows == 2  # GOOD's end and its final chart
         for _ in range(MAX_WRITE_FAILURES - 1):
             await _lease(maker, BAD)
             await store_apart(
@@ -139,7 +139,8 @@ def test_any_exception_judging_or_telling_one_session_sets_only_it_aside(
         assert bad.write_failures == MAX_WRITE_FAILURES and not bad.active
         assert bad.lease_owner is None and "OverflowError" in (bad.last_failure or "")
         told = sorted(m.kind for m in outbox)
-        assert told == ["operator", "transition"], told  # GOOD's end, and BAD set aside once
+        # GOOD's end (with its final chart), and BAD set aside once
+        assert told == ["chart", "operator", "transition"], told
         assert BAD in json.dumps(next(m.payload for m in outbox if m.kind == "operator"))
 
     _run(db_url, work)

@@ -29,6 +29,7 @@ HEADLINES = {
     "few_of_many": ("first_cycle_requests", "steady_requests"),
     "change_to_post": ("mean_change_to_post_s", "together_requests_per_s"),
     "change_to_post_today": ("mean_change_to_post_s", "together_requests_per_s"),
+    "chart": ("click_to_upload_warm_s", "render_warm_s", "rss_growth_mb"),
 }
 SCENARIOS = tuple(HEADLINES)
 

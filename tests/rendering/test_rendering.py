@@ -861,7 +861,7 @@ def test_as_text_round_trip() -> None:
     shown = as_text(card(session(NEW_SHAPE, display_name=name)))
     assert name in shown.splitlines()[0]
     assert "2026-01-02T00:00:00Z" in shown and "<!date" not in shown
-    assert "[Subscribe]  [Refresh]  [Stop session]  [W&B run] https://wandb.ai/" in shown
+    assert "[Subscribe]  [Refresh]  [Chart]  [Stop session]  [W&B run] https://wandb.ai/" in shown
 
 
 def test_as_text_tokens() -> None:

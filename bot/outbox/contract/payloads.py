@@ -33,6 +33,8 @@ class Kind(StrEnum):
     DM = "dm"  # one of those, told to a person in a direct message (their App Home switch)
     CREATOR_DM = "creator_dm"  # an error, stall or idle resource, DMed to the session's creator
     REPAGE = "repage"  # an on-call alert nobody acknowledged, paged once more
+    CHART = "chart"  # a chart uploaded into the thread: the session ended, or stalled
+    METRIC = "metric"  # a watched W&B metric became NaN or infinite (thread, on-call)
 
 
 class _Payload(BaseModel):
@@ -159,6 +161,33 @@ class CreatorDmPayload(_Payload):
     thread_ts: str | None = None
 
 
+class ChartPayload(_Payload):
+    """A chart owed to a thread (`bot.charting`): drawn and uploaded when sent,
+    from the data of that moment. `end`: the session's final chart (metrics when
+    its W&B run can be read, else progress); `stall`: the progress chart that
+    shows the flat line beside the stall alert."""
+
+    kind: Literal[Kind.CHART] = Kind.CHART
+    reason: Literal["end", "stall"]
+    session: SessionSnapshot | None = None
+    #: the thread's stall threshold in minutes (None: STALL_AFTER_MINUTES)
+    stall_minutes: int | None = None
+
+
+class MetricPayload(_Payload):
+    """A watched metric that became NaN or infinite, told once per metric."""
+
+    kind: Literal[Kind.METRIC] = Kind.METRIC
+    metric: str
+    #: "NaN", "Infinity" or "-Infinity"
+    value: str
+    step: float | None = None
+    session: SessionSnapshot | None = None
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
 class RepagePayload(_Payload):
     """An on-call alert (its outbox row) nobody acknowledged within
     ONCALL_REPAGE_MINUTES: paged once more, in the alert's thread."""
@@ -180,7 +209,9 @@ Payload = Annotated[
     | IdlePayload
     | DmPayload
     | CreatorDmPayload
-    | RepagePayload,
+    | RepagePayload
+    | ChartPayload
+    | MetricPayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

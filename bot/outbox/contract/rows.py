@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
+    ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
     DigestChange,
@@ -23,6 +24,7 @@ from bot.outbox.contract.payloads import (
     DmPayload,
     IdlePayload,
     Kind,
+    MetricPayload,
     OncallPayload,
     OperatorPayload,
     Payload,
@@ -199,6 +201,43 @@ def dm_row(
         payload=DmPayload(about=about),
         session_id=session_id,
     )
+
+
+def chart_row(thread: Thread, payload: ChartPayload, *, episode: str = "") -> OutboxRow:
+    """A chart for one subscription's thread: its final chart once, a stall's once
+    per stall episode (`episode`: when the frozen step was first seen)."""
+    key = bounded_key("chart", payload.reason, str(thread.subscription_id), episode)
+    return _thread_row(thread, key, payload)
+
+
+def metric_rows(
+    payload: MetricPayload, *, threads: Sequence[Thread], oncall_channel: str | None
+) -> list[OutboxRow]:
+    """A metric gone NaN or infinite: told once in each thread, and on-call's page
+    when `oncall_channel` is given (ONCALL_ON_METRIC)."""
+    rows = [
+        _thread_row(
+            thread, bounded_key("metric", str(thread.subscription_id), payload.metric), payload
+        )
+        for thread in threads
+    ]
+    if oncall_channel and threads:
+        first = threads[0]
+        rows.append(
+            OutboxRow(
+                dedupe_key=bounded_key("metric-page", first.session_id, payload.metric),
+                channel_id=oncall_channel,
+                payload=payload.model_copy(
+                    update={
+                        "page": True,
+                        "thread_channel": first.channel_id,
+                        "thread_ts": first.thread_ts,
+                    }
+                ),
+                session_id=first.session_id,
+            )
+        )
+    return rows
 
 
 def _thread_row(thread: Thread, dedupe_key: str, payload: Payload) -> OutboxRow:

@@ -11,6 +11,7 @@ from bot import rendering
 from bot.commands import stop as stopping
 from bot.commands.as_poll import as_poll
 from bot.commands.card import watched_card
+from bot.commands.chart import chart_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.ls_query import read_more
 from bot.commands.subscribe import first_poll_seconds, subscribe_here, unsubscribe_here
@@ -26,6 +27,7 @@ def register(app: AsyncApp) -> None:
     app.action(rendering.SUBSCRIBE)(button("subscribe_button", subscribe, check=card_problem))
     app.action(rendering.UNSUBSCRIBE)(button("unsubscribe_button", unsubscribe, check=card_problem))
     app.action(rendering.REFRESH)(button("refresh_button", refresh, check=card_problem))
+    app.action(rendering.CHART)(button("chart_button", chart, check=card_problem))
     app.action(rendering.STOP)(button("stop", stop, check=card_problem))
     app.action(rendering.WANDB)(button("wandb_button", opened_link, names_session=False))
     app.action(LS_MORE)(button("ls_more", more_sessions, check=more_problem, names_session=False))
@@ -99,6 +101,11 @@ async def refresh(req: Request) -> str:
     )
     await req.answer(card, replace_original=True)
     return "ok"
+
+
+async def chart(req: Request) -> str:
+    """The card's Chart button: `chart <id>` with WANDB_METRICS, from this channel."""
+    return await chart_here(req.rt, req.client, req.asker, req.session_id, (), req.say)
 
 
 async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.StopRequest | str:

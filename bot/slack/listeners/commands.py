@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.commands.as_poll import as_poll
 from bot.commands.card import watched_card
+from bot.commands.chart import chart_here
 from bot.commands.digest import digest_here
 from bot.commands.follow import channel_rule_lines, follow_here, unfollow_here
 from bot.commands.ls import org_sessions_page
@@ -120,6 +121,7 @@ async def subscribe(req: Request, command: Command) -> str:
         as_poll=as_poll(req.rt),
         broadcast=command.broadcast,
         dm=command.dm,
+        chart_on_end=command.chart_on_end,
     )
     what = ", ".join(sorted(result.filters))
     if command.stall_minutes is not None:
@@ -130,10 +132,18 @@ async def subscribe(req: Request, command: Command) -> str:
         )
     if command.target_step is not None:
         what += f", target step {command.target_step:,} (the card shows an ETA)"
+    if command.chart_on_end is not None:
+        what += ", a final chart when it ends" if command.chart_on_end else ", no final chart"
     what += routing_words(command, session, req.rt.settings.created_by_user_map)
     options = any(
         v is not None
-        for v in (command.stall_minutes, command.target_step, command.broadcast, command.dm)
+        for v in (
+            command.stall_minutes,
+            command.target_step,
+            command.broadcast,
+            command.dm,
+            command.chart_on_end,
+        )
     )
     if result.filters_changed or (result.already and options):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
@@ -246,7 +256,15 @@ async def list_org(req: Request, command: Command) -> str:
     return await req.answer_or_refuse(answer)
 
 
+async def chart(req: Request, command: Command) -> str:
+    """`chart <id> [metric …]`: a PNG into this channel's thread of the session."""
+    return await chart_here(
+        req.rt, req.client, req.asker, _session_id(command), command.metrics, req.say
+    )
+
+
 HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
+    "chart": chart,
     "show": show,
     "subscribe": subscribe,
     "unsubscribe": unsubscribe,

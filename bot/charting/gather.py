@@ -1,0 +1,166 @@
+"""A session's chart: its data gathered, drawn off the event loop, cached.
+
+Two sources. The bot's own polls (`progress_points`) need nothing but
+Together; a session that names a W&B run (`metadata.wandb`) gets its metrics
+from W&B when `WANDB_API_KEY` is set. When W&B cannot give them (unreachable, a
+refused key, an unknown run, a query error, none of the metrics logged) the
+chart falls back to the progress and its words say why, so the person always
+gets a picture and a reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from bot.charting.cache import CacheKey, Chart, ChartCache
+from bot.charts.draw import render_png
+from bot.charts.metrics import metrics_chart
+from bot.charts.progress import progress_chart
+from bot.charts.spec import ChartSpec, Line
+from bot.charts.words import describe
+from bot.runtime import Runtime
+from bot.store.progress import WatchProgress
+from bot.store.queries.progress_points import steps_of
+from bot.store.tables import WatchedSession, db_now
+from bot.training.sessions import TrainingSession
+from bot.training.status import Status
+from bot.wandb.errors import WandbError
+from bot.wandb.history import Series
+from bot.wandb.runs import run_of
+
+PROGRESS = "progress"
+#: a progress chart's flat line grows with time: its cache entry lasts this long
+PROGRESS_BUCKET_SECONDS = 300
+
+
+async def chart_of(
+    rt: Runtime,
+    cache: ChartCache,
+    session: TrainingSession,
+    *,
+    metrics: Sequence[str] = (),
+    stall_minutes: float | None = None,
+) -> Chart:
+    """The chart of `session`: W&B metrics when it can (the named ones, else
+    WANDB_METRICS), else (or when `metrics` is just `progress`) the progress."""
+    async with rt.sessionmaker() as db:
+        points = await steps_of(db, session.id)
+        row = (
+            await db.execute(
+                select(WatchedSession.progress, db_now().label("now")).where(
+                    WatchedSession.session_id == session.id
+                )
+            )
+        ).first()
+        now = row.now if row is not None else (await db.execute(select(db_now()))).scalar_one()
+    watch = WatchProgress.read(row.progress if row is not None else None)
+    if (
+        watch.step is not None
+        and watch.since is not None
+        and (not points or points[-1][1] != watch.step)
+    ):
+        # the step as the watch first saw it, when no poll has seen it move yet
+        points.append((watch.since, watch.step))
+    last_step = (
+        points[-1][1] if points else (watch.step if watch.step is not None else session.step)
+    )
+    names = tuple(metrics) or rt.settings.wandb_metrics
+    run = run_of(session.metadata)
+    wants_metrics = names != (PROGRESS,)
+    note = ""
+    if wants_metrics and (rt.wandb is None or run is None):
+        note = (
+            "W&B is not configured (WANDB_API_KEY)"
+            if rt.wandb is None
+            else "this session names no W&B run (`metadata.wandb`)"
+        )
+        wants_metrics = False
+    key: CacheKey = (
+        session.id,
+        last_step,
+        names if wants_metrics else (PROGRESS, note),
+        0 if wants_metrics else int(time.time() // PROGRESS_BUCKET_SECONDS),
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        rt.metrics.charts.labels(outcome="cached").inc()
+        return cached
+    spec: ChartSpec | None = None
+    missing: tuple[str, ...] = ()
+    cacheable = True
+    if wants_metrics and rt.wandb is not None and run is not None:
+        try:
+            history = await rt.wandb.history(run, names)
+        except WandbError as exc:
+            note = exc.user_message.rstrip(".")
+            cacheable = False  # W&B may answer on the next click
+        else:
+            lines = [_line(s) for s in history.values() if not s.empty]
+            missing = tuple(name for name, s in history.items() if s.empty)
+            if lines:
+                spec = metrics_chart(session.name, lines)
+            else:
+                note = f"W&B run {run.path} has no {', '.join(names)} logged"
+    if spec is None:
+        missing = ()
+        spec = progress_chart(
+            session.name,
+            points,
+            now=now,
+            stall_after=_stall_after(rt, stall_minutes),
+            running=session.status_enum is Status.RUNNING,
+        )
+    chart = await draw(rt, spec, missing=missing, note=note)
+    if cacheable:
+        cache.put(key, chart)
+    return chart
+
+
+async def draw(
+    rt: Runtime, spec: ChartSpec, *, missing: tuple[str, ...] = (), note: str = ""
+) -> Chart:
+    """`spec` drawn in a worker thread (matplotlib is CPU work), with its words."""
+    started = time.perf_counter()
+    png = await asyncio.to_thread(_render_one_at_a_time, spec)
+    rt.metrics.chart_render_seconds.observe(time.perf_counter() - started)
+    words = describe(spec, missing=missing)
+    if note:
+        words += f" ({note}; showing the bot's own progress)"
+    return Chart(
+        png=png,
+        title=spec.title,
+        text=f":bar_chart: {_escape(words)}",
+        alt=words,
+        metrics=spec.xlabel == "step",
+    )
+
+
+_rendering = threading.Lock()
+
+
+def _render_one_at_a_time(spec: ChartSpec) -> bytes:
+    """One chart drawn at a time per process: a burst of clicks queues (most are
+    answered from the cache meanwhile) instead of holding several figures and
+    competing for the CPU the poller needs."""
+    with _rendering:
+        return render_png(spec)
+
+
+def _line(series: Series) -> Line:
+    return Line(series.metric, series.steps, series.values)
+
+
+def _stall_after(rt: Runtime, minutes: float | None) -> timedelta | None:
+    value = rt.settings.stall_after_minutes if minutes is None else minutes
+    return timedelta(minutes=value) if value > 0 else None
+
+
+def _escape(text: str) -> str:
+    """Text from W&B and Together shown in mrkdwn: no mentions, links or markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,115 @@
+"""A chart into Slack: `files_upload_v2` into a thread (or the channel), with
+bounded retries, and an answer people can act on when Slack refuses.
+
+Without the `files:write` scope nothing is retried: the answer says how to add
+it. A rate limit waits what Slack asks (a few seconds at most); another refusal
+or a failed transfer is tried again a couple of times, then given up with the
+error named. A retry may follow an upload Slack did complete but whose answer
+was lost: at worst the chart shows twice, never an endless loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.charting.cache import Chart
+from bot.rate_limits import parse_retry_after
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 3
+MAX_WAIT = 5.0
+MISSING_SCOPE = (
+    "I cannot upload charts: the app lacks the `files:write` scope. An admin adds it under "
+    "*OAuth & Permissions → Bot Token Scopes* (or in `manifest.yml`) and reinstalls the app. "
+    "Cards and alerts keep working meanwhile."
+)
+#: Slack's refusals that no retry changes
+FINAL = frozenset(
+    {
+        "missing_scope",
+        "not_in_channel",
+        "channel_not_found",
+        "is_archived",
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "restricted_action",
+    }
+)
+
+
+class UploadRefused(Exception):
+    """Slack did not take the chart; `words` say why, for a person."""
+
+    def __init__(self, error: str, words: str) -> None:
+        super().__init__(error)
+        self.error = error
+        self.words = words
+
+
+async def upload_chart(
+    slack: AsyncWebClient,
+    chart: Chart,
+    *,
+    channel: str,
+    thread_ts: str | None,
+    attempts: int = ATTEMPTS,
+) -> None:
+    """Share `chart` into `thread_ts` of `channel` (or the channel itself)."""
+    error = "unknown"
+    for attempt in range(attempts):
+        try:
+            await slack.files_upload_v2(
+                channel=channel,
+                thread_ts=thread_ts,
+                content=chart.png,
+                filename=chart.filename,
+                title=chart.title,
+                alt_txt=chart.alt,
+                initial_comment=chart.text,
+            )
+            return
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
+            if error == "missing_scope":
+                raise UploadRefused(error, MISSING_SCOPE) from exc
+            if error in FINAL:
+                raise UploadRefused(error, _refused(error)) from exc
+            wait = 0.5 * 2**attempt
+            if exc.response.status_code == 429 or error == "ratelimited":
+                wait = _retry_after(exc.response.headers) or 1.0
+                if wait > MAX_WAIT:
+                    raise UploadRefused(error, _busy(wait)) from exc
+        except (SlackClientError, OSError, TimeoutError) as exc:
+            error = type(exc).__name__
+            wait = 0.5 * 2**attempt
+        log.warning("chart upload failed (%s), attempt %d of %d", error, attempt + 1, attempts)
+        if attempt + 1 < attempts:
+            await asyncio.sleep(wait)
+    raise UploadRefused(error, _refused(error))
+
+
+def _retry_after(headers: object) -> float | None:
+    if not isinstance(headers, dict):
+        return None
+    for name, value in headers.items():
+        if str(name).lower() == "retry-after":
+            raw = value[0] if isinstance(value, list) and value else value
+            return parse_retry_after(raw)
+    return None
+
+
+def _refused(error: str) -> str:
+    if error == "not_in_channel":
+        return "I cannot upload here: I am not in this channel. Invite me with `/invite @rl-bot`."
+    return f"Slack refused the chart upload (`{error[:60]}`). Try again in a minute."
+
+
+def _busy(wait: float) -> str:
+    return f"Slack is rate limiting uploads for {wait:.0f} s. Try again in a minute."

@@ -1,0 +1,46 @@
+"""What a chart shows, in words (pure): the session's name, the step range and
+each series' first and last value. The message beside the image and its alt
+text, so the chart says the same to someone who cannot see it."""
+
+from __future__ import annotations
+
+import math
+
+from bot.charts.spec import ChartSpec, Line
+
+MAX_ALT = 1000
+
+
+def number(value: float) -> str:
+    """A value short and exact enough to read: 3 significant digits, big ones grouped."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value == int(value) and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def series_words(line: Line) -> str:
+    if not line.y:
+        return f"{line.label}: no points"
+    first, last = line.y[0], line.y[-1]
+    return f"{line.label} {number(first)} → {number(last)}"
+
+
+def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
+    """One line: title, x range and each series' first → last value."""
+    parts = [spec.title]
+    span = spec.x_range()
+    if span is not None:
+        sep = " " if spec.xlabel == "step" else ": "
+        parts.append(f"{spec.xlabel}{sep}{number(span[0])}–{number(span[1])}")
+    parts += [series_words(line) for line in spec.lines]
+    parts += [f"{name}: never logged" for name in missing]
+    if spec.bands:
+        parts.append(spec.bands[0].label)
+    text = "; ".join(parts)
+    return text if len(text) <= MAX_ALT else text[: MAX_ALT - 1] + "…"

@@ -1,0 +1,77 @@
+"""`/rl-session chart <id> [metric …]` and the card's Chart button: a PNG of the
+session into this channel's thread of it (or the channel, when it has none).
+
+The session is read from what the poller stored when it is watched (no Together
+request), else from Together. The person hears back only when something went
+wrong or where the chart went; the chart's own words say what it shows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.charting.cache import shared_cache
+from bot.charting.gather import chart_of
+from bot.charting.upload import UploadRefused, upload_chart
+from bot.commands.asker import Asker
+from bot.commands.subscriptions import fetch_for_user
+from bot.runtime import Runtime
+from bot.store.queries.chart_subscriptions import chart_thread
+from bot.store.tables import WatchedSession
+from bot.training.sessions import TrainingSession
+
+log = logging.getLogger(__name__)
+
+Say = Callable[[str], Awaitable[None]]
+
+
+async def chart_here(
+    rt: Runtime,
+    slack: AsyncWebClient,
+    asker: Asker,
+    session_id: str,
+    metrics: Sequence[str],
+    say: Say,
+) -> str:
+    """Draw and upload; returns the outcome to count."""
+    async with rt.sessionmaker() as db:
+        thread = await chart_thread(
+            db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id
+        )
+        watched = await db.get(WatchedSession, session_id)
+        snapshot = watched.snapshot if watched is not None else None
+    session = _stored(snapshot) or await fetch_for_user(rt.together, session_id)
+    chart = await chart_of(
+        rt,
+        shared_cache(),
+        session,
+        metrics=metrics,
+        stall_minutes=thread.stall_after_minutes if thread is not None else None,
+    )
+    try:
+        await upload_chart(
+            slack,
+            chart,
+            channel=asker.channel_id,
+            thread_ts=thread.root_ts if thread is not None else None,
+        )
+    except UploadRefused as exc:
+        rt.metrics.charts.labels(outcome="failed").inc()
+        await say(f":warning: {exc.words}")
+        return "refused"
+    rt.metrics.charts.labels(outcome="uploaded").inc()
+    if thread is not None:
+        await say(f":bar_chart: The chart of `{session.id}` is in this channel's thread of it.")
+    return "ok"
+
+
+def _stored(snapshot: object) -> TrainingSession | None:
+    if not isinstance(snapshot, dict) or not snapshot.get("id"):
+        return None
+    try:
+        return TrainingSession.model_validate(snapshot)
+    except ValueError:
+        return None

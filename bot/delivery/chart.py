@@ -1,0 +1,76 @@
+"""Sending a chart row: draw the chart from the data of this moment and upload
+it into the row's thread (`bot.charting`).
+
+A chart takes seconds (the first one imports matplotlib), so it is drawn and
+uploaded beside the delivery pass, not in it: the row is marked sent when the
+work is handed over, and the pass goes on to other channels' messages at once.
+A chart is a picture of a moment, so it is sent at most once: a crash while it
+is drawn loses it rather than repeating it. Upload has its own bounded retries;
+when Slack still refuses (no `files:write`, a rate limit that does not end, an
+archived channel) the thread gets one line saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.charting.cache import shared_cache
+from bot.charting.gather import PROGRESS, chart_of
+from bot.charting.upload import UploadRefused, upload_chart
+from bot.delivery.messages import session_of
+from bot.delivery.outcome import SendResult
+from bot.outbox.contract.payloads import ChartPayload
+from bot.outbox.contract.rows import State
+from bot.outbox.queue import OutboxMessage
+from bot.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: charts being drawn or uploaded (kept so the tasks are not collected meanwhile)
+_pending: set[asyncio.Task[None]] = set()
+
+
+async def send_chart(
+    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: AsyncWebClient
+) -> SendResult:
+    """Hand the chart to a task of its own; the row is done."""
+    task = asyncio.create_task(_draw_and_upload(row, payload, runtime=runtime, slack=slack))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+    return SendResult(row.id, State.SENT)
+
+
+async def _draw_and_upload(
+    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: AsyncWebClient
+) -> None:
+    extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
+    try:
+        chart = await chart_of(
+            runtime,
+            shared_cache(),
+            session_of(payload.session, row),
+            metrics=(PROGRESS,) if payload.reason == "stall" else (),
+            stall_minutes=payload.stall_minutes,
+        )
+        await upload_chart(slack, chart, channel=row.channel_id, thread_ts=row.thread_ts)
+    except UploadRefused as exc:
+        runtime.metrics.charts.labels(outcome="failed").inc()
+        log.warning("chart upload refused: %s", exc.error, extra=extra)
+        await _tell(slack, row, f":warning: {exc.words}")
+    except Exception:
+        runtime.metrics.charts.labels(outcome="failed").inc()
+        log.exception("could not draw or upload a chart", extra=extra)
+    else:
+        runtime.metrics.charts.labels(outcome="uploaded").inc()
+
+
+async def _tell(slack: AsyncWebClient, row: OutboxMessage, text: str) -> None:
+    """One line in the thread instead of the chart; a failure here is only logged."""
+    try:
+        await slack.chat_postMessage(channel=row.channel_id, thread_ts=row.thread_ts, text=text)
+    except (SlackApiError, OSError, TimeoutError) as exc:
+        log.warning("could not say a chart was refused: %s", type(exc).__name__)

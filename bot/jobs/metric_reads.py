@@ -1,0 +1,161 @@
+"""The card's W&B reads: each watched session's run read at most once every
+`WANDB_REFRESH_SECONDS` (one request for all its metrics: `summaryMetrics` and
+the recent points), kept in `session_metrics` for the card's next redraw; a
+metric that became NaN or infinite is told once in the session's threads (and
+on-call with `ONCALL_ON_METRIC`).
+
+One replica at a time (a job lock), a bounded batch per tick, and the W&B
+budget honoured: a spent budget ends the pass, and the sessions left wait for
+the next one. A read that fails is kept as the card's reason, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.outbox.contract.payloads import MetricPayload
+from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
+from bot.outbox.queue import insert_outbox
+from bot.runtime import Runtime
+from bot.store.job_locks import claim_job, release_job
+from bot.store.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.store.queries.session_metrics import due_sessions, view_of, write_view
+from bot.store.tables import Subscription, WatchedSession, db_now
+from bot.wandb.errors import WandbError
+from bot.wandb.history import Series
+from bot.wandb.runs import run_of
+
+log = logging.getLogger(__name__)
+
+JOB = "read_wandb"
+BATCH = 20
+
+
+@dataclass(frozen=True)
+class BadMetric:
+    metric: str
+    value: str
+    step: float | None
+
+
+def next_view(
+    old: MetricsView,
+    names: Sequence[str],
+    latest: Mapping[str, float],
+    recent: Mapping[str, Series],
+) -> tuple[MetricsView, list[BadMetric]]:
+    """The view after a read, and the metrics newly gone NaN or infinite (pure)."""
+    bad: list[BadMetric] = []
+    told = list(old.told_bad)
+    for name in names:
+        if name in told:
+            continue
+        series = recent.get(name)
+        first = series.first_bad() if series is not None else None
+        value = latest.get(name)
+        if first is not None:
+            bad.append(BadMetric(name, bad_name(first[1]), first[0]))
+        elif value is not None and not math.isfinite(value):
+            bad.append(BadMetric(name, bad_name(value), None))  # the summary only: no step
+    told += [b.metric for b in bad if b.metric not in told]
+    steps = [s.steps[-1] for s in recent.values() if s.steps]
+    view = MetricsView(
+        latest={n: finite_or_none(latest[n]) for n in names if n in latest},
+        latest_bad={
+            n: bad_name(latest[n]) for n in names if n in latest and not math.isfinite(latest[n])
+        },
+        recent={
+            n: [finite_or_none(v) for v in recent[n].values[-SPARK_POINTS:]]
+            for n in names
+            if n in recent and not recent[n].empty
+        },
+        last_step=max(steps) if steps else None,
+        told_bad=told,
+    )
+    return view, bad
+
+
+async def read_metrics(rt: Runtime) -> int:
+    """One pass; how many metrics it found newly gone NaN or infinite."""
+    wandb, settings = rt.wandb, rt.settings
+    if wandb is None:
+        return 0
+    async with rt.sessionmaker() as db, db.begin():
+        job = await claim_job(db, JOB, owner=rt.owner, lease=settings.lease_seconds)
+        if job is None:
+            return 0
+        now: datetime = (await db.execute(select(db_now()))).scalar_one()
+        due = await due_sessions(
+            db, before=now - timedelta(seconds=settings.wandb_refresh_seconds), limit=BATCH
+        )
+        snapshots = dict(
+            (
+                await db.execute(
+                    select(WatchedSession.session_id, WatchedSession.snapshot).where(
+                        WatchedSession.session_id.in_(due)
+                    )
+                )
+            ).all()
+        )
+    read = told = 0
+    try:
+        for session_id in due:
+            bad: list[BadMetric] = []
+            snapshot = snapshots.get(session_id)
+            metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
+            run = run_of(metadata if isinstance(metadata, dict) else None)
+            async with rt.sessionmaker() as db:
+                old, _ = await view_of(db, session_id)
+            if run is None:
+                view = old  # nothing to read; looked at again after the refresh
+            else:
+                try:
+                    latest, recent = await wandb.card(run, settings.wandb_metrics)
+                except WandbError as exc:
+                    if exc.kind == "budget":
+                        break
+                    view = old.model_copy(update={"error": exc.user_message})
+                else:
+                    view, bad = next_view(old, settings.wandb_metrics, latest, recent)
+                    read += 1
+            async with rt.sessionmaker() as db, db.begin():
+                await write_view(db, session_id, view, read_at=now)
+                if bad:
+                    await _tell(db, rt, session_id, snapshot, bad)
+                    told += len(bad)
+    finally:
+        async with rt.sessionmaker() as db, db.begin():
+            await release_job(db, JOB, owner=rt.owner)
+    if read:
+        log.info("read %d sessions' W&B runs; %d metrics newly NaN or infinite", read, told)
+    return told
+
+
+async def _tell(
+    db: AsyncSession, rt: Runtime, session_id: str, snapshot: object, bad: list[BadMetric]
+) -> None:
+    """Each metric newly gone bad, once in each active thread of the session."""
+    subs = await db.execute(
+        select(Subscription.id, Subscription.channel_id, Subscription.root_ts)
+        .where(Subscription.session_id == session_id, Subscription.active.is_(True))
+        .order_by(Subscription.id)
+    )
+    threads = [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
+    oncall = rt.settings.oncall_channel if rt.settings.oncall_on_metric else None
+    rows: list[OutboxRow] = []
+    for item in bad:
+        payload = MetricPayload(
+            metric=item.metric,
+            value=item.value,
+            step=item.step,
+            session=snapshot if isinstance(snapshot, dict) else None,
+        )
+        rows += metric_rows(payload, threads=threads, oncall_channel=oncall)
+    await insert_outbox(db, rows)

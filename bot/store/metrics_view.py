@@ -1,0 +1,54 @@
+"""`session_metrics.view`: what the bot last read of a session's W&B run for its
+card, as one model written and read only through here.
+
+Non-finite values cannot be JSON numbers, so a value that was NaN or infinite is
+kept by name in `bad` and as a gap (None) in `latest` and `recent`. Reading never
+raises: an unreadable column reads as nothing read yet.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: points of the card's sparkline per metric
+SPARK_POINTS = 24
+MAX_METRICS = 6
+
+
+def finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def bad_name(value: float) -> str:
+    """W&B's name for a value that is not finite."""
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+class MetricsView(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    #: the latest value of each metric (`summaryMetrics`); None: not a finite number
+    latest: dict[str, float | None] = Field(default_factory=dict)
+    #: the latest values that were not finite, by W&B's name: NaN, Infinity, -Infinity
+    latest_bad: dict[str, str] = Field(default_factory=dict)
+    #: recent points per metric, oldest first, gaps as None
+    recent: dict[str, list[float | None]] = Field(default_factory=dict)
+    #: the last step W&B had logged, when known
+    last_step: float | None = None
+    #: metrics already told to have become NaN or infinite (told once each)
+    told_bad: list[str] = Field(default_factory=list)
+    #: why the last read failed, in words for the card (None: it did not)
+    error: str | None = None
+
+    @classmethod
+    def read(cls, stored: Any) -> MetricsView:
+        try:
+            return cls.model_validate(stored if isinstance(stored, dict) else {})
+        except ValidationError:
+            return cls()
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
