@@ -7,21 +7,17 @@ checked like every other setting (same tiers, same `docs/configuration.md`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
-from pydantic.config import JsonDict
+from pydantic import BaseModel, SecretStr, field_validator
 from pydantic_settings import NoDecode
+
+from bot.setting_tiers import tuning, user
 
 #: what a metric name may be: W&B keys are free text, but a name goes into a GraphQL
 #: variable and a message, so it is kept short
 MAX_METRIC_NAME = 128
 MAX_METRICS = 6
-
-
-def _field(tier: str, default: Any, description: str, **constraints: Any) -> Any:
-    extra: JsonDict = {"tier": tier}
-    return Field(default, description=description, json_schema_extra=extra, **constraints)
 
 
 def metric_names(value: object) -> tuple[str, ...]:
@@ -43,37 +39,32 @@ def metric_names(value: object) -> tuple[str, ...]:
 class ChartSettings(BaseModel):
     """W&B access and the charts' costs (see docs/alerts.md#charts)."""
 
-    wandb_api_key: SecretStr | None = _field(
-        "user",
+    wandb_api_key: SecretStr | None = user(
         None,
         "Weights & Biases API key: charts and the card read a session's run (`metadata.wandb`) "
         "with it; unset, charts show only the bot's own step progress.",
     )
-    wandb_base_url: str = _field(
-        "tuning",
+    wandb_base_url: str = tuning(
         "https://api.wandb.ai",
         "W&B API base URL (a self-hosted W&B server's own); the key goes only there.",
     )
-    wandb_metrics: Annotated[tuple[str, ...], NoDecode] = _field(
-        "tuning",
+    wandb_metrics: Annotated[tuple[str, ...], NoDecode] = tuning(
         ("reward", "loss"),
         "The W&B metrics charted and shown on the card, comma-separated (a command may name others).",
     )
-    wandb_refresh_seconds: float = _field(
-        "tuning",
+    wandb_refresh_seconds: float = tuning(
         300.0,
         "The card's metric values are read from W&B at most once this often per watched session.",
         ge=30,
         le=24 * 3600,
     )
-    wandb_requests_per_minute: float = _field(
-        "tuning",
+    wandb_requests_per_minute: float = tuning(
         60.0,
         "What the whole process may send to W&B a minute; a chart beyond it says so.",
         gt=0,
     )
-    oncall_on_metric: bool = _field(
-        "user", False, "Also tell ONCALL_CHANNEL when a watched metric becomes NaN or infinite."
+    oncall_on_metric: bool = user(
+        False, "Also tell ONCALL_CHANNEL when a watched metric becomes NaN or infinite."
     )
 
     @field_validator("wandb_metrics", mode="before")

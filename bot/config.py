@@ -16,48 +16,19 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic.config import JsonDict
-from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from bot.chart_settings import ChartSettings
 from bot.database_url import async_url
+from bot.setting_tiers import test_only as _test_only
+from bot.setting_tiers import tuning as _tuning
+from bot.setting_tiers import user as _user
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
-Tier = Literal["user", "tuning", "test-only"]
-TIERS: tuple[Tier, ...] = get_args(Tier)
-
-
-def _setting(tier: Tier, default: Any, description: str, **constraints: Any) -> Any:
-    """A settings field with its description and its tier (read back by `tier_of`)."""
-    extra: JsonDict = {"tier": tier}
-    return Field(default, description=description, json_schema_extra=extra, **constraints)
-
-
-def _user(default: Any, description: str, **constraints: Any) -> Any:
-    return _setting("user", default, description, **constraints)
-
-
-def _tuning(default: Any, description: str, **constraints: Any) -> Any:
-    return _setting("tuning", default, description, **constraints)
-
-
-def _test_only(default: Any, description: str) -> Any:
-    return _setting("test-only", default, description)
-
-
-def tier_of(field: FieldInfo) -> Tier:
-    """The tier a setting was declared with; every field of `Settings` has one."""
-    extra = field.json_schema_extra
-    declared = extra.get("tier") if isinstance(extra, dict) else None
-    for tier in TIERS:
-        if declared == tier:
-            return tier
-    raise ValueError(f"a setting has no tier: {field!r}")
 
 
 def is_placeholder(value: str) -> bool:

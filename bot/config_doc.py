@@ -19,7 +19,8 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.config import TIERS, Settings, Tier, tier_of
+from bot.config import Settings
+from bot.setting_tiers import TIERS, Tier, tier_of
 
 COMMAND = "python -m bot.config_doc > docs/configuration.md"
 
