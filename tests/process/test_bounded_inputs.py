@@ -422,10 +422,9 @@ def test_stored_snapshots_are_trimmed_but_cards_keep_the_counts(
     assert bot.command(f"subscribe {SID}", response_url=slack.response_url("s")).status_code == 200
     assert "Subscribed" in json.dumps(slack.wait_for_response("s"))
     together.set_status(SID, "STOPPED")
-    wait_until(
-        lambda: query(db_url, "SELECT count(*) FROM outbox WHERE state = 'sent'") == [(1,)],
-        what="the transition sent",
-    )
+    # Ending also owes the thread's final chart: the transition is the row to wait for.
+    sent = "SELECT count(*) FROM outbox WHERE state = 'sent' AND kind = 'transition'"
+    wait_until(lambda: query(db_url, sent) == [(1,)], what="the transition sent")
     [(snapshot,)] = query(db_url, "SELECT snapshot FROM watched_sessions")
     payloads = [stored_size(p) for (p,) in query(db_url, "SELECT payload FROM outbox")]
     print(f"session {full} bytes; stored snapshot {stored_size(snapshot)}; outbox {payloads}")
