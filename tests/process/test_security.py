@@ -217,8 +217,12 @@ async def stall_body(url: str, headers: dict[str, str], wait: float) -> float | 
 
 
 def test_bodies_that_stop_short_are_cut_off_and_bounded(
-    start_bot: BotFactory, slack: FakeSlack
+    start_bot: BotFactory, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Memory is measured from a cold start, as the benchmark measures it: a bot
+    # forked from the tests' fork server begins with a heap laid out by the
+    # server's imports, and its growth under load is not the same figure.
+    monkeypatch.setenv("RLBOT_TEST_COLD_START", "1")
     bot = start_bot(BODY_READ_TIMEOUT_SECONDS=str(READ_TIMEOUT))
     # Bolt asks Slack's auth.test on its first request: not during the attack.
     assert bot.command("help", response_url=slack.response_url("warm-up")).status_code == 200
