@@ -51,6 +51,12 @@ COPY alembic.ini ./
 COPY migrations ./migrations
 RUN mkdir -p /app/data && chown rlbot:rlbot /app/data
 
+# matplotlib's font list, built here once: the home directory is not writable, so
+# without it every process would rebuild the list (seconds) on its first chart.
+ENV MPLCONFIGDIR=/opt/matplotlib
+RUN /opt/venv/bin/python -c "import matplotlib.font_manager" \
+ && chown -R rlbot:rlbot /opt/matplotlib
+
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -470,6 +470,16 @@ def test_dockerfile_is_multi_stage_non_root_with_healthcheck_and_exec_cmd() -> N
     ]  # exec form: rl-bot is PID 1's child, gets signals
     assert any(w == "EXPOSE" and "3000" in a.split() for w, a in final)
 
+    # matplotlib's font list is built into the image, where the non-root user may
+    # read and update it: the first chart does not rebuild it in every container.
+    [config_dir] = [
+        a.split("=", 1)[1].split()[0]
+        for w, a in final
+        if w == "ENV" and a.startswith("MPLCONFIGDIR=")
+    ]
+    built = [a for w, a in final if w == "RUN" and "matplotlib.font_manager" in a]
+    assert built and f"chown -R {user}:" in built[0] and config_dir in built[0]
+
 
 def _yaml(name: str) -> Any:
     yaml = pytest.importorskip("yaml")
