@@ -29,7 +29,7 @@ from bot.outbox.contract.rows import Thread, dm_row, idle_rows
 from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.subscriptions import threads_of_sessions
 from bot.store.tables import db_now
@@ -73,7 +73,10 @@ async def watch_idle_resources(rt: Runtime) -> int:
         if job is None:
             return 0
         now = (await db.execute(select(db_now()))).scalar_one()
-    payloads = await _idle(rt, now=now, after=after)
+    async with renewing(
+        rt.sessionmaker, "watch_idle_resources", owner=rt.owner, lease=settings.lease_seconds
+    ):
+        payloads = await _idle(rt, now=now, after=after)
     async with rt.sessionmaker() as db, db.begin():
         written = await write_idle_alerts(
             db,

@@ -30,7 +30,7 @@ from bot.alerts.idle import (
 from bot.alerts.resource_reader import ResourceReader
 from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.progress import IdleCheck, SpendRead, WatchProgress
 from bot.store.queries.personal_alerts import listeners
 from bot.store.tables import WatchedSession, db_now
@@ -125,7 +125,10 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
             return 0
     written = 0
     try:
-        written = await _follow_up(rt, after=after, reader=reader)
+        async with renewing(
+            rt.sessionmaker, SUBSCRIBED_JOB, owner=rt.owner, lease=settings.lease_seconds
+        ):
+            written = await _follow_up(rt, after=after, reader=reader)
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, SUBSCRIBED_JOB, owner=rt.owner)

@@ -20,7 +20,7 @@ from bot.outbox.contract.rows import bounded_key, oncall_key, oncall_row, operat
 from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
 from bot.runtime import Runtime
 from bot.store.engine import database_gone
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries.subscriptions import first_threads
 from bot.store.tables import AlertSent, db_now
 from bot.store.write_apart import write_apart
@@ -65,24 +65,27 @@ async def page_new_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
             # Errors from before the watch began (or was switched back on) are history.
             job.baseline_at = now
         baseline = job.baseline_at or now
-    listed = await lister.get(
-        [ERROR_STATUS],
-        max_pages=settings.watch_all_max_pages,
-        # Shared with a pass of the same pages begun within half the shortest interval.
-        since=lister.clock()
-        - min(settings.poll_interval_seconds, settings.poll_min_interval_seconds) / 2,
-    )
-    if listed.error is not None:
-        log.warning("org-wide error watch could not list sessions: %s", listed.error)
-    elif not listed.complete and listed.pages >= settings.watch_all_max_pages:
-        log.info(
-            "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
-            settings.watch_all_max_pages,
+    async with renewing(
+        rt.sessionmaker, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds
+    ):
+        listed = await lister.get(
+            [ERROR_STATUS],
+            max_pages=settings.watch_all_max_pages,
+            # Shared with a pass of the same pages begun within half the shortest interval.
+            since=lister.clock()
+            - min(settings.poll_interval_seconds, settings.poll_min_interval_seconds) / 2,
         )
-    memos = _memos(listed, starting=starting, baseline=baseline)
-    paged, set_aside = await _write_apart(rt, memos, starting=starting)
-    if set_aside:
-        await _report_set_aside(rt, set_aside)
+        if listed.error is not None:
+            log.warning("org-wide error watch could not list sessions: %s", listed.error)
+        elif not listed.complete and listed.pages >= settings.watch_all_max_pages:
+            log.info(
+                "org-wide error watch stopped at WATCH_ALL_MAX_PAGES=%d with more pages left",
+                settings.watch_all_max_pages,
+            )
+        memos = _memos(listed, starting=starting, baseline=baseline)
+        paged, set_aside = await _write_apart(rt, memos, starting=starting)
+        if set_aside:
+            await _report_set_aside(rt, set_aside)
     async with rt.sessionmaker() as db, db.begin():
         await release_job(db, "watch_all_errors", owner=rt.owner)
     return paged

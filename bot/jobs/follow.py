@@ -41,7 +41,7 @@ from bot.jobs.follow_match import (
 from bot.rendering.blocks import Message
 from bot.rendering.follow import cap_message, switched_off_message
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.queries.watched_sessions import start_watching
 from bot.store.tables import FollowRule
@@ -103,11 +103,13 @@ async def discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Out
         if not await follow_rules.anyone_following(db):
             return Outcome()
     async with rt.sessionmaker() as db, db.begin():
-        lease = max(settings.lease_seconds, 120.0)
-        if await claim_job(db, FOLLOW_JOB, owner=rt.owner, lease=lease) is None:
+        if await claim_job(db, FOLLOW_JOB, owner=rt.owner, lease=settings.lease_seconds) is None:
             return Outcome()
     try:
-        return await _discover(rt, lister=lister, state=state)
+        async with renewing(
+            rt.sessionmaker, FOLLOW_JOB, owner=rt.owner, lease=settings.lease_seconds
+        ):
+            return await _discover(rt, lister=lister, state=state)
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, FOLLOW_JOB, owner=rt.owner)

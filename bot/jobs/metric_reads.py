@@ -24,7 +24,7 @@ from bot.outbox.contract.payloads import MetricPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
@@ -106,30 +106,31 @@ async def read_metrics(rt: Runtime) -> int:
         )
     read = told = 0
     try:
-        for session_id in due:
-            bad: list[BadMetric] = []
-            snapshot = snapshots.get(session_id)
-            metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
-            run = run_of(metadata if isinstance(metadata, dict) else None)
-            async with rt.sessionmaker() as db:
-                old, _ = await view_of(db, session_id)
-            if run is None:
-                view = old  # nothing to read; looked at again after the refresh
-            else:
-                try:
-                    latest, recent = await wandb.card(run, settings.wandb_metrics)
-                except WandbError as exc:
-                    if exc.kind == "budget":
-                        break
-                    view = old.model_copy(update={"error": exc.user_message})
+        async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
+            for session_id in due:
+                bad: list[BadMetric] = []
+                snapshot = snapshots.get(session_id)
+                metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
+                run = run_of(metadata if isinstance(metadata, dict) else None)
+                async with rt.sessionmaker() as db:
+                    old, _ = await view_of(db, session_id)
+                if run is None:
+                    view = old  # nothing to read; looked at again after the refresh
                 else:
-                    view, bad = next_view(old, settings.wandb_metrics, latest, recent)
-                    read += 1
-            async with rt.sessionmaker() as db, db.begin():
-                await write_view(db, session_id, view, read_at=now)
-                if bad:
-                    await _tell(db, rt, session_id, snapshot, bad)
-                    told += len(bad)
+                    try:
+                        latest, recent = await wandb.card(run, settings.wandb_metrics)
+                    except WandbError as exc:
+                        if exc.kind == "budget":
+                            break
+                        view = old.model_copy(update={"error": exc.user_message})
+                    else:
+                        view, bad = next_view(old, settings.wandb_metrics, latest, recent)
+                        read += 1
+                async with rt.sessionmaker() as db, db.begin():
+                    await write_view(db, session_id, view, read_at=now)
+                    if bad:
+                        await _tell(db, rt, session_id, snapshot, bad)
+                        told += len(bad)
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, JOB, owner=rt.owner)

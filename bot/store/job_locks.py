@@ -1,16 +1,26 @@
 """Locks on periodic jobs, so one replica runs each job at a time.
 
-A job's row carries a lease stamped by the database's clock: a replica that
-dies mid-run gives the job back when the lease runs out.
+A job's row carries a lease stamped by the database's clock, as short as the
+poll's: a replica that dies mid-run gives the job back within one lease. A job
+whose run is longer than that (a list pass, W&B reads) renews its lease while
+it runs (`renewing`), or a second replica would start the same run beside it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
 from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store.engine import insert_ignoring
+from bot.store.heartbeats import renew_every
 from bot.store.tables import Job, db_now
+
+log = logging.getLogger(__name__)
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -41,3 +51,36 @@ async def release_job(db: AsyncSession, name: str, *, owner: str) -> None:
         .where(Job.name == name, Job.lease_owner == owner)
         .values(lease_owner=None, lease_until=None, last_run_at=db_now())
     )
+
+
+@contextlib.asynccontextmanager
+async def renewing(
+    sessionmaker: async_sessionmaker[AsyncSession], name: str, *, owner: str, lease: float
+) -> AsyncIterator[None]:
+    """Renew `owner`'s lease on the job every third of a lease while the body runs
+    (no transaction is held meanwhile); a renewal that fails is logged and the
+    next one tried, and the body is never interrupted by it."""
+    task = asyncio.create_task(_keep(sessionmaker, name, owner=owner, lease=lease))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _keep(
+    sessionmaker: async_sessionmaker[AsyncSession], name: str, *, owner: str, lease: float
+) -> None:
+    while True:
+        await asyncio.sleep(renew_every(lease))
+        try:
+            async with sessionmaker() as db, db.begin():
+                await db.execute(
+                    update(Job)
+                    .where(Job.name == name, Job.lease_owner == owner, Job.lease_until > db_now())
+                    .values(lease_until=db_now(lease))
+                    .execution_options(synchronize_session=False)
+                )
+        except Exception:
+            log.warning("could not renew the lease of job %s", name, exc_info=True)

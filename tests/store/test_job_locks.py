@@ -1,0 +1,45 @@
+"""A periodic job's lock is as short as a poll's lease and renewed while the job
+runs: a second replica never starts the same run beside a long one, and a
+replica that dies mid-run gives the job back within one lease."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from bot.store.engine import make_engine, make_sessionmaker
+from bot.store.job_locks import claim_job, release_job, renewing
+
+LEASE = 0.6  # renewed every 0.2 s
+
+
+async def _claim(maker: async_sessionmaker[AsyncSession], owner: str) -> bool:
+    async with maker() as db, db.begin():
+        return await claim_job(db, "job", owner=owner, lease=LEASE) is not None
+
+
+async def test_a_job_longer_than_its_lease_keeps_it_and_gives_it_back_when_its_holder_stops(
+    db_url: str,
+) -> None:
+    engine = make_engine(db_url)
+    maker = make_sessionmaker(engine)
+    try:
+        assert await _claim(maker, "a")
+        async with renewing(maker, "job", owner="a", lease=LEASE):
+            # three leases long: without the renewals, b would have it after one
+            for _ in range(6):
+                await asyncio.sleep(LEASE / 2)
+                assert not await _claim(maker, "b")
+        # a stops renewing without releasing (it died): b has it within one lease
+        for _ in range(40):
+            if await _claim(maker, "b"):
+                break
+            await asyncio.sleep(LEASE / 6)
+        else:
+            raise AssertionError("the job was never given back")
+        async with maker() as db, db.begin():
+            await release_job(db, "job", owner="b")
+        assert await _claim(maker, "a")
+    finally:
+        await engine.dispose()
