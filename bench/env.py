@@ -11,7 +11,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -268,6 +268,11 @@ class Bot:
 
     def stop(self) -> None:
         self.proc.stop()
+        keep = os.environ.get("RLBOT_BENCH_KEEP_LOGS")
+        if keep:  # a directory to keep every bot's log in, to look into a bad run
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            with suppress(OSError):
+                shutil.copyfile(self.proc.log_path, Path(keep) / f"{self.workdir.name}.log")
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     @property

@@ -114,6 +114,29 @@ def _told(
     return delays, sum(n - 1 for n in keys.values() if n > 1)
 
 
+def _repeats(slack: FakeSlack, channel: str, root: str, *, since: float) -> list[dict[str, Any]]:
+    """The posts of a thread whose dedupe key another post already carried: what
+    to look for in the bots' logs (`RLBOT_BENCH_KEEP_LOGS`)."""
+    posts = sorted(
+        (c for c in slack.successful_posts(channel) if c.thread_ts == root), key=lambda c: c.at
+    )
+    by_key: dict[str, list[Any]] = {}
+    for c in posts:
+        key = str(((c.metadata or {}).get("event_payload") or {}).get("dedupe_key"))
+        by_key.setdefault(key, []).append(c)
+    return [
+        {
+            "channel": channel,
+            "dedupe_key": key,
+            "at_s": [round(c.at - since, 3) for c in same],
+            "ts": [c.ts for c in same],
+            "text": (same[0].text or "")[:80],
+        }
+        for key, same in by_key.items()
+        if len(same) > 1
+    ]
+
+
 # -- chaos --------------------------------------------------------------------------------------
 
 
@@ -189,9 +212,12 @@ def chaos(backend: str, sizes: StressSizes) -> dict[str, Any]:
             time.sleep(3)  # a late repeat would land now
             delays: list[float] = []
             untold = terminal_lost = duplicates = 0
+            repeats: list[dict[str, Any]] = []
             for i, s in enumerate(ids):
                 told, repeated = _told(slack, _chaos_ch(i, 0), roots[s], changed[s])
                 duplicates += repeated
+                if repeated:
+                    repeats += _repeats(slack, _chaos_ch(i, 0), roots[s], since=start)
                 delays += [d for d in told if d is not None]
                 untold += sum(1 for d in told[:-1] if d is None)
                 terminal_lost += told[-1] is None
@@ -228,6 +254,7 @@ def chaos(backend: str, sizes: StressSizes) -> dict[str, Any]:
         "p95_change_to_post_s": p95,
         "max_change_to_post_s": worst,
         "sessions_adopted_by_live_replicas": adopted,
+        "repeated_posts": repeats,
         "target": "0 duplicates, 0 terminal lost, p95 <= 15 s, max <= 30 s, untold <= 1 in 100",
         "target_met": met,
     }

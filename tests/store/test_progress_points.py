@@ -7,7 +7,7 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from bot.poll.record import moved_steps
 from bot.store.engine import make_engine, make_sessionmaker
@@ -29,7 +29,19 @@ def test_a_long_session_stays_bounded_and_keeps_its_shape(db_url: str) -> None:
         try:
             sessions = make_sessionmaker(engine)
             most = 0
-            for i in range(1500):
+            # the first 990 polls in one statement: thinning starts past MAX_POINTS
+            prefill = MAX_POINTS - 10
+            async with sessions() as db, db.begin():
+                await db.execute(
+                    insert(ProgressPoint),
+                    [
+                        {"session_id": "s1", "seen_at": T0 + timedelta(minutes=i), "step": i * 10}
+                        for i in range(prefill)
+                    ],
+                )
+                for i in range(0, prefill, 100):
+                    await record_steps(db, {"s2": i}, now=T0 + timedelta(minutes=i))
+            for i in range(prefill, 1500):
                 async with sessions() as db, db.begin():
                     await record_steps(db, {"s1": i * 10}, now=T0 + timedelta(minutes=i))
                     if i % 100 == 0:
