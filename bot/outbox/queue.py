@@ -211,7 +211,12 @@ async def claim_due(
             or_(
                 OutboxMessage.lease_until.is_(None),
                 OutboxMessage.lease_until < db_now(),
-                holder_gone(OutboxMessage.lease_owner, me=owner, lease_seconds=lease_seconds),
+                holder_gone(
+                    OutboxMessage.lease_owner,
+                    OutboxMessage.lease_until,
+                    me=owner,
+                    lease_seconds=lease_seconds,
+                ),
             ),
             OutboxMessage.id.in_(heads),
             ~exists().where(
@@ -279,7 +284,9 @@ async def fence(db: AsyncSession, row_id: int, *, owner: str, lease_seconds: flo
 
     True only if the row is still pending, still leased to `owner`, the lease
     has not run out by the database's clock, and its subscription has not ended
-    meanwhile: then nobody else can have it for another `lease_seconds`. False
+    meanwhile: then nobody else can take it for two renewals
+    (`bot.store.heartbeats.unrenewed_after`), even while this replica's heartbeat
+    lags, so the post that follows is in Slack before anyone could look. False
     means: do not send. A row whose subscription was ended (a poll that read it
     just before an unsubscribe wrote the row just after) is then cancelled, and
     a lease still held on a row no longer pending is handed back: an unsubscribe

@@ -72,6 +72,7 @@ async def claim_due_sessions(
                         WatchedSession.lease_until < db_now(),
                         holder_gone(
                             WatchedSession.lease_owner,
+                            WatchedSession.lease_until,
                             me=owner,
                             lease_seconds=settings.lease_seconds,
                         ),

@@ -4,8 +4,9 @@ Every lease (a poll claim on a session, a delivery claim on an outbox row) is
 short and is renewed while the work runs, so a replica that dies, hangs or
 loses its database gives its work back within one lease. Each replica also
 writes a heartbeat, its row of `replica_spend` (`bot.jobs.spend_exchange`),
-stamped by the database's clock: a lease whose holder has stopped writing it is
-taken at once, without waiting for the lease to run out.
+stamped by the database's clock: a lease whose holder has stopped writing it,
+and has stopped renewing that lease too, is taken without waiting for the
+lease to run out.
 
 The times are sized from one lease (`LEASE_SECONDS`) so that they stay in step
 when it is changed:
@@ -16,7 +17,13 @@ when it is changed:
   `MAX_HEARTBEAT_SECONDS` (`heartbeat_every`);
 - a holder is gone when its heartbeat is older than half a lease
   (`silent_after`): two heartbeats and a half missed, so one slow write is
-  not a death, and its work is back well before its lease would run out.
+  not a death, and its work is back well before its lease would run out;
+- and one of its leases is taken only once that lease has gone two renewals
+  without one (`unrenewed_after`). A replica whose heartbeat lags behind a
+  database blip but which is at work keeps what it works on: a delivery
+  renews a row's lease just before it posts (the fence), so the row cannot be
+  taken, and posted again, while that post is in flight. Two renewals are
+  two thirds of a lease, longer than Slack's 10 s timeout at the default.
 
 A replica with no heartbeat row at all (one that has not reported yet) is
 trusted until its lease runs out: only a heartbeat that stopped says a holder
@@ -52,15 +59,30 @@ def silent_after(lease_seconds: float) -> float:
     return lease_seconds / 2
 
 
+def unrenewed_after(lease_seconds: float) -> float:
+    """How long a lease of a silent holder goes without renewal before it is taken."""
+    return 2 * renew_every(lease_seconds)
+
+
 def holder_gone(
-    lease_owner: ColumnElement[Any] | Any, *, me: str, lease_seconds: float
+    lease_owner: ColumnElement[Any] | Any,
+    lease_until: ColumnElement[Any] | Any,
+    *,
+    me: str,
+    lease_seconds: float,
 ) -> ColumnElement[bool]:
-    """SQL: the lease's holder is another replica whose heartbeat has stopped."""
+    """SQL: the lease's holder is another replica whose heartbeat has stopped and
+    which has not renewed this lease for `unrenewed_after`."""
     silent = select(ReplicaSpend.owner).where(
         ReplicaSpend.owner != me,
         ReplicaSpend.updated_at < db_now(-silent_after(lease_seconds)),
     )
-    return and_(lease_owner.is_not(None), lease_owner != me, lease_owner.in_(silent))
+    return and_(
+        lease_owner.is_not(None),
+        lease_owner != me,
+        lease_owner.in_(silent),
+        lease_until < db_now(lease_seconds - unrenewed_after(lease_seconds)),
+    )
 
 
 def held_for(lease_until: datetime | None, now: datetime | None, lease_seconds: float) -> float:

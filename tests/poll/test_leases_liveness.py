@@ -125,9 +125,10 @@ def test_a_commands_fetch_keeps_the_interval_the_session_was_given() -> None:
 
 
 async def test_a_lease_whose_holder_stopped_heartbeating_is_taken_at_once(db_url: str) -> None:
-    """Three sessions leased for 5 s more: one to a replica silent for 10 s (gone),
-    one to a live replica, one to a replica that never reported (trusted until its
-    lease runs out). Only the first is taken, with how long it waited."""
+    """Three sessions leased for 4 s more (renewed 11 s ago): one to a replica
+    silent for 10 s (gone), one to a live replica, one to a replica that never
+    reported (trusted until its lease runs out). Only the first is taken, with how
+    long it waited."""
     settings = _settings(lease_seconds=15)
 
     async def work(maker: Any) -> None:
@@ -135,10 +136,10 @@ async def test_a_lease_whose_holder_stopped_heartbeating_is_taken_at_once(db_url
         await _heartbeat(maker, "dead", ago=10)
         await _heartbeat(maker, "alive", ago=1)
         for sid, owner in ((A, "dead"), (B, "alive"), (C, "unknown")):
-            await _lease(maker, sid, owner, renewed_ago=10, lease=15)
+            await _lease(maker, sid, owner, renewed_ago=11, lease=15)
         claim = await claim_due_sessions(maker, owner=ME, settings=settings)
         assert claim.ids == [A]
-        assert 9.0 <= claim.adopted[A] <= 12.0, claim.adopted
+        assert 10.0 <= claim.adopted[A] <= 13.0, claim.adopted
         assert await _leases(maker) == {A: ME, B: "alive", C: "unknown"}
 
         # the outbox alike: one row per channel, leased the same way
@@ -150,11 +151,42 @@ async def test_a_lease_whose_holder_stopped_heartbeating_is_taken_at_once(db_url
                 await db.execute(
                     update(OutboxMessage)
                     .where(OutboxMessage.channel_id == f"C{o}")
-                    .values(lease_owner=o, lease_until=db_now(5))
+                    .values(lease_owner=o, lease_until=db_now(4))
                 )
         async with maker() as db, db.begin():
             rows = await claim_due(db, owner=ME, limit=10, lease_seconds=15, channel_gap=0)
         assert [(r.channel_id, r.lease_owner) for r in rows] == [("Cdead", "dead")]
+
+    await _with_db(db_url, work)
+
+
+async def test_a_silent_holder_keeps_a_lease_it_renewed_lately(db_url: str) -> None:
+    """A replica whose heartbeat is 10 s old (its writes failed in a database blip)
+    but which renewed a lease 2 s ago is at work on it (a delivery renews a row
+    just before posting it): neither the session nor the row is taken, so the
+    post in flight is not made twice. Its lease unrenewed for 11 s is taken."""
+    settings = _settings(lease_seconds=15)
+
+    async def work(maker: Any) -> None:
+        await _watch(maker, A, B)
+        await _heartbeat(maker, "lagging", ago=10)
+        await _lease(maker, A, "lagging", renewed_ago=2, lease=15)
+        await _lease(maker, B, "lagging", renewed_ago=11, lease=15)
+        claim = await claim_due_sessions(maker, owner=ME, settings=settings)
+        assert claim.ids == [B]
+        assert await _leases(maker) == {A: "lagging", B: ME}
+
+        async with maker() as db, db.begin():
+            await insert_outbox(db, [operator_row(f"C{n}", str(n), "t", "d") for n in (2, 11)])
+            for n in (2, 11):
+                await db.execute(
+                    update(OutboxMessage)
+                    .where(OutboxMessage.channel_id == f"C{n}")
+                    .values(lease_owner="lagging", lease_until=db_now(15 - n))
+                )
+        async with maker() as db, db.begin():
+            rows = await claim_due(db, owner=ME, limit=10, lease_seconds=15, channel_gap=0)
+        assert [r.channel_id for r in rows] == ["C11"]
 
     await _with_db(db_url, work)
 

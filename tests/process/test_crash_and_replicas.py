@@ -94,8 +94,9 @@ def test_replica_killed_mid_lease_is_taken_over_within_the_lease(
     db_url: str,
 ) -> None:
     """A replica killed with -9 right after its claim: its heartbeat stops, and another
-    replica takes the session once that heartbeat is half a lease old (10 s of a 20 s
-    lease), not when the lease runs out; what it waited is on /metrics."""
+    replica takes the session once that heartbeat is half a lease old and the lease
+    has gone two thirds of a lease unrenewed (13 s of a 20 s lease), not when the
+    lease runs out; what it waited is on /metrics."""
     if db_url.startswith("sqlite"):
         pytest.skip("replicas share a PostgreSQL database")
     lease = {"LEASE_SECONDS": "20"}
