@@ -1,4 +1,4 @@
-"""`python -m bench`: the performance harness of issue 5.
+"""`python -m bench`: the performance harness.
 
 Starts the real `rl-bot serve` process against the local Slack- and
 Together-shaped servers of `tests.fakes` and measures what users feel (ack

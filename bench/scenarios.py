@@ -1,7 +1,7 @@
-"""The scenarios of issues 5 and 13. Each takes a backend and a `Sizes` and returns a flat dict
+"""The throughput and latency scenarios. Each takes a backend and a `Sizes` and returns a flat dict
 of numbers (plus `target` / `target_met`), so the table and the JSON come from the same place.
 
-Issue 13's poll plan is measured side by side with two baselines in the same run: the
+The poll plan is measured side by side with two baselines in the same run: the
 per-session GET poller at today's defaults (`poll_cycle`, `change_to_post_today`) and the
 naive one at concurrency 1 (`naive_baseline`); ratios are reported, not only seconds."""
 
@@ -63,10 +63,10 @@ class Sizes:
     # 6. rate limits
     limit_sessions: int = 200
     limit_max_rps: float = 50.0
-    # 7. issue 13: a few watched sessions in a large project
+    # 7. the poll plan: a few watched sessions in a large project
     few_watched: int = 5
     project_live: int = 3000
-    # 8. issue 13: change -> thread post at default settings, against today's defaults
+    # 8. the poll plan: change -> thread post at default settings, against the GET poller
     latency_sessions: int = 2000
     latency_changes: int = 45
     latency_window: float = 90.0
@@ -340,7 +340,7 @@ def poll_cycle_process(
 
 def _poll_sized_run(backend: str, sizes: Sizes, *, plan: str) -> dict[str, Any]:
     """`poll_cycle_process` at the poll scenario's sizes, with this poll plan: scenario 2
-    and issue 13's plan run differ only in the plan."""
+    and the poll plan's run differ only in the plan."""
     return poll_cycle_process(
         backend,
         sizes,
@@ -355,7 +355,7 @@ def _poll_sized_run(backend: str, sizes: Sizes, *, plan: str) -> dict[str, Any]:
 
 def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, Any]]:
     """The per-session GET poller at today's defaults (`POLL_PLAN=get`, a fixed
-    interval): issue 5's scenario 2, and issue 13's baseline. Also returns the run."""
+    interval): scenario 2, and the poll plan's baseline. Also returns the run."""
     run = _poll_sized_run(backend, sizes, plan="get")
     ratio = run["cycle_ratio_to_ideal"]
     poll = {
@@ -395,7 +395,7 @@ def poll_cycle(backend: str, sizes: Sizes) -> tuple[dict[str, Any], dict[str, An
 def poll_plan(
     backend: str, sizes: Sizes, today: dict[str, Any]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Issue 13: the same 2,000 live watched sessions (10,000 subscriptions) with
+    """The poll plan: the same 2,000 live watched sessions (10,000 subscriptions) with
     the poll plan at its defaults (`POLL_PLAN=auto`), against `today` (scenario 2,
     same run). Returns the plan's numbers and its memory and CPU (scenario 4)."""
     run = _poll_sized_run(backend, sizes, plan="auto")
@@ -459,7 +459,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def few_of_many(backend: str, sizes: Sizes) -> dict[str, Any]:
-    """Issue 13: a team watching a few sessions of a large project keeps its GETs.
+    """The poll plan: a team watching a few sessions of a large project keeps its GETs.
 
     The first cycle knows nothing of the project and looks (a list pass bounded by
     what the GETs would cost); every later one is reported as `steady_*`."""
@@ -493,7 +493,7 @@ def few_of_many(backend: str, sizes: Sizes) -> dict[str, Any]:
 def change_to_post(
     backend: str, sizes: Sizes, *, today: bool, spend: bool = False
 ) -> dict[str, Any]:
-    """Issue 13: mean time from a change at Together to its thread post, and the
+    """The poll plan: mean time from a change at Together to its thread post, and the
     Together requests a second meanwhile, 2,000 watched sessions at the default
     settings (`today`: the per-session GET poller at a fixed POLL_INTERVAL_SECONDS).
     With `spend`, the spend watch is on as it is by default (the bench's bot runs
@@ -731,7 +731,7 @@ def pacing(backend: str, sizes: Sizes) -> dict[str, Any]:
 def rate_limit(backend: str, sizes: Sizes) -> dict[str, Any]:
     """A cycle under `TOGETHER_MAX_RPS`, and one whose first answer is a 429 with Retry-After.
 
-    Shown, not judged against a number in the issue: the cap must hold, and after a
+    Shown, not judged against a target number: the cap must hold, and after a
     429 a polite client waits `Retry-After` before its next request to Together.
     """
     n = sizes.limit_sessions
