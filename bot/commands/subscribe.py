@@ -202,7 +202,8 @@ async def _in_flight_done(sessionmaker: Sessionmaker, sub: Subscription) -> None
 async def listed_here(
     *, sessionmaker: Sessionmaker, asker: Asker
 ) -> list[rendering.ListedSubscription]:
-    """The asker's channel's subscriptions with their last status, filters and mute."""
+    """The asker's channel's subscriptions with their last status, filters, mute
+    and the options each thread was given."""
     async with sessionmaker() as db:
         rows = await channel_subscriptions(
             db=db, team_id=asker.team_id, channel_id=asker.channel_id
@@ -215,9 +216,29 @@ async def listed_here(
             watch.last_status if watch else None,
             filters=sub.filter_set,
             muted_until=sub.muted_until if sub.muted_until and sub.muted_until > now else None,
+            options=thread_options(sub),
         )
         for sub, watch in rows
     ]
+
+
+def thread_options(sub: Subscription) -> tuple[str, ...]:
+    """The options a thread was given, written as `subscribe` takes them, so a
+    person can see why a thread behaves as it does and repeat it elsewhere. An
+    option left at the bot's default is not shown."""
+    options = []
+    if sub.stall_after_minutes is not None:
+        minutes = sub.stall_after_minutes
+        options.append("stall=off" if minutes == 0 else f"stall={minutes}m")
+    if sub.target_step is not None:
+        options.append(f"target={sub.target_step}")
+    if sub.broadcast:
+        options.append(f"broadcast={sub.broadcast}")
+    if sub.dm:
+        options.append(f"dm={sub.dm}")
+    if not sub.chart_on_end:
+        options.append("chart=off")
+    return tuple(options)
 
 
 def display_name(watch: WatchedSession | None) -> str | None:

@@ -36,6 +36,7 @@ from bot.training.sessions import TrainingSession
 _CHANNEL_ID_RE = re.compile(r"[CG][A-Z0-9]{2,20}")
 _MAX_LIST_ROWS = 100
 _MAX_HOME_ROWS = 20
+OPTION_LIMIT = 40
 
 
 class ListedSubscription(NamedTuple):
@@ -47,6 +48,7 @@ class ListedSubscription(NamedTuple):
     permalink: str | None = None  # the thread, when known
     filters: frozenset[str] = frozenset()
     muted_until: datetime | None = None  # set only while muted
+    options: tuple[str, ...] = ()  # the thread's own options, as typed (`stall=30m`)
 
 
 class HomeSubscription(NamedTuple):
@@ -129,6 +131,8 @@ def _listed_line(row: ListedSubscription) -> str:
         parts.append("filters: " + ", ".join(sorted(row.filters)))
     if row.muted_until is not None:
         parts.append(f"muted until {slack_date(row.muted_until)}")
+    if row.options:
+        parts.append(" ".join(code_span(option, OPTION_LIMIT) for option in row.options))
     return " · ".join(parts)
 
 

@@ -826,6 +826,12 @@ def test_subscription_list() -> None:
     assert "Paused" in shown and "javascript" not in shown
     assert "My run <!channel>" in shown
 
+    # a thread's own options, as typed; none shown for a thread at the defaults
+    tuned = ListedSubscription("abc", None, None, options=("stall=45m", "dm=creator"))
+    line = as_text(subscription_list([tuned, ListedSubscription("def", None, None)]))
+    assert "`stall=45m` `dm=creator`" in line
+    assert line.count("`stall=") == 1
+
 
 def test_subscription_list_past_the_block_limit() -> None:
     rows = [
