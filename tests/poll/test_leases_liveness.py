@@ -194,6 +194,7 @@ async def test_a_silent_holder_keeps_a_lease_it_renewed_lately(db_url: str) -> N
 # --- renewing the leases of long work --------------------------------------------------------
 
 
+@pytest.mark.slow  # waits out two leases in real time
 async def test_the_heartbeat_renews_a_poll_longer_than_its_lease(
     db_url: str, fake: FakeTogether, client: TogetherClient
 ) -> None:
@@ -220,6 +221,7 @@ async def test_the_heartbeat_renews_a_poll_longer_than_its_lease(
     await _with_db(db_url, work)
 
 
+@pytest.mark.slow  # waits out two leases in real time
 async def test_the_heartbeat_renews_delivery_rows_waiting_their_turn(db_url: str) -> None:
     """Four rows sent one at a time, 0.6 s a post, on a 1 s lease: the last ones
     wait longer than the lease; renewed meanwhile, every one is sent in one pass

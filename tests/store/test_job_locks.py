@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store.engine import make_engine, make_sessionmaker
@@ -19,6 +20,7 @@ async def _claim(maker: async_sessionmaker[AsyncSession], owner: str) -> bool:
         return await claim_job(db, "job", owner=owner, lease=LEASE) is not None
 
 
+@pytest.mark.slow  # waits out three leases in real time
 async def test_a_job_longer_than_its_lease_keeps_it_and_gives_it_back_when_its_holder_stops(
     db_url: str,
 ) -> None:
