@@ -9,7 +9,7 @@ Every setting carries a plain-words description and a tier, so that
 `docs/configuration.md` (written by `bot.config_doc`) and `.env.example` follow
 this class: "user" is what a deployment sets (secrets, the database, on-call,
 allowlists, feature switches), "tuning" has defaults that suit most teams, and
-"test-only" exists for the tests' fake servers and crash injection.
+"test-only" exists for the tests' fake servers, crash injection and shortened windows.
 """
 
 from __future__ import annotations
@@ -117,6 +117,12 @@ class Settings(BaseSettings, ChartSettings):
         "consumers (commands, watches) spend beyond the rest never slows its round.",
         ge=0,
         le=1,
+    )
+    together_budget_window_seconds: float = _test_only(
+        60.0,
+        "The window TOGETHER_REQUESTS_PER_MINUTE is counted over, scaled to a minute (at "
+        "least POLL_INTERVAL_SECONDS); the tests shorten it to watch whole windows.",
+        gt=0,
     )
     poll_plan: Literal["auto", "get", "list"] = _tuning(
         "auto", "get: one GET per session; list: the live list pages; auto: the cheaper."

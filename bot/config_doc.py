@@ -49,7 +49,8 @@ HEADINGS: dict[Tier, str] = {
     "Defaults that suit most teams. [operations.md](operations.md), "
     "[alerts.md](alerts.md) and [performance.md](performance.md) say when to change one.",
     "test-only": "## Test-only\n\n"
-    "For the tests' fake servers and crash injection; a deployment leaves them alone.",
+    "For the tests' fake servers, crash injection and shortened windows; a deployment "
+    "leaves them alone.",
 }
 
 

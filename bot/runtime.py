@@ -22,7 +22,7 @@ from bot.config import Settings
 from bot.metrics import Metrics, get_metrics, status_code_label
 from bot.rate_limits import SlackRateLimitRetry
 from bot.store.engine import make_engine, make_sessionmaker
-from bot.together.budget import DEFAULT_WINDOW_SECONDS, Ledger
+from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
 from bot.together.resource_cache import ResourceCache
@@ -84,8 +84,9 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
     def spent(kind: str, consumer: str) -> None:
         metrics.together_spent.labels(kind=kind, consumer=consumer).inc()
 
-    # The budget is per minute; a poll interval longer than that is a longer window.
-    window = max(DEFAULT_WINDOW_SECONDS, settings.poll_interval_seconds)
+    # The budget is per minute, counted over a minute (the tests' setting aside); a
+    # poll interval longer than that is a longer window.
+    window = max(settings.together_budget_window_seconds, settings.poll_interval_seconds)
     together = TogetherClient(
         http,
         base_url=settings.together_base_url,

@@ -2,9 +2,9 @@
 
 "user" is what a deployment sets (secrets, the database, on-call, allowlists,
 feature switches), "tuning" has defaults that suit most teams, and "test-only"
-exists for the tests' fake servers and crash injection. `docs/configuration.md`
-and `.env.example` are written from these, so every settings class declares its
-fields through them.
+exists for the tests' fake servers, crash injection and shortened windows.
+`docs/configuration.md` and `.env.example` are written from these, so every
+settings class declares its fields through them.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def tuning(default: Any, description: str, **constraints: Any) -> Any:
     return setting("tuning", default, description, **constraints)
 
 
-def test_only(default: Any, description: str) -> Any:
-    return setting("test-only", default, description)
+def test_only(default: Any, description: str, **constraints: Any) -> Any:
+    return setting("test-only", default, description, **constraints)
 
 
 def tier_of(field: FieldInfo) -> Tier:

@@ -51,12 +51,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (pyproject's addopts): one worker per core for the quick loop, whose
     tests keep a core busy and where each extra worker costs a whole collection;
-    three per core when processes are started, since those tests mostly wait on
-    the bot. `PYTEST_XDIST_AUTO_NUM_WORKERS` still decides when set."""
+    four per core when processes are started, since those tests mostly wait on
+    the bot (on 2 cores the whole suite used about 60% of the CPU with six
+    workers; eight took 329 s where six took 352-362 s).
+    `PYTEST_XDIST_AUTO_NUM_WORKERS` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
     cores = len(os.sched_getaffinity(0))
-    return cores if config.getoption("markexpr") == "not slow" else 3 * cores
+    return cores if config.getoption("markexpr") == "not slow" else 4 * cores
 
 
 def _refuse_to_spawn(*args: object, **kwargs: object) -> NoReturn:
@@ -248,13 +250,49 @@ def together() -> Iterator[FakeTogether]:
         yield fake
 
 
+class StoppingBots:
+    """Waits for bots that were asked to stop, on one background thread.
+
+    A graceful shutdown takes a bot 0.15-0.3 s (uvicorn's 0.1 s tick, the ticks it
+    lets finish, its leases handed back); nothing of a test reads its bots once
+    they are asked to stop, so the next test does not wait for that. A bot that
+    does not stop within 15 s is killed, as a test's own teardown did."""
+
+    def __init__(self) -> None:
+        self._bots: queue.Queue[BotProcess | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="stop-bots", daemon=True)
+        self._thread.start()
+
+    def hand_over(self, bot: BotProcess) -> None:
+        self._bots.put(bot)
+
+    def _run(self) -> None:
+        while (bot := self._bots.get()) is not None:
+            bot.stop()
+
+    def close(self) -> None:
+        self._bots.put(None)
+        self._thread.join()
+
+
+@pytest.fixture(scope="session")
+def stopping_bots() -> Iterator[StoppingBots]:
+    stopping = StoppingBots()
+    yield stopping
+    stopping.close()
+
+
 #: `launch_bot(workdir_name, **BotProcess.start options)`: a process on this test's database and fakes
 BotLauncher = Callable[..., BotProcess]
 
 
 @pytest.fixture
 def launch_bot(
-    db_url: str, slack: FakeSlack, together: FakeTogether, tmp_path_factory: pytest.TempPathFactory
+    db_url: str,
+    slack: FakeSlack,
+    together: FakeTogether,
+    tmp_path_factory: pytest.TempPathFactory,
+    stopping_bots: StoppingBots,
 ) -> Iterator[BotLauncher]:
     """Start `rl-bot` processes against this test's database and fakes; all stopped at the end.
 
@@ -274,12 +312,13 @@ def launch_bot(
         return proc
 
     yield launch
-    # Every process is asked to stop before any is waited for: their shutdowns overlap.
+    # Every process is asked to stop at once; their shutdowns overlap, and with the
+    # next test (`StoppingBots` waits for them).
     for proc in started:
         proc.request_stop()
     for proc in started:
-        proc.stop()
         print(proc.log_tail())  # shown by pytest only when the test fails
+        stopping_bots.hand_over(proc)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ cold start.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import multiprocessing
 import os
@@ -46,6 +47,25 @@ PRELOAD = (
     "alembic.command",
     "alembic.config",
     "alembic.runtime.migration",
+    # imported only once a bot runs: its HTTP clients' transport, uvicorn's server
+    # protocols and loop, the scheduler's executor and trigger
+    "httpx",
+    "httpcore",
+    "h11",
+    "certifi",
+    "anyio._backends._asyncio",
+    "anyio.streams.memory",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "uvicorn.lifespan.on",
+    "uvicorn.loops.auto",
+    "uvicorn.loops.asyncio",
+    "uvicorn.protocols.http.auto",
+    "uvicorn.protocols.http.h11_impl",
+    "uvicorn.protocols.websockets.auto",
+    "apscheduler.executors.asyncio",
+    "apscheduler.triggers.interval",
+    "slack_bolt.listener_matcher.async_builtins",
 )
 
 _context: ForkServerContext | None = None
@@ -64,6 +84,9 @@ def _run_bot(args: Sequence[str], env: dict[str, str], cwd: str, log_path: str) 
     """The child: a new session, the log as stdout and stderr, the test's
     environment and working directory, then the bot's own entry point."""
     os.setsid()
+    # What the fork server imported lives as long as the process: out of the
+    # collector's way, so no collection walks (and copies) the inherited pages.
+    gc.freeze()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)

@@ -33,6 +33,10 @@ def build_app(rt: Runtime) -> AsyncApp:
     if not any(isinstance(f, NoRequestBodies) for f in bolt_log.filters):
         bolt_log.addFilter(NoRequestBodies())  # Bolt's loggers copy their base's filters
     app = AsyncApp(
+        # Named here: without a name Bolt takes its caller's file name from
+        # `inspect.stack()`, which reads the source of every frame (a third of a
+        # second of CPU at each start). The name is the one Bolt found before.
+        name="app.py",
         client=rt.slack,
         signing_secret=signing.get_secret_value() if signing else "socket-mode",
         # `bot.slack.web` verifies the signature over the raw bytes before Bolt parses

@@ -2,6 +2,12 @@
 
 Not a performance test (CI machines are shared and noisy): it only proves that
 every scenario starts the real bot, runs, and reports numbers.
+
+The scenarios run in a few groups (`--only`), one `python -m bench` each, so that
+test workers run them side by side instead of one worker running all of them
+in a row at the end of the suite. Scenarios that share a run (the poll cycle, the
+poll plan, memory and CPU, the naive baseline) or are compared with each other
+stay in one group; together the groups name every scenario once.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import numbers
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,26 +39,57 @@ HEADLINES = {
     "chart": ("click_to_upload_warm_s", "render_warm_s", "rss_growth_mb"),
 }
 SCENARIOS = tuple(HEADLINES)
+#: one `python -m bench --only …` each; the poll cycle's group also runs the scenarios
+#: made from its run (and the poll plan is compared with it)
+GROUPS = {
+    "poll": ("poll_cycle", "poll_plan", "memory_cpu", "naive_baseline"),
+    "commands": ("ack_latency", "db_statements", "fanout", "pacing"),
+    "limits": ("rate_limit", "few_of_many", "change_to_post"),
+    "today": ("change_to_post_today",),
+    "chart": ("chart",),
+}
 
 pytestmark = pytest.mark.slow
 
 
-def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
+def test_the_groups_name_every_scenario_once() -> None:
+    named = [scenario for group in GROUPS.values() for scenario in group]
+    assert sorted(named) == sorted(SCENARIOS)
+
+
+def _bench(tmp_path: Path, group: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--backends", "sqlite", "--json-out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--quick",
+            "--backends",
+            "sqlite",
+            "--only",
+            ",".join(group),
+            "--json-out",
+            str(out),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    report = json.loads(out.read_text())
+    return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.mark.parametrize("name", GROUPS)
+def test_quick_benchmark_runs_every_scenario(tmp_path: Path, name: str) -> None:
+    group = GROUPS[name]
+    report, stdout = _bench(tmp_path, group)
     assert report["mode"] == "quick"
     results = report["backends"]["sqlite"]
     sizes = report["sizes"]
     subs = sizes["stmt_sessions"] * sizes["stmt_channels"][-1]
-    for scenario in SCENARIOS:
+    for scenario in group:
         data = results.get(scenario)
         assert isinstance(data, dict), f"{scenario} missing"
         assert "error" not in data, f"{scenario}: {data.get('error')}"
@@ -63,14 +101,19 @@ def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
                 f"{scenario}.{key} = {value!r}"
             )
     # The properties the harness exists to show hold even at smoke size.
-    # One GET per session (a retry after a timeout on a loaded machine may add a few).
-    polled = results["poll_cycle"]
-    assert polled["sessions"] <= polled["together_requests"] < 2 * polled["sessions"]
-    assert results["db_statements"]["statements_constant_in_subscriptions"] is True
-    assert results["ack_latency"]["cards_delivered"] == results["ack_latency"]["commands"]
-    assert results["pacing"]["posts"] == results["pacing"]["sessions"]
-    # Issue 13: many watched sessions are learnt from list pages, a few by their GETs.
-    assert results["poll_plan"]["plan"] == "list"
-    assert results["poll_plan"]["together_requests"] < results["poll_cycle"]["together_requests"]
-    assert results["few_of_many"]["steady_requests"] == sizes["few_watched"]
-    assert "| metric" in proc.stdout  # the table is printed
+    if name == "poll":
+        # One GET per session (a retry after a timeout on a loaded machine may add a few).
+        polled = results["poll_cycle"]
+        assert polled["sessions"] <= polled["together_requests"] < 2 * polled["sessions"]
+        # Issue 13: many watched sessions are learnt from list pages, a few by their GETs.
+        assert results["poll_plan"]["plan"] == "list"
+        assert (
+            results["poll_plan"]["together_requests"] < results["poll_cycle"]["together_requests"]
+        )
+    if name == "commands":
+        assert results["db_statements"]["statements_constant_in_subscriptions"] is True
+        assert results["ack_latency"]["cards_delivered"] == results["ack_latency"]["commands"]
+        assert results["pacing"]["posts"] == results["pacing"]["sessions"]
+    if name == "limits":
+        assert results["few_of_many"]["steady_requests"] == sizes["few_watched"]
+    assert "| metric" in stdout  # the table is printed

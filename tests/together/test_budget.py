@@ -262,23 +262,40 @@ def _spent(together: FakeTogether, start: float, seconds: float) -> int:
         return sum(1 for r in together.requests if start <= r.at < start + seconds)
 
 
+# The first test watches a whole budget window: counted over WINDOW seconds instead of
+# a minute (TOGETHER_BUDGET_WINDOW_SECONDS, test-only) with a per-minute budget scaled so
+# that a window holds BUDGET requests, as a minute did. Every count below is per window
+# and every interval a third of the minute's.
+WINDOW = 20
+SCALE = 60 / WINDOW  # a window's requests, per minute
+
+
+def _interval(round_requests: int, others: int) -> float:
+    """The poll interval a round of `round_requests` gets when others spent `others`
+    in the window: the rest of the window's budget, shared out over the window."""
+    return round_requests * WINDOW / (BUDGET - others)
+
+
 def test_other_consumers_spending_stretch_the_poll_interval_within_the_budget(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
     for sid in WATCHED:
         together.add(sid)
-    # 2 GETs a round at 60 a minute: every 2 s, with the minimum (0.5 s) far below.
+    # 2 GETs a round at 60 a window: every 0.67 s, with the minimum (0.5 s) below.
     bot = start_bot(
         POLL_PLAN="get",
-        POLL_INTERVAL_SECONDS="20",
+        POLL_INTERVAL_SECONDS=str(WINDOW),
         POLL_MIN_INTERVAL_SECONDS="0.5",
-        TOGETHER_REQUESTS_PER_MINUTE=str(BUDGET),
+        TOGETHER_REQUESTS_PER_MINUTE=str(BUDGET * SCALE),
+        TOGETHER_BUDGET_WINDOW_SECONDS=str(WINDOW),
     )
     for i, sid in enumerate(WATCHED):
         _subscribe(bot, slack, sid, f"C{i}")
+    # 2 requests of others (the subscribes) in the window: 0.69 s
+    calm = _interval(len(WATCHED), len(WATCHED))
     wait_until(
-        lambda: (bot.metric("rlbot_poll_interval_seconds") or 99) < 2.5,
-        what="the poller at about 2 s",
+        lambda: (bot.metric("rlbot_poll_interval_seconds") or 99) < calm * 1.2,
+        what=f"the poller at about {calm:.2f} s",
     )
     with together._lock:
         start = together.requests[-1].at
@@ -288,17 +305,23 @@ def test_other_consumers_spending_stretch_the_poll_interval_within_the_budget(
         slack.wait_for_response(token)
     commands = '{consumer="command",kind="get"}'
     assert bot.metric(f"rlbot_together_requests_spent_total{commands}") == BURST + len(WATCHED)
-    # 22 requests of others in the last minute leave 38 for a round of 2: every 3.2 s
+    # 22 requests of others in the window leave 38 for a round of 2: every 1.05 s (a
+    # third of the 3.16 s a minute's window gives), more than BURST alone (1.0 s) gives
+    # and less than 3.5 / 3
     stretched = wait_until(
-        lambda: (v := bot.metric("rlbot_poll_interval_seconds")) and v > 3.0 and v,
+        lambda: (v := bot.metric("rlbot_poll_interval_seconds")) and v > _interval(2, BURST) and v,
         what="the interval stretched",
     )
-    assert stretched <= 3.5, stretched
-    assert (bot.metric("rlbot_poll_budget_others_per_minute") or 0) >= BURST
-    # Over the minute from the first card on, everything the bot sent stays within the
+    assert stretched <= 3.5 / SCALE, stretched
+    assert (bot.metric("rlbot_poll_budget_others_per_minute") or 0) >= BURST * SCALE
+    # Over the window from the first card on, everything the bot sent stays within the
     # budget (give or take the one round a window's edge can hold beyond the rate).
-    wait_until(lambda: together.requests[-1].at > start + 61, timeout=90, what="a minute")
-    total = _spent(together, start, 60)
+    wait_until(
+        lambda: together.requests[-1].at > start + WINDOW + 1,
+        timeout=WINDOW + 30,
+        what="a window",
+    )
+    total = _spent(together, start, WINDOW)
     assert BURST + 10 <= total <= BUDGET + len(WATCHED), total
     spent = bot.metric('rlbot_together_requests_spent_total{consumer="poll",kind="get"}')
     assert spent is not None and spent >= 20
