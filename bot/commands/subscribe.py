@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import rendering
 from bot.commands.as_poll import AsPoll
@@ -96,7 +97,18 @@ async def subscribe_session(
     """Subscribe the asker's channel to a session already fetched: the root card,
     the thread and its options, as `subscribe` does it (a follow rule's discovery
     comes here with the session as listed)."""
-    result = await subscribe(
+
+    async def configure(db: AsyncSession, subscription_id: int) -> None:
+        if chart_on_end is not None:
+            await set_chart_on_end(db, subscription_id, chart_on_end)
+        if stall_minutes is not None:
+            await set_stall(db, subscription_id, stall_minutes)
+        if target_step is not None:
+            await set_target(db, subscription_id, target_step)
+        await set_routing(db, subscription_id, broadcast=broadcast, dm=dm)
+
+    options = (stall_minutes, target_step, broadcast, dm, chart_on_end)
+    return await subscribe(
         sessionmaker=sessionmaker,
         slack=slack,
         session=session,
@@ -106,17 +118,9 @@ async def subscribe_session(
         first_poll_in=first_poll_in,
         root_ts=root_ts,
         filters=filters,
+        # in the subscription's own transaction: nobody reads it without them
+        configure=configure if any(v is not None for v in options) else None,
     )
-    if any(v is not None for v in (stall_minutes, target_step, broadcast, dm, chart_on_end)):
-        async with sessionmaker() as db, db.begin():
-            if chart_on_end is not None:
-                await set_chart_on_end(db, result.subscription_id, chart_on_end)
-            if stall_minutes is not None:
-                await set_stall(db, result.subscription_id, stall_minutes)
-            if target_step is not None:
-                await set_target(db, result.subscription_id, target_step)
-            await set_routing(db, result.subscription_id, broadcast=broadcast, dm=dm)
-    return result
 
 
 def first_poll_seconds(settings: Settings) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError
@@ -28,6 +29,10 @@ from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
+
+#: writes a thread's options (`stall=`, `dm=` …) given the subscription's id, inside
+#: the transaction that stores the subscription
+Configure = Callable[[AsyncSession, int], Awaitable[None]]
 
 SLACK_CHANNEL_PROBLEMS = {
     "not_in_channel": "I am not in this channel. Invite me with `/invite @rl-bot`, then try again.",
@@ -76,8 +81,11 @@ async def subscribe(
     first_poll_in: float,
     root_ts: str | None = None,
     filters: frozenset[str] | None = None,
+    configure: Configure | None = None,
 ) -> Subscribed:
     """Post (or adopt) the root card, then store the subscription and its watch.
+    `configure` writes the thread's options in the same transaction as the row,
+    so nobody reads a new subscription without them.
 
     Subscribing again is idempotent, and is how a channel changes its filters
     (`filters=None`, as from a button, keeps the channel's). No transaction is
@@ -93,6 +101,8 @@ async def subscribe(
             changed = existing.filter_set != wanted
             if changed:
                 existing.filters = filters_text(wanted)
+            if configure is not None:
+                await configure(db, existing.id)
             return Subscribed(
                 existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
             )
@@ -116,6 +126,8 @@ async def subscribe(
                 filters=wanted,
             )
             await start_watching(db, session, first_poll_in=first_poll_in)
+            if configure is not None:
+                await configure(db, sub_id)
     except (IntegrityError, _SubscribedMeanwhile) as exc:
         # Another replica (or a double click) stored the same subscription while
         # we posted: keep its root, take back ours (unless we adopted the clicked card).
