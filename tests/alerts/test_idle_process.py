@@ -1,4 +1,4 @@
-"""Issue 12, spend watch: a READY model resource whose last session stopped is
+"""Spend watch: a READY model resource whose last session stopped is
 alerted once (on-call, and the thread of the session's subscription), by the
 org-wide WATCH_IDLE_RESOURCES and, without it, by the follow-up of subscribed
 sessions' resources, through a real `rl-bot serve`; its Stop resource button is

@@ -1,4 +1,4 @@
-"""Issue 12, the spend watch, through real `rl-bot serve` and the Slack- and
+"""The spend watch, through real `rl-bot serve` and the Slack- and
 Together-shaped servers: a subscribed session on a READY model resource gets a
 root card with the resource's GPUs, its price and an estimated spend, and two
 sessions sharing one resource cost one resource GET per poll cycle."""

@@ -1,4 +1,4 @@
-"""Issue 12, stall and slow-start alerts, through real `rl-bot serve` processes
+"""Stall and slow-start alerts, through real `rl-bot serve` processes
 and the Slack- and Together-shaped servers: a training client that dies (the
 step freezes while the session stays RUNNING) is told once, its recovery once,
 nothing is repeated across a restart or by a second replica; a session stuck

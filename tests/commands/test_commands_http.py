@@ -1,4 +1,4 @@
-"""Issue 2 through HTTP: signed `/rl-session` requests against one real
+"""Commands through HTTP: signed `/rl-session` requests against one real
 `rl-bot serve` per backend, answered through response_url on the fake Slack,
 with the card fetched from the fake Together.
 

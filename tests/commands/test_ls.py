@@ -1,4 +1,4 @@
-"""Issue 12, "what's running": `/rl-session ls` through a real `rl-bot serve`,
+"""What is running: `/rl-session ls` through a real `rl-bot serve`,
 signed Slack requests and the Together- and Slack-shaped servers."""
 
 from __future__ import annotations

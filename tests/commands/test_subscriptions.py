@@ -1,4 +1,4 @@
-"""Issue 3 end to end: a real `rl-bot serve`, signed Slack requests, the fake
+"""Subscriptions end to end: a real `rl-bot serve`, signed Slack requests, the fake
 Slack and Together servers, and the real scheduler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 4, Slack faults: what delivery and the command path do when Slack says no.
+"""Slack faults: what delivery and the command path do when Slack says no.
 
 tests/commands/test_subscriptions.py already covers 500s plus a 1 s 429 during delivery
 and an archived channel; this file covers the rest: a longer Retry-After, the

@@ -1,4 +1,4 @@
-"""Issue 6, operations: /metrics after real traffic, JSON logs, health and readiness,
+"""Operations: /metrics after real traffic, JSON logs, health and readiness,
 `rl-bot show`, `rl-bot migrate`, start-up checks of Socket Mode settings, and the
 container, compose and Slack manifest files (checked without an engine).
 
@@ -169,7 +169,7 @@ def test_metrics_move_after_real_traffic(
     # The gauges are computed from the database by a job (every 15 s, and at start): a
     # replica started now reports them at once. SID's subscription ended with its ERROR.
     if db_url.startswith("sqlite"):
-        bot.terminate()  # one rl-bot process per SQLite file (issue 10)
+        bot.terminate()  # one rl-bot process per SQLite file
     replica = start_bot()
     gauges = scrape_until(
         replica,

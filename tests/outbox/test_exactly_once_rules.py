@@ -1,4 +1,4 @@
-"""Issue 10's pure rules, without processes: the database clock used for leases,
+"""The pure rules, without processes: the database clock used for leases,
 bounded dedupe keys, claim sizing, what counts as Together's "not found", and
 which listed Slack messages carry a dedupe key."""
 

@@ -1,4 +1,4 @@
-"""Issue 13 in the real process: the poller learning states from list pages
+"""In the real process: the poller learning states from list pages
 (`POLL_PLAN=list`), what a session ending between two pages and a failed page
 do, and the Together request budget stretching the poll interval."""
 

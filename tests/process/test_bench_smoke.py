@@ -105,7 +105,7 @@ def test_quick_benchmark_runs_every_scenario(tmp_path: Path, name: str) -> None:
         # One GET per session (a retry after a timeout on a loaded machine may add a few).
         polled = results["poll_cycle"]
         assert polled["sessions"] <= polled["together_requests"] < 2 * polled["sessions"]
-        # Issue 13: many watched sessions are learnt from list pages, a few by their GETs.
+        # The poll plan: many watched sessions are learnt from list pages, a few by their GETs.
         assert results["poll_plan"]["plan"] == "list"
         assert (
             results["poll_plan"]["together_requests"] < results["poll_cycle"]["together_requests"]

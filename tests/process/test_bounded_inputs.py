@@ -1,4 +1,4 @@
-"""Issue 10, bounded inputs, through a real `rl-bot serve`: request bodies the bot
+"""Bounded inputs, through a real `rl-bot serve`: request bodies the bot
 cannot verify or read (huge, not UTF-8, not JSON), Together answers that are huge
 or trickle in one byte a second, and `Retry-After` values that are not numbers.
 

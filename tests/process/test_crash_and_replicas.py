@@ -1,4 +1,4 @@
-"""Issue 4: crashes at every step of a cycle, several replicas on one PostgreSQL,
+"""Crashes at every step of a cycle, several replicas on one PostgreSQL,
 a database that drops its connections, SIGTERM, an unmigrated schema.
 
 Crashes are real: `FAULT_CRASH_AT=<step>` makes the process SIGKILL itself

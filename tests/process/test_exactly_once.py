@@ -1,4 +1,4 @@
-"""Issue 10, "the promise is broken here": every change told once, nothing lost,
+"""Every change told once, nothing lost,
 nothing repeated, under the faults that broke it. Each test drives real
 `rl-bot serve` processes against the Slack- and Together-shaped servers and
 counts what Slack received.

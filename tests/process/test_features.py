@@ -1,4 +1,4 @@
-"""Issue 7 end to end: notification filters, checkpoint events, the guarded Stop
+"""End to end: notification filters, checkpoint events, the guarded Stop
 button, the org-wide error watch, mute, App Home and the daily digest, each
 through a real `rl-bot serve` process, signed Slack requests and the fake Slack
 and Together servers on 127.0.0.1."""

@@ -1,4 +1,4 @@
-"""Issue 10, resources and edges, through a real `rl-bot serve`: no transaction
+"""Resources and edges, through a real `rl-bot serve`: no transaction
 held while Slack is slow, a cached readiness check, App Home under a channel
 allowlist, one process per SQLite file, and API text that must not link or ping.
 """

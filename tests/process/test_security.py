@@ -1,4 +1,4 @@
-"""Issue 4 security: requests the bot cannot verify, ids and button payloads that
+"""Security: requests the bot cannot verify, ids and button payloads that
 try to escape, allowlists, and secrets that must never leave where they belong.
 
 Everything goes through a real `rl-bot serve` (HTTP, signed like Slack signs)

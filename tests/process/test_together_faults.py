@@ -1,4 +1,4 @@
-"""Issue 4, Together faults: timeouts, refused connections, 5xx, 429 with and
+"""Together faults: timeouts, refused connections, 5xx, 429 with and
 without Retry-After, HTML and wrongly shaped bodies, unknown statuses.
 
 Commands must keep being answered (with a clear message for the failing one),

@@ -403,7 +403,7 @@ def test_injection_in_every_field_is_inert() -> None:
     assert evil in as_text(card(s))
 
 
-# --- real shapes: checkpoint kinds, error codes, policy state (issue 11) ------------------
+# --- real shapes: checkpoint kinds, error codes, policy state ------------------
 
 ERROR_PHRASES = {
     "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE": "Model resource unavailable",

@@ -1,4 +1,4 @@
-"""The Together request budget covers every request the bot sends (issue 13):
+"""The Together request budget covers every request the bot sends:
 the client books each request by kind and consumer, the poller sizes its
 interval to what the others left. Pure rules and the client against the
 Together-shaped server first, then the real process."""

@@ -1,4 +1,4 @@
-"""Issue 10, the pure rules behind bounded inputs: `Retry-After` parsing, stored
+"""The pure rules behind bounded inputs: `Retry-After` parsing, stored
 snapshots trimmed without changing the card, text fallbacks Slack cannot
 auto-link, and the cached readiness check. No processes, no network."""
 

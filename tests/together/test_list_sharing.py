@@ -1,4 +1,4 @@
-"""One list pass serves every consumer (issue 13): the process's `Lister` hands a
+"""One list pass serves every consumer: the process's `Lister` hands a
 fresh complete pass of the same or more statuses to `ls`, and an ERROR pass
 another consumer made to the poller; `ls` filters a superset. Fast: the bot's
 client against the Together-shaped server, no bot process."""

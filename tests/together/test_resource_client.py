@@ -1,4 +1,4 @@
-"""The bot's Together client for model resources (issue 12), against the
+"""The bot's Together client for model resources, against the
 Together-shaped server over real sockets: what it sends, what it parses.
 Fast: no bot process."""
 
