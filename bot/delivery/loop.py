@@ -49,7 +49,7 @@ from bot.faults import crash_point
 from bot.metrics import Metrics
 from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, claim_due, fence, renew
+from bot.outbox.queue import OutboxMessage, claim_due, fence, hand_back, renew
 from bot.root_card import CardWatch, metric_lines
 from bot.runtime import Runtime
 from bot.store.heartbeats import held_for, renew_every
@@ -105,6 +105,7 @@ async def deliver_due(
     crash_point("deliver_after_claim", settings.fault_crash_at)
     semaphore = asyncio.Semaphore(settings.delivery_concurrency)
     unfinished = {r.id for r in rows}
+    unfenced: list[int] = []
 
     async def one(row: OutboxMessage) -> SendResult:
         try:
@@ -120,6 +121,14 @@ async def deliver_due(
                     mode=modes.get(row.subscription_id or 0),
                     runtime=runtime,
                 )
+        except Exception as exc:  # the fence could not reach the database: nothing sent
+            log.warning(
+                "could not fence an outbox row; handing it back: %s",
+                type(exc).__name__,
+                extra={"outbox_id": row.id},
+            )
+            unfenced.append(row.id)
+            return retry_later(row, None, "database_unreachable")
         finally:
             unfinished.discard(row.id)
 
@@ -130,6 +139,12 @@ async def deliver_due(
         outcomes = await asyncio.gather(*(one(r) for r in rows))
     finally:
         renewing.cancel()
+    if unfenced:
+        try:
+            async with sessionmaker() as db, db.begin():
+                await hand_back(db, unfenced, owner=owner)
+        except Exception as exc:  # still away: the leases run out instead
+            log.warning("could not hand back unfenced outbox rows: %s", type(exc).__name__)
     if metrics is not None:
         for row, o in zip(rows, outcomes, strict=True):  # gather keeps the order
             label = (

@@ -267,6 +267,22 @@ async def renew(db: AsyncSession, ids: Sequence[int], *, owner: str, lease_secon
     return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
 
 
+async def hand_back(db: AsyncSession, ids: Sequence[int], *, owner: str) -> int:
+    """Give up leases on pending rows this replica could not fence (the database
+    was away), so the next claim takes them at once, not when they run out."""
+    result = await db.execute(
+        update(OutboxMessage)
+        .where(
+            OutboxMessage.id.in_(list(ids)),
+            OutboxMessage.lease_owner == owner,
+            OutboxMessage.state == State.PENDING,
+        )
+        .values(lease_owner=None, lease_until=None)
+        .execution_options(synchronize_session=False)
+    )
+    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+
+
 def _deliverable() -> ColumnElement[bool]:
     """A row with no subscription, or whose subscription is active or ended with
     its session."""
@@ -282,11 +298,9 @@ def _deliverable() -> ColumnElement[bool]:
 async def fence(db: AsyncSession, row_id: int, *, owner: str, lease_seconds: float) -> bool:
     """Renew this replica's lease on a row just before sending it.
 
-    True only if the row is still pending, still leased to `owner`, the lease
-    has not run out by the database's clock, and its subscription has not ended
-    meanwhile: then nobody else can take it for two renewals
-    (`bot.store.heartbeats.unrenewed_after`), even while this replica's heartbeat
-    lags, so the post that follows is in Slack before anyone could look. False
+    True only if the row is still pending, still leased to `owner` by the
+    database's clock, and its subscription has not ended: then nobody can take it
+    for two renewals (`heartbeats.unrenewed_after`), so its post lands first. False
     means: do not send. A row whose subscription was ended (a poll that read it
     just before an unsubscribe wrote the row just after) is then cancelled, and
     a lease still held on a row no longer pending is handed back: an unsubscribe

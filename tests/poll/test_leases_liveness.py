@@ -266,6 +266,38 @@ class _Blip:
         return self.maker()
 
 
+async def test_a_row_whose_fence_cannot_reach_the_database_is_handed_back(db_url: str) -> None:
+    """Two rows claimed; the database is away for the first row's fence: that row
+    is not sent and its lease is handed back, so the next claim takes it at once
+    rather than a lease later; the other row is sent as usual."""
+    settings = _settings(lease_seconds=60, delivery_concurrency=1, channel_min_interval_seconds=0)
+    with FakeSlack() as slack:
+
+        async def work(maker: Any) -> None:
+            async with maker() as db, db.begin():
+                await insert_outbox(db, [operator_row(f"C{n}", str(n), "t", "d") for n in (1, 2)])
+            calls = 0
+
+            def blip() -> Any:  # the claim works; the first fence does not
+                nonlocal calls
+                calls += 1
+                if calls == 2:
+                    raise OperationalError("UPDATE", {}, ConnectionResetError("connection cut"))
+                return maker()
+
+            web = AsyncWebClient(base_url=slack.api_url, token="xoxb-test")
+            outcomes = await deliver_due(sessionmaker=blip, slack=web, settings=settings, owner=ME)
+            assert sorted(o.state for o in outcomes) == [State.PENDING, State.SENT]
+            async with maker() as db, db.begin():
+                again = await claim_due(
+                    db, owner="other", limit=10, lease_seconds=60, channel_gap=0
+                )
+            assert [r.channel_id for r in again] == ["C1"]  # handed back, not held 60 s
+
+        await _with_db(db_url, work)
+        assert [p.channel for p in slack.successful_posts()] == ["C2"]
+
+
 async def test_a_database_error_mid_cycle_hands_the_leases_back(
     db_url: str, fake: FakeTogether, client: TogetherClient
 ) -> None:
