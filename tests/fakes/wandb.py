@@ -154,7 +154,10 @@ class FakeWandb(FakeHTTPServer):
             )
 
     def reset(self) -> None:
-        with self._lock:
+        """Forget the calls and faults, once no request is being answered: a delayed
+        answer to the test before (its client gave up) would land in this one's calls."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.in_flight == 0, timeout=10)
             self.calls.clear()
             self._faults.clear()
 
