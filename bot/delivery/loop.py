@@ -52,7 +52,7 @@ from bot.outbox.contract.rows import State
 from bot.outbox.queue import OutboxMessage, claim_due, fence, hand_back, renew
 from bot.root_card import CardWatch, metric_lines
 from bot.runtime import Runtime
-from bot.store.heartbeats import held_for, renew_every
+from bot.store.heartbeats import held_for, renew_while
 from bot.store.progress import CardView
 from bot.store.queries.subscriptions import card_settings
 from bot.store.tables import db_now
@@ -173,17 +173,16 @@ async def _keep_leases(
     metrics: Metrics | None,
 ) -> None:
     """Renew the leases of the batch's rows not yet done, every third of a lease."""
-    while True:
-        await asyncio.sleep(renew_every(settings.lease_seconds))
-        try:
-            async with sessionmaker() as db, db.begin():
-                n = await renew(
-                    db, sorted(unfinished), owner=owner, lease_seconds=settings.lease_seconds
-                )
-            if metrics is not None:
-                metrics.lease_renewals.labels(work="outbox").inc(n)
-        except Exception as exc:  # the fence still holds; the next renewal may work
-            log.warning("could not renew outbox leases: %s", exc)
+
+    async def once() -> None:
+        async with sessionmaker() as db, db.begin():
+            n = await renew(
+                db, sorted(unfinished), owner=owner, lease_seconds=settings.lease_seconds
+            )
+        if metrics is not None:
+            metrics.lease_renewals.labels(work="outbox").inc(n)
+
+    await renew_while(once, lease_seconds=settings.lease_seconds, what="outbox")
 
 
 #: kinds whose delivery redraws the subscription's root card

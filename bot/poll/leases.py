@@ -11,7 +11,6 @@ claim is sized to what can be fetched in half a lease at `TOGETHER_MAX_RPS`
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.config import Settings
 from bot.poll.pace import claim_size, due_slack
-from bot.store.heartbeats import held_for, holder_gone, renew_every
+from bot.store.heartbeats import held_for, holder_gone, renew_while
 from bot.store.tables import WatchedSession, db_now
 
 log = logging.getLogger(__name__)
@@ -155,21 +154,20 @@ async def keep_leases(
     """Renew a batch's leases every third of a lease while it is worked on; only
     those this replica still holds (by the database's clock). `renewed` hears
     how many were renewed each time."""
-    while True:
-        await asyncio.sleep(renew_every(lease_seconds))
-        try:
-            async with sessionmaker() as db, db.begin():
-                result = await db.execute(
-                    update(WatchedSession)
-                    .where(
-                        WatchedSession.session_id.in_(ids),
-                        WatchedSession.lease_owner == owner,
-                        WatchedSession.lease_until > db_now(),
-                    )
-                    .values(lease_until=db_now(lease_seconds))
-                    .execution_options(synchronize_session=False)
+
+    async def once() -> None:
+        async with sessionmaker() as db, db.begin():
+            result = await db.execute(
+                update(WatchedSession)
+                .where(
+                    WatchedSession.session_id.in_(ids),
+                    WatchedSession.lease_owner == owner,
+                    WatchedSession.lease_until > db_now(),
                 )
-            if renewed is not None and isinstance(result, CursorResult):
-                renewed(max(0, result.rowcount))
-        except Exception:  # the write fence still holds; the next renewal may work
-            log.warning("could not renew poll leases", exc_info=True)
+                .values(lease_until=db_now(lease_seconds))
+                .execution_options(synchronize_session=False)
+            )
+        if renewed is not None and isinstance(result, CursorResult):
+            renewed(max(0, result.rowcount))
+
+    await renew_while(once, lease_seconds=lease_seconds, what="poll")

@@ -33,12 +33,17 @@ message told twice: every write and every send is fenced on the lease.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, select
 
 from bot.store.tables import ReplicaSpend, db_now
+
+log = logging.getLogger(__name__)
 
 # The heartbeat is written at least this often, whatever the lease.
 MAX_HEARTBEAT_SECONDS = 5.0
@@ -47,6 +52,20 @@ MAX_HEARTBEAT_SECONDS = 5.0
 def renew_every(lease_seconds: float) -> float:
     """How often the work renews the leases it holds."""
     return lease_seconds / 3
+
+
+async def renew_while(
+    renew: Callable[[], Awaitable[object]], *, lease_seconds: float, what: str
+) -> None:
+    """Call `renew` every third of a lease until cancelled (run it as a task beside
+    the work). A renewal that fails is logged and the next one tried: the fences
+    still hold meanwhile, and two may fail before the lease runs out."""
+    while True:
+        await asyncio.sleep(renew_every(lease_seconds))
+        try:
+            await renew()
+        except Exception:
+            log.warning("could not renew %s leases", what, exc_info=True)
 
 
 def heartbeat_every(lease_seconds: float) -> float:

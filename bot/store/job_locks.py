@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store.engine import insert_ignoring
-from bot.store.heartbeats import renew_every
+from bot.store.heartbeats import renew_while
 from bot.store.tables import Job, db_now
-
-log = logging.getLogger(__name__)
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -72,15 +69,13 @@ async def renewing(
 async def _keep(
     sessionmaker: async_sessionmaker[AsyncSession], name: str, *, owner: str, lease: float
 ) -> None:
-    while True:
-        await asyncio.sleep(renew_every(lease))
-        try:
-            async with sessionmaker() as db, db.begin():
-                await db.execute(
-                    update(Job)
-                    .where(Job.name == name, Job.lease_owner == owner, Job.lease_until > db_now())
-                    .values(lease_until=db_now(lease))
-                    .execution_options(synchronize_session=False)
-                )
-        except Exception:
-            log.warning("could not renew the lease of job %s", name, exc_info=True)
+    async def once() -> None:
+        async with sessionmaker() as db, db.begin():
+            await db.execute(
+                update(Job)
+                .where(Job.name == name, Job.lease_owner == owner, Job.lease_until > db_now())
+                .values(lease_until=db_now(lease))
+                .execution_options(synchronize_session=False)
+            )
+
+    await renew_while(once, lease_seconds=lease, what=f"the {name} job's")
