@@ -255,12 +255,7 @@ async def renew(db: AsyncSession, ids: Sequence[int], *, owner: str, lease_secon
         return 0
     result = await db.execute(
         update(OutboxMessage)
-        .where(
-            OutboxMessage.id.in_(list(ids)),
-            OutboxMessage.lease_owner == owner,
-            OutboxMessage.state == State.PENDING,
-            OutboxMessage.lease_until > db_now(),
-        )
+        .where(*_pending_held(ids, owner), OutboxMessage.lease_until > db_now())
         .values(lease_until=db_now(lease_seconds))
         .execution_options(synchronize_session=False)
     )
@@ -272,15 +267,20 @@ async def hand_back(db: AsyncSession, ids: Sequence[int], *, owner: str) -> int:
     was away), so the next claim takes them at once, not when they run out."""
     result = await db.execute(
         update(OutboxMessage)
-        .where(
-            OutboxMessage.id.in_(list(ids)),
-            OutboxMessage.lease_owner == owner,
-            OutboxMessage.state == State.PENDING,
-        )
+        .where(*_pending_held(ids, owner))
         .values(lease_owner=None, lease_until=None)
         .execution_options(synchronize_session=False)
     )
     return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+
+
+def _pending_held(ids: Sequence[int], owner: str) -> tuple[ColumnElement[bool], ...]:
+    """Which of these rows are still pending and leased to `owner`."""
+    return (
+        OutboxMessage.id.in_(list(ids)),
+        OutboxMessage.lease_owner == owner,
+        OutboxMessage.state == State.PENDING,
+    )
 
 
 def _deliverable() -> ColumnElement[bool]:

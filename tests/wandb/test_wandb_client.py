@@ -7,6 +7,7 @@ import base64
 import json
 import math
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -86,24 +87,21 @@ async def test_history_reads_each_metric_with_basic_auth_and_json_string_specs(
     assert loss.first_bad() == (20.0, loss.values[20])
 
 
+async def _ask_as_the_sdk(wandb: FakeWandb, specs: list[Any]) -> Any:
+    """The SDK's own query for run abc123 with these specs, as the SDK sends it."""
+    variables = {"entity": "team", "project": "rl", "name": "abc123", "specs": specs}
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(
+            wandb.url + "/graphql",
+            json={"query": SDK_QUERY, "variables": variables},
+            auth=("api", KEY),
+        )
+    return answer.json()
+
+
 async def test_the_served_answer_is_what_the_sdk_reads(wandb: FakeWandb) -> None:
     specs = [json.dumps({"keys": ["_step", "reward", "loss"], "samples": 500})]
-    async with httpx.AsyncClient() as http:
-        answer = (
-            await http.post(
-                wandb.url + "/graphql",
-                json={
-                    "query": SDK_QUERY,
-                    "variables": {
-                        "entity": "team",
-                        "project": "rl",
-                        "name": "abc123",
-                        "specs": specs,
-                    },
-                },
-                auth=("api", KEY),
-            )
-        ).json()
+    answer = await _ask_as_the_sdk(wandb, specs)
     data = _SdkData.model_validate(answer["data"])
     assert data.project is not None and data.project.run is not None
     rows = data.project.run.sampledHistory[0]
@@ -112,22 +110,7 @@ async def test_the_served_answer_is_what_the_sdk_reads(wandb: FakeWandb) -> None
 
 
 async def test_specs_sent_as_objects_get_a_graphql_error(wandb: FakeWandb) -> None:
-    async with httpx.AsyncClient() as http:
-        answer = (
-            await http.post(
-                wandb.url + "/graphql",
-                json={
-                    "query": SDK_QUERY,
-                    "variables": {
-                        "entity": "team",
-                        "project": "rl",
-                        "name": "abc123",
-                        "specs": [{"keys": ["_step"]}],
-                    },
-                },
-                auth=("api", KEY),
-            )
-        ).json()
+    answer = await _ask_as_the_sdk(wandb, [{"keys": ["_step"]}])
     assert answer["data"] is None and "JSONString" in answer["errors"][0]["message"]
 
 
