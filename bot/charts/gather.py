@@ -26,7 +26,7 @@ from bot.rendering.charts.spec import ChartSpec, Line
 from bot.rendering.charts.words import describe
 from bot.runtime import Runtime
 from bot.store.queries.progress_points import steps_of
-from bot.store.tables import WatchedSession, db_now
+from bot.store.tables import WatchedSession, database_now, db_now
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status
 from bot.training.watch_progress import WatchProgress
@@ -58,7 +58,7 @@ async def chart_of(
                 )
             )
         ).first()
-        now = row.now if row is not None else (await db.execute(select(db_now()))).scalar_one()
+        now = row.now if row is not None else await database_now(db)
     watch = WatchProgress.read(row.progress if row is not None else None)
     if (
         watch.step is not None

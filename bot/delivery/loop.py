@@ -35,7 +35,6 @@ import logging
 from datetime import timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
@@ -54,7 +53,7 @@ from bot.runtime import Runtime
 from bot.settings.model import Settings
 from bot.store.heartbeats import held_for, renew_while
 from bot.store.queries.subscriptions import card_settings
-from bot.store.tables import db_now
+from bot.store.tables import database_now
 from bot.together.client import TogetherClient
 from bot.training.watch_progress import CardView
 
@@ -85,7 +84,7 @@ async def deliver_due(
         )
         watches = await card_watches(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
-        now = (await db.execute(select(db_now()))).scalar_one() if adopted else None
+        now = await database_now(db) if adopted else None
         modes = await thread_modes(db, rows) if rows else {}
     if not rows:
         return []

@@ -36,7 +36,7 @@ from bot.poll.personal import personal_rows
 from bot.settings.model import Settings
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
-from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
+from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, database_now, db_now
 from bot.training.watch_progress import WatchProgress
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ async def record_outcomes(
     if rows:
         now = rows[0].db_now
     elif incidents:
-        now = (await db.execute(select(db_now()))).scalar_one()
+        now = await database_now(db)
     else:
         return {}, 0
     judged = judge(

@@ -27,9 +27,11 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     literal,
+    select,
     true,
 )
 from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -67,6 +69,12 @@ def db_now(seconds: float | ColumnElement[Any] = 0.0) -> DbNow:
     return DbNow(
         seconds if isinstance(seconds, ColumnElement) else literal(float(seconds), Float())
     )
+
+
+async def database_now(db: AsyncSession) -> datetime:
+    """The database's now (naive UTC): the one clock every replica shares, for a
+    time that is kept or compared beyond one statement."""
+    return (await db.execute(select(db_now()))).scalar_one()
 
 
 @compiles(DbNow, "postgresql")
