@@ -25,7 +25,7 @@ from bot.delivery.messages import session_of
 from bot.delivery.outcome import SendResult
 from bot.outbox.contract.payloads import ChartPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 
 log = logging.getLogger(__name__)

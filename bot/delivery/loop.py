@@ -47,7 +47,8 @@ from bot.ops.faults import crash_point
 from bot.ops.metrics import Metrics
 from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, claim_due, fence, hand_back, renew
+from bot.outbox.queue import claim_due, fence, hand_back, renew
+from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardWatch, metric_lines
 from bot.runtime import Runtime
 from bot.settings.model import Settings

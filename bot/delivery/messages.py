@@ -28,7 +28,7 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.rendering import actions as rendering_actions
 from bot.rendering import watch as rendering_watch
 from bot.rendering.actions import with_actions

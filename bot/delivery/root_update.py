@@ -15,7 +15,7 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
 from bot.rendering.root_card import CardWatch

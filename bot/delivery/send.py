@@ -20,7 +20,7 @@ from bot.delivery.root_update import update_root
 from bot.delivery.routing import default_mode, reply_broadcast
 from bot.outbox.contract.payloads import RootPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardWatch
 from bot.settings.model import Settings
 from bot.together.client import TogetherClient

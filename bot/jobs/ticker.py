@@ -38,7 +38,8 @@ from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, pending_count
+from bot.outbox.queue import pending_count
+from bot.outbox.table import OutboxMessage
 from bot.poll.cycle import poll_cycle
 from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window

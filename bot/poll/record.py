@@ -25,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
+from bot.outbox.alerts_sent import unalerted
 from bot.outbox.creator_dm import creator_dms
-from bot.outbox.queue import insert_outbox, unalerted
+from bot.outbox.queue import insert_outbox
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.chart_rows import chart_rows
 from bot.poll.fetch import Fetched

@@ -133,7 +133,7 @@ def test_our_listed_message_matches_its_own_key_only() -> None:
 
 
 def _row(attempts: int) -> Any:
-    from bot.outbox.queue import OutboxMessage
+    from bot.outbox.table import OutboxMessage
 
     return OutboxMessage(id=7, channel_id="C1", attempts=attempts, dedupe_key="k")
 

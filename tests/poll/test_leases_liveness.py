@@ -21,7 +21,8 @@ from sqlalchemy.exc import OperationalError
 from bot.delivery.loop import deliver_due
 from bot.ops.metrics import Metrics
 from bot.outbox.contract.rows import State, operator_row
-from bot.outbox.queue import OutboxMessage, claim_due, insert_outbox
+from bot.outbox.queue import claim_due, insert_outbox
+from bot.outbox.table import OutboxMessage
 from bot.poll.cycle import poll_cycle
 from bot.poll.from_command import poll_from_command, spacing
 from bot.poll.leases import claim_due_sessions, release_all

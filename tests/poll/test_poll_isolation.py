@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import select, update
 
 import bot.poll.record as record
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.isolate import MAX_WRITE_FAILURES, store_apart
 from bot.settings.model import Settings

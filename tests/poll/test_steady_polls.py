@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.record import record_outcomes
 from bot.settings.model import Settings
