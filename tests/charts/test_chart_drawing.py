@@ -16,7 +16,7 @@ from bot.rendering.charts.metrics import metrics_chart
 from bot.rendering.charts.progress import progress_chart
 from bot.rendering.charts.spec import Line
 from bot.rendering.charts.words import describe, number
-from tests.charts.png import png_size
+from tests.support.png import png_size
 
 T0 = datetime(2026, 12, 1, 10, 0)
 #: matplotlib builds its font cache with `fc-list` on its first import in a fresh

@@ -28,8 +28,8 @@ from bot.training.rules import Progress, eta, idles_out_at
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
 from tests.fakes import FakeSlack, FakeTogether, make_session
-from tests.process.test_exactly_once import notifications, subscribe
 from tests.support import BotFactory, query, wait_until, watched_rows
+from tests.support.threads import notifications, subscribe
 
 T = TypeVar("T")
 INT64_MAX = 9223372036854775807
