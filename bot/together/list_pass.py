@@ -74,6 +74,10 @@ class ListPass:
 
     pages: int = 0
     complete: bool = False
+    # Rows on the pages that had a next page, and how many such pages: what a
+    # page holds as this server sends it (the last page holds what is left).
+    full_rows: int = 0
+    full_pages: int = 0
     # The failure that cut the pass short, if one did.
     error: TogetherError | None = None
     at: float = 0.0
@@ -89,6 +93,11 @@ class ListPass:
         self._listed[row.id] = Listed(
             row.id, status, head.created_by, head.base_model, head.created_at
         )
+
+    def rows_per_page(self) -> float | None:
+        """The rows a page held, as the server sent them; None when no page was
+        followed by another (one page says nothing of a page's size)."""
+        return self.full_rows / self.full_pages if self.full_pages else None
 
     def roster(self) -> Roster:
         """Who this pass listed, for the follow rules (outlives the pass's sessions)."""
@@ -126,9 +135,10 @@ async def list_pass(
     created_by: str | None = None,
 ) -> ListPass:
     """Every session of `statuses` (of one creator, with `created_by`), at most
-    `max_pages` pages of `PAGE_SIZE`; `on_page` sees each page as it comes. The next page loads meanwhile, and no
-    further: a consumer that cannot keep up holds the pass back, so pages never
-    pile up unconsumed."""
+    `max_pages` pages, each asked for `PAGE_SIZE` rows (the server may send
+    fewer); `on_page` sees each page as it comes. The next page loads meanwhile,
+    and no further: a consumer that cannot keep up holds the pass back, so pages
+    never pile up unconsumed."""
     out = ListPass(at=clock())
     cursors: set[str] = set()
 
@@ -158,6 +168,9 @@ async def list_pass(
                 out.error = exc
                 return out
             out.pages += 1
+            if after:
+                out.full_rows += len(rows)
+                out.full_pages += 1
             loading = None
             going_round = after is not None and after in cursors
             if after and not going_round and out.pages < max_pages:
