@@ -6,6 +6,7 @@ session sits on the first page, the last, or a page a pass did not reach."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 from tests.fakes import FakeSlack, FakeTogether
@@ -123,4 +124,48 @@ def test_a_subscribed_session_on_the_last_page_hears_its_change(
         timeout=2 * INTERVAL + DELIVERY,
         what="every channel of the last page's session told",
     )
+    assert not any(_failed_polls(bot)), _failed_polls(bot)
+
+
+def test_a_change_past_a_list_page_that_failed_is_told_from_its_own_get(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    together.page_rows = 2
+    sids = [_sid(i) for i in range(8)]  # four pages
+    for sid in sids:
+        together.add(sid)
+    bot = start_bot(POLL_PLAN="list", POLL_INTERVAL_SECONDS=str(INTERVAL))
+    watched = [sids[0], sids[2], sids[5], sids[7]]  # one on each page
+    roots = {sid: (f"C{i}", _subscribe(bot, slack, sid, f"C{i}")) for i, sid in enumerate(watched)}
+    _settle(together, 2)
+    changed = threading.Event()
+
+    def between_pages(target: str) -> None:
+        """As the next pass's first page goes out: every session changes, and the
+        second page will be an HTML 404 (a proxy's, say), which ends that pass."""
+        if changed.is_set() or "after=" in target:
+            return
+        for sid in watched:
+            together.set_status(sid, "STOPPING")
+        together.fail(
+            None,
+            status=404,
+            body="<html><body>Not Found</body></html>",
+            content_type="text/html",
+            matching="after=",
+            times=1,
+        )
+        changed.set()
+
+    together.on_list_page = between_pages
+    assert changed.wait(4 * INTERVAL)
+    started = time.monotonic()
+    wait_until(
+        lambda: all(_told(slack, ch, root) for ch, root in roots.values()),
+        timeout=30,
+        what="every change told",
+    )
+    took = time.monotonic() - started
+    assert took <= 2 * INTERVAL + DELIVERY, took
+    assert "a list page failed" in bot.log()
     assert not any(_failed_polls(bot)), _failed_polls(bot)
