@@ -226,6 +226,7 @@ class Lister:
         self._started: dict[tuple[str, ...], float] = {}
         self._pages: dict[tuple[str, ...], int] = {}
         self._rosters: dict[tuple[str, ...], Roster] = {}
+        self._per_page: dict[tuple[str, ...], float] = {}
 
     def pages_fetched(self, statuses: Sequence[str]) -> int:
         """Pages of `statuses` this process has asked Together for, in all."""
@@ -276,6 +277,11 @@ class Lister:
         """How many sessions the last finished pass of `statuses` listed, however old."""
         roster = self._rosters.get(tuple(sorted(statuses)))
         return len(roster.listed) if roster is not None else None
+
+    def last_per_page(self, statuses: Sequence[str]) -> float:
+        """The rows a page of `statuses` held in the last pass that said (one with a
+        page followed by another), however old; `PAGE_SIZE` before any did."""
+        return self._per_page.get(tuple(sorted(statuses)), PAGE_SIZE)
 
     def forget(self, statuses: Sequence[str]) -> None:
         """Let go of the last pass of `statuses` (its sessions) once its cycle is over,
@@ -331,5 +337,7 @@ class Lister:
         if not task.cancelled() and task.exception() is None:
             done = task.result()
             self._pages[key] = self._pages.get(key, 0) + done.pages
+            if (per_page := done.rows_per_page()) is not None:
+                self._per_page[key] = per_page
             if done.error is None:
                 self._rosters[key] = done.roster()

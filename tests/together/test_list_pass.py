@@ -13,7 +13,7 @@ import httpx
 from bot.config import Settings
 from bot.poll.fetch import Fetched, Listing, after_the_pass
 from bot.together.client import TogetherClient
-from bot.together.list_pass import SEND_WAIT, ListPass, list_pass
+from bot.together.list_pass import SEND_WAIT, Lister, ListPass, list_pass
 from bot.together.poll_plan import LIVE_STATUSES, Seen
 from bot.training.sessions import RawSession
 from tests import together_fixtures
@@ -171,3 +171,19 @@ async def test_a_pass_knows_how_many_rows_the_server_sends_a_page(
     assert (cut.pages, cut.complete, cut.rows_per_page()) == (2, False, 2.0)
     one = await list_pass(client, LIVE_STATUSES, max_pages=10)
     assert (one.pages, one.complete, one.rows_per_page()) == (1, True, None)
+
+
+async def test_the_lister_keeps_the_rows_a_page_held_for_later_estimates(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    _add(fake, 7)
+    lister = Lister(client)
+    assert lister.last_per_page(LIVE_STATUSES) == 100  # nothing seen: what is asked
+    fake.page_rows = 3
+    try:
+        await lister.get(LIVE_STATUSES, max_pages=10, since=lister.clock())
+    finally:
+        fake.page_rows = None
+    assert lister.last_per_page(LIVE_STATUSES) == 3
+    await lister.get(LIVE_STATUSES, max_pages=10, since=lister.clock() + 1)  # one page of 7
+    assert lister.last_per_page(LIVE_STATUSES) == 3  # one page says nothing of a page's size
