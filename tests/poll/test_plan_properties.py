@@ -72,6 +72,9 @@ class ModelTogether:
     gets: Counter[str] = field(default_factory=Counter)
     served: set[str] = field(default_factory=set)  # ids sent on a page
 
+    def __post_init__(self) -> None:
+        self.is_live = frozenset(self.live)
+
     def _page(self, k: int) -> tuple[list[str], str | None]:
         sizes = self.shape.page_sizes
         start = sum(sizes[i % len(sizes)] for i in range(k))
@@ -113,7 +116,7 @@ class ModelTogether:
         self.gets[session_id] += 1
         if session_id in self.failing_gets:
             raise TogetherError("unavailable", "timed out")
-        status = RUNNING if session_id in self.live else STOPPED
+        status = RUNNING if session_id in self.is_live else STOPPED
         return RawSession.of({"id": session_id, "status": status})
 
 
@@ -151,8 +154,9 @@ class Case:
     plan: str
     requests_per_minute: float
     others: float
-    # per cycle: the list's shape, the sessions each replica claims, whose GET fails
-    cycles: list[tuple[Shape, list[list[int]], frozenset[int]]]
+    # per cycle: the list's shape, the sessions each replica claims (those due),
+    # whose GET fails, and which of the live ones have ended by then
+    cycles: list[tuple[Shape, list[list[int]], frozenset[int], frozenset[int]]]
 
 
 @st.composite
@@ -163,13 +167,16 @@ def _cases(draw: st.DrawFn) -> Case:
     watched = sorted(rnd.sample(range(pool), draw(st.integers(0, pool))))
     replicas = draw(st.integers(1, 3))
     cycles = []
+    gone: frozenset[int] = frozenset()
     for _ in range(draw(st.integers(1, 3))):
-        owner = [rnd.randrange(replicas) for _ in watched]
+        due = draw(st.sampled_from([1.0, 1.0, 0.5, 0.1]))
+        owner = [rnd.randrange(replicas) if rnd.random() < due else -1 for _ in watched]
         claims = [
             [w for w, o in zip(watched, owner, strict=True) if o == r] for r in range(replicas)
         ]
         failing = frozenset(rnd.sample(watched, min(len(watched), draw(st.integers(0, 5)))))
-        cycles.append((draw(_shapes()), claims, failing))
+        gone |= frozenset(rnd.sample(range(live), min(live, draw(st.integers(0, 10)))))
+        cycles.append((draw(_shapes()), claims, failing, gone))
     return Case(
         live=live,
         watched=watched,
@@ -220,7 +227,7 @@ async def _cycle(
             assert model.gets[sid] == 1 and sid in model.failing_gets, (sid, outcome)
         else:  # its state as Together has it, from a page or its GET
             assert outcome.id == sid and (model.gets[sid] == 1 or sid in model.served)
-            assert outcome.head.status == (RUNNING if sid in model.live else STOPPED)
+            assert outcome.head.status == (RUNNING if sid in model.is_live else STOPPED)
     # At most a GET per claimed session, none for one read on a page, plus the pages.
     assert set(model.gets) <= set(ids) and max(model.gets.values(), default=0) <= 1
     assert set(model.gets).isdisjoint(model.served)
@@ -233,10 +240,10 @@ async def _cycle(
 
 
 async def _run(case: Case) -> None:
-    live = [_sid(i) for i in range(case.live)]
     clock = Clock()
     planners = [Planner(clock=clock) for _ in range(case.replicas)]
-    for shape, claims, failing in case.cycles:
+    for shape, claims, failing, gone in case.cycles:
+        live = [_sid(i) for i in range(case.live) if i not in gone]
         for planner, claim in zip(planners, claims, strict=True):
             if claim:
                 model = ModelTogether(live, shape, frozenset(_sid(i) for i in failing))
