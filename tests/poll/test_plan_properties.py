@@ -22,10 +22,10 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.config import Settings
 from bot.poll.cycle import learn, pass_pages
 from bot.poll.fetch import Fetched
 from bot.poll.pace import Planner
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import SHARE_SECONDS, Lister, list_pass
