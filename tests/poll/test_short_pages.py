@@ -9,6 +9,8 @@ import re
 import threading
 import time
 
+import pytest
+
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, wait_until
 
@@ -71,19 +73,29 @@ def _settle(together: FakeTogether, passes: int) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
 def test_every_subscription_hears_its_change_with_pages_of_two_rows(
-    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+    replicas: int, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
+    if replicas > 1 and db_url.startswith("sqlite"):
+        pytest.skip("replicas share a PostgreSQL database")
     together.page_rows = 2
     sids = [_sid(i) for i in range(12)]
     for sid in sids:
         together.add(sid)
-    bot = start_bot(POLL_PLAN="auto", POLL_INTERVAL_SECONDS=str(INTERVAL))
-    roots = {sid: (f"C{i}", _subscribe(bot, slack, sid, f"C{i}")) for i, sid in enumerate(sids)}
+    bots = [
+        start_bot(POLL_PLAN="auto", POLL_INTERVAL_SECONDS=str(INTERVAL), REPLICA_ID=f"r{i}")
+        for i in range(replicas)
+    ]
+    roots = {
+        sid: (f"C{i}", _subscribe(bots[i % replicas], slack, sid, f"C{i}"))
+        for i, sid in enumerate(sids)
+    }
     _settle(together, 2)
     took = _change_all_and_wait(together, slack, roots)
     assert took <= 2 * INTERVAL + DELIVERY, took
-    assert not any(_failed_polls(bot)), _failed_polls(bot)
+    for bot in bots:
+        assert not any(_failed_polls(bot)), _failed_polls(bot)
 
 
 def test_every_subscription_hears_its_change_with_pages_of_one_row(
