@@ -320,7 +320,7 @@ async def _work_batch(
             planner,
             ids,
             plan=result.plan,
-            pages=_pages(len(ids), watched, planner, settings, forced=forced),
+            pages=pass_pages(len(ids), watched, planner, settings, forced=forced),
             since=cycle_started,
             settings=settings,
             write=write,
@@ -335,7 +335,7 @@ async def _work_batch(
     result.transitions = sum(result.to_status.values())
 
 
-def _pages(
+def pass_pages(
     due: int, watched: int, planner: Planner, settings: Settings, *, forced: Plan | None
 ) -> int:
     """The most pages this batch's list pass may take: what the project's known size
