@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.rendering.chart_points import reduce_points
-from bot.store.metrics_view import CHART_POINTS, StoredChart
 from bot.store.queries.progress_points import steps_of
+from bot.training.metrics_view import CHART_POINTS, StoredChart
 from bot.wandb.history import Series
 
 #: a line needs two points

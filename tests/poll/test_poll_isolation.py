@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy import select, update
 
 import bot.poll.record as record
-from bot.config import Settings
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.isolate import MAX_WRITE_FAILURES, store_apart
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.training.rules import Progress, eta, idles_out_at

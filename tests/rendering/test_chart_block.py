@@ -29,11 +29,11 @@ from bot.rendering.chart_block import (
     without_charts,
 )
 from bot.rendering.chart_points import MIN_LIMIT, reduce_points
+from bot.rendering.root_card import CardWatch, card_chart, card_with_watch
 from bot.rendering.text import slack_len
-from bot.root_card import CardWatch, card_chart, card_with_watch
-from bot.store.metrics_view import MetricsView, StoredChart
-from bot.store.progress import CardView
+from bot.training.metrics_view import MetricsView, StoredChart
 from bot.training.sessions import TrainingSession
+from bot.training.watch_progress import CardView
 from bot.wandb.history import Series
 from tests.fakes.slack_charts import blocks_problems, chart_problems
 
