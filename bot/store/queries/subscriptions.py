@@ -12,7 +12,14 @@ from datetime import datetime
 from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.tables import SESSION_ENDED, SessionMetrics, Subscription, WatchedSession, utcnow
+from bot.store.tables import (
+    SESSION_ENDED,
+    ChartRefusal,
+    SessionMetrics,
+    Subscription,
+    WatchedSession,
+    utcnow,
+)
 
 
 async def subscription_row(
@@ -166,10 +173,22 @@ async def channel_watched(
 
 async def card_settings(
     db: AsyncSession, subscription_ids: Sequence[int]
-) -> Sequence[Row[int, int | None, int | None, dict[str, object] | None, dict[str, object] | None]]:
+) -> Sequence[
+    Row[
+        int,
+        int | None,
+        int | None,
+        dict[str, object] | None,
+        dict[str, object] | None,
+        str,
+        str | None,
+    ]
+]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
-    and what the bot last read of its W&B run (`view`, None when never read)."""
+    what the bot last read of its W&B run (`view`, None when never read), its
+    workspace, and whether that workspace refused the chart block (`refused`
+    holds the team then)."""
     if not subscription_ids:
         return []
     rows = await db.execute(
@@ -179,9 +198,12 @@ async def card_settings(
             Subscription.stall_after_minutes,
             WatchedSession.progress,
             SessionMetrics.view,
+            Subscription.team_id,
+            ChartRefusal.team_id.label("refused"),
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
         .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)
+        .outerjoin(ChartRefusal, ChartRefusal.team_id == Subscription.team_id)
         .where(Subscription.id.in_(list(subscription_ids)))
     )
     return rows.all()
