@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.support import REPO, BotFactory, BotProcess, query, wait_until
+from tests.support import REPO, BotFactory, BotProcess, free_tcp_port, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 OTHER = "abcdef12-0000-4000-8000-000000000001"
@@ -245,14 +245,19 @@ def test_healthz_and_readyz(start_bot: BotFactory, slack: FakeSlack, db_url: str
     assert ready.status_code == 200, ready.text
     assert ready.json() == {
         "ok": True,
-        "checks": {"database": "ok", "migrations": "ok", "slack": "ok"},
+        "checks": {"database": "ok", "migrations": "ok", "slack": "ok", "together": "ok"},
     }
 
     # Slack no longer accepts the token: not ready, but alive.
     slack.fail_next("auth.test", error="invalid_auth")
     ready = httpx.get(f"{bot.url}/readyz")
     assert ready.status_code == 503
-    assert ready.json()["checks"] == {"database": "ok", "migrations": "ok", "slack": "invalid_auth"}
+    assert ready.json()["checks"] == {
+        "database": "ok",
+        "migrations": "ok",
+        "slack": "invalid_auth",
+        "together": "ok",
+    }
     assert httpx.get(f"{bot.url}/healthz").status_code == 200
     assert httpx.get(f"{bot.url}/readyz").status_code == 200  # it asks Slack each time
 
@@ -319,8 +324,33 @@ def test_show_errors_exit_1_with_one_clear_line(tmp_path: Path, together: FakeTo
     wrong_key = "wrong-together-key-0123456789"
     rejected = _show(tmp_path, together, SID, key=wrong_key)
     assert rejected.returncode == 1
-    assert "rejected the bot's API key" in rejected.stderr
+    assert rejected.stderr == "rl-bot: Together refused TOGETHER_API_KEY (HTTP 401)\n"
     assert wrong_key not in rejected.stdout + rejected.stderr
+
+
+@pytest.mark.slow  # runs rl-bot as a subprocess
+@pytest.mark.parametrize(
+    ("host", "says"),
+    [
+        ("rl-bot-test.invalid", "cannot resolve Together's host name"),
+        ("127.0.0.1:{port}", "Together refused the connection"),
+    ],
+    ids=["no-such-host", "nothing-listening"],
+)
+def test_show_says_what_failed_in_a_terminals_words(
+    tmp_path: Path, together: FakeTogether, host: str, says: str
+) -> None:
+    """A name that does not resolve is not a slow server, and a terminal has no operators."""
+    base_url = f"http://{host.format(port=free_tcp_port())}/v1"
+    result = run_bot(
+        ["show", SID],
+        tmp_path,
+        {"TOGETHER_API_KEY": together.api_key, "TOGETHER_BASE_URL": base_url},
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"rl-bot: {says}"), line
+    assert "in time" not in line and "operators" not in line
 
 
 # --- configuration checked at start --------------------------------------------------------------
