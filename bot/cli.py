@@ -141,7 +141,12 @@ def _lock_sqlite(url: str) -> str | None:
     try:
         handle = open(lock_path, "a+")  # noqa: SIM115 - held open until the process ends
     except OSError as exc:
-        return f"cannot create the lock file {lock_path}: {exc.strerror}"
+        return (
+            f"cannot use the SQLite database {path} (DATABASE_URL): its lock file "
+            f"{lock_path} cannot be created: {exc.strerror}. The directory {path.parent} "
+            f"must exist and be writable by this user (uid {os.getuid()}); in the container "
+            "image that is /data, the working directory"
+        )
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

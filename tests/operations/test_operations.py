@@ -1,6 +1,6 @@
 """Operations: /metrics after real traffic, JSON logs, health and readiness,
 `rl-bot show`, `rl-bot migrate`, start-up checks of Socket Mode settings, and the
-container, compose and Slack manifest files (checked without an engine).
+Slack manifest (the container and compose files: test_container.py).
 
 Everything that runs the bot runs a real `python -m bot` process against the fake
 Slack and Together servers on 127.0.0.1.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -461,96 +460,12 @@ def test_the_running_bot_compares_revisions_without_alembic(tmp_path: Path) -> N
     assert done.stdout.strip() == "[]", done.stdout
 
 
-# --- container, compose, manifest ---------------------------------------------------------------
-
-
-def _dockerfile_instructions() -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) with line continuations joined and comments dropped."""
-    text = (REPO / "Dockerfile").read_text()
-    joined = re.sub(r"\\\n", " ", text)
-    out = []
-    for line in joined.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        word, _, rest = line.partition(" ")
-        out.append((word.upper(), rest.strip()))
-    return out
-
-
-def test_dockerfile_is_multi_stage_non_root_with_healthcheck_and_exec_cmd() -> None:
-    instructions = _dockerfile_instructions()
-    froms = [i for i, (word, _) in enumerate(instructions) if word == "FROM"]
-    assert len(froms) >= 2, "multi-stage: a builder and a runtime stage"
-    final = instructions[froms[-1] :]
-    assert any(w == "COPY" and a.startswith("--from=") for w, a in final), "copies from builder"
-
-    users = [a for w, a in final if w == "USER"]
-    assert users, "the runtime stage sets USER"
-    user = users[-1].split(":")[0]
-    assert user not in ("root", "0")
-
-    [healthcheck] = [a for w, a in final if w == "HEALTHCHECK"]
-    assert "/healthz" in healthcheck and "CMD" in healthcheck
-
-    cmd = [a for w, a in final if w == "CMD"][-1]
-    assert json.loads(cmd) == [
-        "rl-bot",
-        "serve",
-    ]  # exec form: rl-bot is PID 1's child, gets signals
-    assert any(w == "EXPOSE" and "3000" in a.split() for w, a in final)
-
-    # matplotlib's font list is built into the image, where the non-root user may
-    # read and update it: the first chart does not rebuild it in every container.
-    [config_dir] = [
-        a.split("=", 1)[1].split()[0]
-        for w, a in final
-        if w == "ENV" and a.startswith("MPLCONFIGDIR=")
-    ]
-    built = [a for w, a in final if w == "RUN" and "matplotlib.font_manager" in a]
-    assert built and f"chown -R {user}:" in built[0] and config_dir in built[0]
+# --- manifest (the container and compose files: test_container.py) ----------------------------
 
 
 def _yaml(name: str) -> Any:
     yaml = pytest.importorskip("yaml")
     return yaml.safe_load((REPO / name).read_text())
-
-
-@pytest.mark.slow  # runs `docker compose` where it exists
-def test_compose_runs_bot_with_postgres_and_a_one_shot_migrate(tmp_path: Path) -> None:
-    compose = _yaml("docker-compose.yml")
-    services = compose["services"]
-    assert {"bot", "postgres", "migrate"} <= services.keys()
-    bot, migrate, postgres = services["bot"], services["migrate"], services["postgres"]
-
-    assert bot["command"] == ["rl-bot", "serve"]
-    assert migrate["command"] == ["rl-bot", "migrate"]
-    for service in (bot, migrate):
-        url = service["environment"]["DATABASE_URL"]
-        assert url.startswith("postgresql://") and "@postgres:5432/" in url
-    assert any(str(p).endswith(":3000") for p in bot["ports"])
-    assert bot["depends_on"]["postgres"]["condition"] == "service_healthy"
-    assert bot["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
-    assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
-    assert postgres["healthcheck"]["test"]
-    # The bot's health check is the image's HEALTHCHECK on /healthz; compose must not turn it off.
-    assert not (bot.get("healthcheck") or {}).get("disable", False)
-
-    docker = shutil.which("docker")
-    has_compose = (
-        docker is not None
-        and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0
-    )
-    if has_compose:  # where the compose CLI exists: let compose itself validate the file
-        assert docker is not None
-        work = tmp_path / "compose"
-        work.mkdir()
-        shutil.copy(REPO / "docker-compose.yml", work)
-        (work / ".env").write_text("")
-        checked = subprocess.run(
-            [docker, "compose", "config", "--quiet"], cwd=work, capture_output=True, text=True
-        )
-        assert checked.returncode == 0, checked.stderr
 
 
 def test_manifest_declares_the_command_interactivity_and_exactly_the_readme_scopes() -> None:
