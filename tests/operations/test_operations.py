@@ -493,3 +493,22 @@ def test_manifest_declares_the_command_interactivity_and_exactly_the_readme_scop
     example = (REPO / ".env.example").read_text()
     for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "TOGETHER_API_KEY", "SLACK_APP_TOKEN"):
         assert re.search(rf"^{name}=", example, flags=re.MULTILINE), name
+
+
+def test_manifest_usage_hint_lists_every_verb_and_which_take_an_id() -> None:
+    from typing import get_args
+
+    from bot.commands.parser import Verb
+
+    [command] = _yaml("manifest.yml")["features"]["slash_commands"]
+    groups = [group.split() for group in command["usage_hint"].split(" | ")]
+    assert groups[0] == ["<id>"]  # a bare id shows the card
+    verbs = {verb: words[1:2] == ["<id>"] for words in groups[1:] for verb in words[0].split("|")}
+    assert set(verbs) == set(get_args(Verb)) - {"show"}
+    assert {v for v, takes_id in verbs.items() if takes_id} == {
+        "subscribe",
+        "unsubscribe",
+        "mute",
+        "unmute",
+        "chart",
+    }
