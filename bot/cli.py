@@ -1,8 +1,10 @@
 """`rl-bot serve | socket | migrate | show <id>`.
 
 Configuration problems, and a Slack token or Together key the service refuses
-at start, are one line each on stderr and exit code 2; an out-of-date schema is exit code 3 with the command that fixes it; a SQLite
-database already used by another rl-bot process is exit code 4.
+at start, are one line each on stderr and exit code 2; an out-of-date schema
+is exit code 3 with the command that fixes it; a SQLite file that cannot be
+used (another rl-bot process has it, or its directory is missing or read-only)
+is exit code 4.
 """
 
 from __future__ import annotations
