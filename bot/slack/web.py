@@ -28,7 +28,7 @@ from starlette.routing import Route
 from bot.jobs.ticker import Ticker
 from bot.runtime import Runtime
 from bot.slack.body_budget import BodyBudget
-from bot.slack.preflight import Verdict, check_together
+from bot.slack.preflight import Verdict, recheck_together
 from bot.store.migrations import head_revision, read_revision
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def create_web_app(
         first.get("SLACK_BOT_TOKEN")
     )
     together_check = CachedCheck(
-        lambda: _together_key(rt), ttl=math.inf, failure_ttl=failure_ttl
+        lambda: recheck_together(rt.settings), ttl=math.inf, failure_ttl=failure_ttl
     ).seeded(first.get("TOGETHER_API_KEY"))
     settings = rt.settings
     gate = SlackRequestGate(
@@ -262,10 +262,6 @@ async def _slack_auth(rt: Runtime) -> str:
     except Exception as exc:
         return f"unreachable ({type(exc).__name__})"
     return "ok"
-
-
-async def _together_key(rt: Runtime) -> str:
-    return (await check_together(rt.together)).readiness
 
 
 class _Server(uvicorn.Server):
