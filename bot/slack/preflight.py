@@ -24,7 +24,7 @@ import httpx
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import Settings
+from bot.settings.model import Settings
 from bot.together.errors import TogetherError
 
 #: the longest either check may take: a start-up waits for it
