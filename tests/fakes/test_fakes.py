@@ -207,6 +207,20 @@ def test_together_bad_key_is_401(together: FakeTogether) -> None:
     assert httpx.get(url).status_code == 401
 
 
+def test_together_key_check_is_kept_apart_from_the_counts(together: FakeTogether) -> None:
+    """The bot's start-up check of its key: answered as the list it is, recorded in
+    `key_checks` only, and faulted only by a fault scripted for it."""
+    url = f"{together.base_url}/rl/training-sessions?limit=1"
+    together.fail(None, status=500)  # every other request
+    assert httpx.get(url, headers=AUTH).json()["data"] == []
+    assert httpx.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    together.fail(None, status=503, route="key_check", times=1)
+    assert httpx.get(url, headers=AUTH).status_code == 503
+    assert [r.route for r in together.key_checks] == ["key_check"] * 3
+    assert together.total_requests == 0 and together.paths == []
+    assert httpx.get(f"{together.base_url}/rl/training-sessions?limit=2").status_code == 500
+
+
 def test_together_old_shape_stop_and_list(together: FakeTogether) -> None:
     old = together.add("old-1", "RUNNING", new_shape=False)
     assert "display_name" not in old and "base_model" not in old
