@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import _backends, fresh_database
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, query
 
 SID_NEW = "123e4567-e89b-12d3-a456-426614174000"

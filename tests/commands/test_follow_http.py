@@ -19,8 +19,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from bot.simulated import sign
 from tests.commands.test_commands_http import Rig, ask, shared_rig
-from tests.fakes import sign
 from tests.support import SIGNING_SECRET, BotProcess, wait_until
 
 pytestmark = pytest.mark.slow

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
+from bot.simulated.slack import FakeSlack, SlackCall
+from bot.simulated.together import KEY_OWNER, make_session
 from tests.commands.test_commands_http import Rig, shared_rig
-from tests.fakes.slack import FakeSlack, SlackCall
-from tests.fakes.together import KEY_OWNER, make_session
 from tests.support import wait_until
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether, make_session, sign
+from bot.simulated import FakeSlack, FakeTogether, make_session, sign
 from tests.support import SIGNING_SECRET, BotFactory, BotProcess, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -17,6 +17,7 @@ from bot.jobs.spend_exchange import STALE_SECONDS, Spend, deployment, exchange, 
 from bot.jobs.ticker import Ticker
 from bot.metrics import Metrics
 from bot.poll.pace import SIDE_WINDOW, Planner
+from bot.simulated import FakeSlack, FakeTogether
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to
@@ -25,7 +26,6 @@ from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, budget_interval
 from bot.training.resources import ModelResource
 from tests import together_fixtures
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 fake = together_fixtures.fake
