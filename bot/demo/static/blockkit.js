@@ -34,6 +34,10 @@ function token(inner) {
     const [id, label] = inner.slice(1).split("|");
     return `<span class="mention">#${escapeHtml(label || channels[id] || id)}</span>`;
   }
+  if (inner.startsWith("!date^")) {
+    const [, stamp, format] = inner.split("|")[0].split("^");
+    return `<time>${escapeHtml(slackDate(Number(stamp), format || "{date_short}"))}</time>`;
+  }
   if (inner.startsWith("!")) {
     const label = inner.slice(1).split("|")[0].replace(/^subteam\^\w+/, "team");
     return `<span class="mention">@${escapeHtml(label)}</span>`;
@@ -41,6 +45,29 @@ function token(inner) {
   const [url, label] = inner.split("|");
   const safe = /^(https?:|mailto:)/.test(url) ? url : "#";
   return `<a href="${escapeHtml(safe)}" target="_blank" rel="noopener">${escapeHtml(unescapeSlack(label || url))}</a>`;
+}
+
+// `<!date^…>`: a time shown in the reader's own zone, in Slack's named formats.
+function slackDate(seconds, format) {
+  const when = new Date(seconds * 1000);
+  const today = new Date();
+  const sameDay = when.toDateString() === today.toDateString();
+  const short = when.toLocaleDateString([], { month: "short", day: "numeric" });
+  const long = when.toLocaleDateString([], { weekday: "long", month: "long", day: "numeric", year: "numeric" });
+  const minutes = Math.round((today - when) / 60000);
+  const parts = {
+    date_num: when.toISOString().slice(0, 10),
+    date: when.toLocaleDateString([], { month: "long", day: "numeric", year: "numeric" }),
+    date_short: short,
+    date_long: long,
+    date_pretty: sameDay ? "Today" : when.toLocaleDateString([], { month: "long", day: "numeric" }),
+    date_short_pretty: sameDay ? "Today" : short,
+    date_long_pretty: sameDay ? "Today" : long,
+    time: when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }),
+    time_secs: when.toLocaleTimeString(),
+    ago: minutes < 1 ? "just now" : minutes < 60 ? `${minutes} minutes ago` : `${Math.round(minutes / 60)} hours ago`,
+  };
+  return format.replace(/\{(\w+)\}/g, (m, name) => parts[name] || m);
 }
 
 export function mrkdwn(text) {
