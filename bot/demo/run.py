@@ -15,6 +15,7 @@ import contextlib
 import secrets
 import signal
 import socket
+import sys
 import tempfile
 import webbrowser
 from collections.abc import Iterator
@@ -140,6 +141,17 @@ class Demo:
             self._tmp.cleanup()
 
     def serve(self, *, host: str, port: int, open_browser: bool) -> int:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                print(
+                    f"rl-bot: cannot listen on {host}:{port} ({exc.strerror}); "
+                    "pick another port with --port",
+                    file=sys.stderr,
+                )
+                return 1
         return asyncio.run(self._serve(host, port, open_browser))
 
     async def _serve(self, host: str, port: int, open_browser: bool) -> int:
@@ -149,8 +161,15 @@ class Demo:
 
         rt = build_runtime(self.settings)
         bot_port = _free_port()
-        bot = _Quiet(uvicorn.Config(create_web_app(rt, build_app(rt)), host="127.0.0.1",
-                                    port=bot_port, log_config=None, access_log=False))  # fmt: skip
+        bot = _Quiet(
+            uvicorn.Config(
+                create_web_app(rt, build_app(rt)),
+                host="127.0.0.1",
+                port=bot_port,
+                log_config=None,
+                access_log=False,
+            )
+        )
         async with httpx.AsyncClient(timeout=30) as http:
             page = Page(
                 slack=self.slack,
@@ -159,9 +178,16 @@ class Demo:
                 secret=self.secret,
                 http=http,
             )
-            ui = _Quiet(uvicorn.Config(create_page_app(page), host=host, port=port,
-                                       log_config=None, access_log=False,
-                                       timeout_graceful_shutdown=2))  # fmt: skip
+            ui = _Quiet(
+                uvicorn.Config(
+                    create_page_app(page),
+                    host=host,
+                    port=port,
+                    log_config=None,
+                    access_log=False,
+                    timeout_graceful_shutdown=2,
+                )
+            )
             loop = asyncio.get_running_loop()
 
             def stop_all() -> None:

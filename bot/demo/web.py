@@ -91,9 +91,13 @@ class Page:
         asked = Asked(typed.channel, typed.user, thread_ts=typed.thread_ts)
         if command != "/rl-session":
             await asyncio.to_thread(
-                self.slack.add_message, typed.channel, typed.text, user=typed.user,
-                bot_id=None, thread_ts=typed.thread_ts,
-            )  # fmt: skip
+                self.slack.add_message,
+                typed.channel,
+                typed.text,
+                user=typed.user,
+                bot_id=None,
+                thread_ts=typed.thread_ts,
+            )
             self.slack.changed()
             return JSONResponse({"ok": True})
         url = self.slack.new_response_url(asked)

@@ -178,9 +178,11 @@ class DemoSlack(FakeSlack):
                 return
         if body.get("response_type") == "in_channel":
             self.add_message(
-                asked.channel, message.get("text", ""), thread_ts=asked.thread_ts,
+                asked.channel,
+                message.get("text", ""),
+                thread_ts=asked.thread_ts,
                 blocks=message.get("blocks"),
-            )  # fmt: skip
+            )
         else:
             self.add_ephemeral(asked, message)
 
