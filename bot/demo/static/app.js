@@ -58,6 +58,7 @@ function drawMessage(message, { inThread }) {
     const figure = document.createElement("figure");
     figure.className = "file";
     const img = document.createElement("img");
+    img.addEventListener("load", () => stick(article.closest(".messages")));
     img.src = `/demo/files/${file.id}`;
     img.alt = file.title || file.name;
     figure.append(img);
@@ -96,10 +97,21 @@ function drawMessage(message, { inThread }) {
   return article;
 }
 
+// A list read to its end stays at its end as pictures load and messages arrive.
+function stick(container) {
+  if (container && container.dataset.atEnd !== "false") container.scrollTop = container.scrollHeight;
+}
+
 // Redraw a list in place: a message keeps its element (and place) unless it changed.
 function drawList(container, messages, options) {
   const old = new Map([...container.querySelectorAll(":scope > article")].map((a) => [a.dataset.key, a]));
-  const nearBottom = container.scrollHeight - container.scrollTop - container.clientHeight < 80;
+  if (!container.dataset.listening) {
+    container.dataset.listening = "1";
+    container.addEventListener("scroll", () => {
+      container.dataset.atEnd = String(container.scrollHeight - container.scrollTop - container.clientHeight < 80);
+    });
+  }
+  const nearBottom = old.size === 0 || container.dataset.atEnd !== "false";
   const keep = new Set();
   for (const message of messages) {
     const key = message.ephemeral || message.ts;
