@@ -33,6 +33,9 @@ from bot.simulated.together import FakeTogether
 from bot.simulated.wandb import FakeWandb
 
 TICK_SECONDS = 0.25
+#: what the simulated services remember of the requests they served (tests read them;
+#: a demo left running for days must not keep them all)
+KEPT_REQUESTS = 2000
 
 
 def demo_settings(
@@ -211,8 +214,19 @@ class Demo:
             await asyncio.gather(bot_task, ticking, return_exceptions=True)
         return 0 if ui.started else 1
 
+    def forget_old_requests(self) -> None:
+        for server, names in (
+            (self.together, ("requests", "paths", "auth_headers")),
+            (self.slack, ("calls", "response_attempts")),
+            (self.wandb, ("calls",)),
+        ):
+            with server._lock:
+                for name in names:
+                    del getattr(server, name)[:-KEPT_REQUESTS]
+
     async def _tick(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             await asyncio.to_thread(self.world.tick)
+            self.forget_old_requests()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), TICK_SECONDS)
