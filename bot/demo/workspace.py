@@ -170,11 +170,26 @@ class DemoSlack(FakeSlack):
         message = _message(body)
         with self._lock:
             original = next((e for e in self.ephemerals if e.id == asked.ephemeral), None)
+            stored = next(
+                (
+                    m
+                    for m in self.messages.get(asked.channel, [])
+                    if asked.ephemeral is None and m["ts"] == asked.message_ts
+                ),
+                None,
+            )
             if body.get("delete_original") and original is not None:
                 self.ephemerals.remove(original)
                 return
+            if body.get("delete_original") and stored is not None:
+                self.messages[asked.channel].remove(stored)
+                return
             if body.get("replace_original") and original is not None:
                 original.message = message
+                return
+            if body.get("replace_original") and stored is not None:
+                stored.update(text=message["text"], blocks=message.get("blocks", []))
+                stored["edited"] = {"user": BOT_USER_ID, "ts": self._next_ts()}
                 return
         if body.get("response_type") == "in_channel":
             self.add_message(

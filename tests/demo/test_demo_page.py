@@ -105,8 +105,8 @@ def test_an_error_pages_oncall(page: Page) -> None:
     page.get_by_role("button", name="# oncall").click()
     page.get_by_role("textbox", name="Message #oncall").wait_for()
     alert = page.locator("#messages").get_by_role("article").filter(has_text="ppo-math-lr3e-5")
-    alert.first.wait_for()
-    assert "ERROR" in alert.first.inner_text().upper()
+    alert.first.get_by_role("button", name="Acknowledge").wait_for()
+    assert "Error" in alert.first.inner_text()
 
 
 def test_the_guest_is_refused_stop(page: Page) -> None:
