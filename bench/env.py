@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # `bot.simulated` and `tests.support` live at the repo root
+if str(REPO) not in sys.path:  # `tests.support` lives at the repo root
     sys.path.insert(0, str(REPO))
 
 from sqlalchemy import insert, text, update  # noqa: E402
