@@ -46,6 +46,10 @@ class Dismiss(BaseModel):
     id: str
 
 
+class Opened(BaseModel):
+    user: str
+
+
 class Page:
     """The page's endpoints over one simulated workspace, world and bot."""
 
@@ -78,9 +82,11 @@ class Page:
         return JSONResponse({"view": self.slack.home(request.query_params.get("user", ""))})
 
     async def open_home(self, request: Request) -> Response:
-        user = str((await request.json()).get("user", ""))
-        body = home_opened_body(user)
-        return await self._send(body, json_body=True)
+        try:
+            opened = Opened.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return await self._send(home_opened_body(opened.user), json_body=True)
 
     async def command(self, request: Request) -> Response:
         try:
@@ -123,12 +129,18 @@ class Page:
         return await self._send(click_body(click, response_url=url), asked=asked)
 
     async def dismiss(self, request: Request) -> Response:
-        gone = Dismiss.model_validate(await request.json())
+        try:
+            gone = Dismiss.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
         self.slack.dismiss(gone.id, gone.user)
         return JSONResponse({"ok": True})
 
     async def advance(self, request: Request) -> Response:
-        move = Advance.model_validate(await request.json())
+        try:
+            move = Advance.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
         if move.speed is not None and move.speed > 0:
             await asyncio.to_thread(self.world.set_speed, move.speed)
         if move.minutes > 0:
