@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from bot.config import Mode, Settings
+from bot.settings.model import Mode, Settings
 
 log = logging.getLogger("bot")
 EXIT_CONFIG = 2
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _demo(port=args.port, speed=args.speed, open_browser=args.open)
     command: Mode = args.command
     settings = _settings(command)
-    from bot.logs import configure_logging
+    from bot.ops.logs import configure_logging
 
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
     if command == "migrate":
@@ -100,7 +100,7 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
         print("rl-bot: --speed must be above 0", file=sys.stderr)
         return EXIT_CONFIG
     from bot.demo.run import Demo
-    from bot.logs import configure_logging
+    from bot.ops.logs import configure_logging
 
     demo = Demo.start(speed=speed, database_url=os.environ.get("DATABASE_URL"))
     try:
@@ -136,7 +136,7 @@ def _lock_sqlite(url: str) -> str | None:
     global _sqlite_lock
     from sqlalchemy.engine import make_url
 
-    from bot.database_url import async_url, is_sqlite
+    from bot.settings.database_url import async_url, is_sqlite
 
     if not is_sqlite(url):
         return None
@@ -171,7 +171,7 @@ def _lock_sqlite(url: str) -> str | None:
 
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
-    from bot.database_url import is_sqlite
+    from bot.settings.database_url import is_sqlite
     from bot.store.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):

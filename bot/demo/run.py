@@ -25,10 +25,10 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from bot.config import Settings
 from bot.demo.web import Page, create_page_app
 from bot.demo.workspace import ONCALL, ONCALL_CHANNEL, YOU, DemoSlack
 from bot.demo.world import ONCALL_OWNER, YOU_OWNER, World
+from bot.settings.model import Settings
 from bot.simulated.together import FakeTogether
 from bot.simulated.wandb import FakeWandb
 

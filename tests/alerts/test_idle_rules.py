@@ -15,7 +15,6 @@ from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer,
 from bot.alerts.stall import check as stall_check
 from bot.simulated import FakeTogether
 from bot.simulated.together import make_model_resource
-from bot.store.progress import WatchProgress
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
@@ -23,6 +22,7 @@ from bot.training.rules import Progress, idles_out_at
 from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
 from bot.training.time_bounds import later, naive_utc, span
+from bot.training.watch_progress import WatchProgress
 from tests import together_fixtures
 
 # the shared Together server and client fixtures (pytest finds them by these names)

@@ -18,9 +18,9 @@ import pytest
 from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.slack_files import Upload
 from bot.simulated.wandb import FakeRun, FakeWandb
-from tests.charts.png import png_size
 from tests.conftest import _backends, fresh_database
 from tests.support import BotProcess, query, wait_until
+from tests.support.png import png_size
 
 pytestmark = pytest.mark.slow
 

@@ -20,8 +20,8 @@ from urllib.parse import urlencode
 import pytest
 
 from bot.simulated import sign
-from tests.commands.test_commands_http import Rig, ask, shared_rig
 from tests.support import SIGNING_SECRET, BotProcess, wait_until
+from tests.support.rig import Rig, ask, shared_rig
 
 pytestmark = pytest.mark.slow
 

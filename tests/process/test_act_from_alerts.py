@@ -21,8 +21,8 @@ import pytest
 
 from bot.simulated.slack import FakeSlack, SlackCall
 from bot.simulated.together import KEY_OWNER, make_session
-from tests.commands.test_commands_http import Rig, shared_rig
 from tests.support import wait_until
+from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import time
 
 import httpx
 
-from bot.config import Settings
 from bot.poll.fetch import Fetched, Listing, after_the_pass
+from bot.settings.model import Settings
 from bot.simulated import FakeTogether, make_session
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
