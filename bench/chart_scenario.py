@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from bench.env import Bot, database, session_id
-from tests.fakes import FakeSlack, FakeTogether
-from tests.fakes.wandb import FakeRun, FakeWandb
+from bot.simulated import FakeSlack, FakeTogether
+from bot.simulated.wandb import FakeRun, FakeWandb
 
 CHANNEL = "CCHART"
 TARGET_CLICK_S = 3.0

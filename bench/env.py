@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:  # `tests.fakes` and `tests.support` live at the repo root
+if str(REPO) not in sys.path:  # `tests.support` lives at the repo root
     sys.path.insert(0, str(REPO))
 
 from sqlalchemy import insert, text, update  # noqa: E402
 
+from bot.simulated import FakeSlack, FakeTogether, make_session  # noqa: E402
 from bot.store.engine import make_engine  # noqa: E402
 from bot.store.migrations import upgrade  # noqa: E402
 from bot.store.tables import Subscription, WatchedSession, utcnow  # noqa: E402
 from bot.training.sessions import TrainingSession  # noqa: E402
 from bot.training.snapshots import seen_state  # noqa: E402
-from tests.fakes import FakeSlack, FakeTogether, make_session  # noqa: E402
 from tests.support import BotProcess, pg_admin, postgres_available  # noqa: E402
 
 PG_BASE = os.environ.get("RLBOT_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")

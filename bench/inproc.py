@@ -20,7 +20,7 @@ from bot.poll import cycle as poller
 from bot.poll import isolate
 from bot.runtime import build_runtime
 from bot.settings.model import Settings
-from tests.fakes import FakeTogether
+from bot.simulated import FakeTogether
 
 
 class StatementCounter:

@@ -28,7 +28,7 @@ from bench.env import (
     scalar,
     seed,
 )
-from tests.fakes import FakeSlack, FakeTogether, sign, slash_command_body
+from bot.simulated import FakeSlack, FakeTogether, sign, slash_command_body
 from tests.support import SIGNING_SECRET
 
 SLACK_ACK_LIMIT = 3.0

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.env import PG_BASE, RUNNING, Bot, database, make_due, scalar, seed, session_id
-from tests.fakes import FakeSlack, FakeTogether, make_session
+from bot.simulated import FakeSlack, FakeTogether, make_session
 from tests.support import pg_admin
 
 # What "default settings" leaves of the tests' base environment: only what points the

@@ -1,4 +1,4 @@
-"""`rl-bot serve | socket | migrate | show <id>`.
+"""`rl-bot serve | socket | migrate | show <id> | demo`.
 
 Configuration problems, and a Slack token or Together key the service refuses
 at start, are one line each on stderr and exit code 2; an out-of-date schema
@@ -46,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print one session's card in the terminal")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", help="print the Block Kit JSON instead")
+    demo = sub.add_parser(
+        "demo", help="the bot in a local Slack-like page, on simulated Slack, Together and W&B"
+    )
+    demo.add_argument("--port", type=int, default=3000, help="the page's port (127.0.0.1)")
+    demo.add_argument(
+        "--speed", type=float, default=1.0, help="how fast the simulated world moves (1: 3 min)"
+    )
+    demo.add_argument("--open", action="store_true", help="open the page in a browser")
     return parser
 
 
@@ -66,6 +74,8 @@ def _settings(mode: Mode) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "demo":
+        return _demo(port=args.port, speed=args.speed, open_browser=args.open)
     command: Mode = args.command
     settings = _settings(command)
     from bot.ops.logs import configure_logging
@@ -109,6 +119,28 @@ def _check_secrets(settings: Settings) -> list[Verdict] | None:
             "; ".join(v.detail for v in unreachable),
         )
     return verdicts
+
+
+def _demo(*, port: int, speed: float, open_browser: bool) -> int:
+    """No secrets asked: the demo's settings point only at its own simulated services."""
+    if speed <= 0:
+        print("rl-bot: --speed must be above 0", file=sys.stderr)
+        return EXIT_CONFIG
+    from bot.demo.run import Demo
+    from bot.ops.logs import configure_logging
+
+    demo = Demo.start(speed=speed, database_url=os.environ.get("DATABASE_URL"))
+    try:
+        settings = demo.settings
+        configure_logging("WARNING", "console", settings.secrets())
+        if (problem := _lock_sqlite(settings.database_url)) is not None:
+            print(f"rl-bot: {problem}", file=sys.stderr)
+            return EXIT_IN_USE
+        if (code := _check_schema(settings)) != 0:
+            return code
+        return demo.serve(host="127.0.0.1", port=port, open_browser=open_browser)
+    finally:
+        demo.stop()
 
 
 def _migrate(settings: Settings) -> int:

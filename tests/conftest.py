@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import settings
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests import forked_bot
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
 
 PG_BASE = os.environ.get("RLBOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432")

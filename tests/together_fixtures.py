@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
+from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
-from tests.fakes import FakeTogether
 
 
 @pytest.fixture(scope="module")

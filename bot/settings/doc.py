@@ -28,17 +28,12 @@ INTRO = f"""# Configuration
 
 <!-- Written by `{COMMAND}` from `Settings` in bot/settings/model.py; edit those, not this page. -->
 
-rl-bot reads every setting from the environment or from `.env` in its working
-directory (names are case-insensitive; a real environment variable wins over
-`.env`). `.env.example` holds the settings a deployment sets; copy it to `.env`
-and fill in the secrets. A missing or wrong setting stops start-up with one line
-each on stderr and exit code 2: a missing token, one still holding
-`.env.example`'s placeholder, an `xapp-` token where `xoxb-` belongs, a missing
-signing secret in HTTP mode, an unusable `DATABASE_URL`. Which secrets are needed
-depends on the command: `rl-bot serve` needs `SLACK_BOT_TOKEN`,
-`SLACK_SIGNING_SECRET` and `TOGETHER_API_KEY`; `rl-bot socket` needs
-`SLACK_APP_TOKEN` instead of the signing secret; `rl-bot show` only
-`TOGETHER_API_KEY`; `rl-bot migrate` none.
+Settings come from the environment or `.env` in the working directory (a real
+environment variable wins). Copy `.env.example` to `.env` and fill in the
+secrets. A missing or wrong setting stops start-up with one line each and exit
+code 2. `serve` needs `SLACK_BOT_TOKEN`, `SLACK_SIGNING_SECRET` and
+`TOGETHER_API_KEY`; `socket` needs `SLACK_APP_TOKEN` instead of the signing
+secret; `show` only `TOGETHER_API_KEY`; `migrate` and `demo` none.
 """
 
 HEADINGS: dict[Tier, str] = {

@@ -10,8 +10,8 @@ import re
 import time
 from collections.abc import Callable
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import BotLauncher
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 SID = "5a3e4567-e89b-12d3-a456-426614174000"
@@ -122,7 +122,7 @@ def test_every_root_redraw_keeps_the_watch_lines(
     """A Refresh, a checkpoint or a status change redraws the root card from the
     same watch state as the spend and ETA redraws: resource, price, spend,
     steps/min and the target stay on it (the ETA too while the session runs)."""
-    from tests.fakes.together import make_session
+    from bot.simulated.together import make_session
 
     together.add_resource(RID, "READY")
     together.add(SID, "RUNNING", step="100", model_resources_id=RID)

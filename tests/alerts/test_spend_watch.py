@@ -12,12 +12,12 @@ from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
 from bot.rendering.root_card import CardWatch, card_facts, card_with_watch, facts
 from bot.rendering.watch import watch_blocks
+from bot.simulated.together import make_model_resource, make_session
 from bot.together.client import TogetherClient
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
 from bot.training.sessions import TrainingSession
 from bot.training.watch_progress import CardView, WatchProgress
-from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 RID = "7c3e4567-e89b-12d3-a456-426614174000"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 SID = "5a3e4567-e89b-12d3-a456-426614174000"

@@ -10,10 +10,10 @@ from typing import Any
 from bot.alerts.stall import StallSettings, check, rows, threshold
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import Thread
+from bot.simulated import make_session
+from bot.simulated.together import make_model_resource
 from bot.training.sessions import TrainingSession
 from bot.training.watch_progress import WatchProgress
-from tests.fakes import make_session
-from tests.fakes.together import make_model_resource
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 T0 = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from bot.simulated import FakeSlack, FakeTogether
+from bot.simulated.slack_files import Upload
+from bot.simulated.wandb import FakeRun, FakeWandb
 from tests.conftest import _backends, fresh_database
-from tests.fakes import FakeSlack, FakeTogether
-from tests.fakes.slack_files import Upload
-from tests.fakes.wandb import FakeRun, FakeWandb
 from tests.support import BotProcess, query, wait_until
 from tests.support.png import png_size
 

@@ -8,9 +8,9 @@ import pytest
 
 from bot.commands.download import ADAPTER, MERGED, variant_for
 from bot.commands.keep_alive import keep_failed
+from bot.simulated import make_session
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
-from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fakes import sign
+from bot.simulated import sign
 from tests.support import SIGNING_SECRET, BotProcess, wait_until
 from tests.support.rig import Rig, ask, shared_rig
 

@@ -8,8 +8,8 @@ import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests.block_kit import block_kit_problems
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 _tokens = itertools.count()

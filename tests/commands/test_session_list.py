@@ -13,10 +13,10 @@ import pytest
 from bot.commands.ls import fetch_page, keep
 from bot.commands.ls_query import ListQuery, More, creators, more_value, parse_args, read_more
 from bot.rendering.ls_page import session_list_page
+from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
 from tests import together_fixtures
 from tests.block_kit import block_kit_problems
-from tests.fakes import FakeTogether
 
 # the shared Together server and client fixtures (pytest finds them by these names)
 fake = together_fixtures.fake
@@ -208,10 +208,10 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
+    from bot.simulated.together import make_model_resource
     from bot.training.resources import ModelResource
     from bot.training.sessions import TrainingSession
     from bot.training.watch_progress import WatchProgress
-    from tests.fakes.together import make_model_resource
 
     at = datetime(2026, 3, 1, 10, 30)
     ready = ModelResource.model_validate(make_model_resource("res-a", "READY"))

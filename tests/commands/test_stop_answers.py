@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.fakes import FakeSlack, FakeTogether
-from tests.fakes.together import error_body
+from bot.simulated import FakeSlack, FakeTogether
+from bot.simulated.together import error_body
 from tests.support import BotProcess, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

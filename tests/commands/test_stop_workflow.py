@@ -13,8 +13,8 @@ from sqlalchemy.exc import OperationalError
 from bot.commands import stop as stopping
 from bot.commands.asker import Asker
 from bot.settings.model import Settings
+from bot.simulated import FakeSlack, FakeTogether
 from bot.together.client import TogetherClient
-from tests.fakes import FakeSlack, FakeTogether
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 CARD_TS = "1700000000.000200"

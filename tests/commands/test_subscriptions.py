@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

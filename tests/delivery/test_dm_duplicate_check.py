@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.delivery.duplicates import already_posted
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.table import OutboxMessage
-from tests.fakes import FakeSlack
+from bot.simulated import FakeSlack
 
 
 def _row(kind: Kind, channel: str) -> OutboxMessage:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from bot.simulated import FakeSlack, FakeTogether
+from bot.simulated.slack import SlackCall
+from bot.simulated.slack_charts import blocks_problems
+from bot.simulated.wandb import FakeRun, FakeWandb
 from tests.conftest import _backends, fresh_database
-from tests.fakes import FakeSlack, FakeTogether
-from tests.fakes.slack import SlackCall
-from tests.fakes.slack_charts import blocks_problems
-from tests.fakes.wandb import FakeRun, FakeWandb
 from tests.support import BotProcess, query, wait_until
 
 pytestmark = pytest.mark.slow

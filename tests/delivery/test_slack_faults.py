@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotProcess, query, wait_until
 from tests.support.rig import Rig, shared_rig
 

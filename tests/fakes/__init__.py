@@ -1,30 +1,4 @@
-"""Real-socket HTTP test doubles for Slack and Together, plus Slack request signing helpers."""
+"""The tests of the Slack-, Together- and W&B-shaped services, and the Socket Mode double.
 
-from .signing import block_action_body, post_signed, sign, slash_command_body
-from .slack import FakeSlack, SlackCall, SlackFault
-from .together import (
-    FakeTogether,
-    TogetherFault,
-    TogetherRequest,
-    free_port,
-    make_model_resource,
-    make_old_shape_session,
-    make_session,
-)
-
-__all__ = [
-    "FakeSlack",
-    "FakeTogether",
-    "SlackCall",
-    "SlackFault",
-    "TogetherFault",
-    "TogetherRequest",
-    "block_action_body",
-    "free_port",
-    "make_model_resource",
-    "make_old_shape_session",
-    "make_session",
-    "post_signed",
-    "sign",
-    "slash_command_body",
-]
+The services themselves live in `bot.simulated`, because `rl-bot demo` runs on them too.
+"""

@@ -42,9 +42,9 @@ from typing import Any, Self, TypeVar
 
 from aiohttp import WSMsgType, web
 
-from ._http import Served
-from .signing import slash_command_payload
-from .slack import FakeSlack, SlackCall
+from bot.simulated._http import Served
+from bot.simulated.signing import slash_command_payload
+from bot.simulated.slack import FakeSlack, SlackCall
 
 __all__ = ["FakeSocketMode", "SocketFrame", "SocketModeSlack"]
 

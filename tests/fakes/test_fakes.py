@@ -14,7 +14,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from tests.fakes import (
+from bot.simulated import (
     FakeSlack,
     FakeTogether,
     block_action_body,

@@ -9,7 +9,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack import FakeSlack
+from bot.simulated.slack import FakeSlack
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 100
 

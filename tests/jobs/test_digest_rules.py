@@ -14,11 +14,11 @@ from bot.jobs.digests import digest_of_channel
 from bot.outbox.contract.rows import OutboxRow, Thread, status_row, watch_row
 from bot.outbox.queue import insert_outbox
 from bot.outbox.table import OutboxMessage
+from bot.simulated import make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ChannelSettings, db_now, utcnow
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import Transition, gone
-from tests.fakes import make_session
 
 SID = "5e3e4567-e89b-12d3-a456-426614174000"
 RUNNING = "TRAINING_SESSION_STATUS_RUNNING"

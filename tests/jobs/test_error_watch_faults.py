@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, query, wait_until
 
 pytestmark = pytest.mark.slow

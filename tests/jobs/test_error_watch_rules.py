@@ -20,11 +20,11 @@ from bot.alerts.error_watch import page_new_errors
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.table import OutboxMessage
 from bot.settings.model import Settings
+from bot.simulated import make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.list_pass import ListPass
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.time_bounds import utc_or_none
-from tests.fakes import make_session
 
 OPS = "COPS"
 SETTINGS = Settings(_env_file=None, watch_all_errors=True, oncall_channel=OPS, replica_id="r0")

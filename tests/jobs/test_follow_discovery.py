@@ -11,11 +11,11 @@ from typing import Any
 from bot.jobs.follow import DiscoveryState, live_sessions
 from bot.jobs.follow_match import Wanted
 from bot.settings.model import Settings
+from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import LIVE_STATUSES
 from tests import together_fixtures
-from tests.fakes import FakeTogether
 
 fake = together_fixtures.fake
 client = together_fixtures.client

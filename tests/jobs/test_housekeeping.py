@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

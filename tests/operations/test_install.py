@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import REPO, base_env, free_tcp_port, query, wait_until
 
 pytestmark = pytest.mark.slow  # builds a wheel and runs it

@@ -11,8 +11,8 @@ import pytest
 
 from bot.ops.logs import REDACTED, configure_logging
 from bot.ops.metrics import Metrics, get_metrics, status_code_label
+from bot.simulated import FakeSlack, FakeTogether
 from bot.training.status import Status, status_of
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, wait_until
 
 SECRET = "xoxb-1234567890-SECRET"

@@ -22,7 +22,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import REPO, BotFactory, BotProcess, free_tcp_port, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BOT_TOKEN, BotProcess, free_tcp_port
 
 pytestmark = pytest.mark.slow  # starts rl-bot processes

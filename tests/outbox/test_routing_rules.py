@@ -31,11 +31,11 @@ from bot.outbox.contract.rows import (
     repage_row,
     status_row,
 )
+from bot.simulated import make_session
+from bot.simulated.together import KEY_OWNER, make_model_resource
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import trimmed_snapshot
 from bot.training.transitions import detect
-from tests.fakes import make_session
-from tests.fakes.together import KEY_OWNER, make_model_resource
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 USERS = {KEY_OWNER: "UDANA"}

@@ -16,6 +16,7 @@ from bot.outbox.table import OutboxMessage
 from bot.poll.record import record_outcomes
 from bot.rendering import checkpoint_message
 from bot.settings.model import Settings
+from bot.simulated import make_model_resource, make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now
 from bot.training.resources import CostEstimate, ModelResource
@@ -26,7 +27,6 @@ from bot.training.transitions import (
     checkpoint_news,
     checkpoints_beyond,
 )
-from tests.fakes import make_model_resource, make_session
 from tests.support import watched_rows
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

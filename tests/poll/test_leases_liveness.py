@@ -27,13 +27,13 @@ from bot.poll.cycle import poll_cycle
 from bot.poll.from_command import poll_from_command, spacing
 from bot.poll.leases import claim_due_sessions, release_all
 from bot.settings.model import Settings
+from bot.simulated import FakeSlack, FakeTogether, make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.heartbeats import heartbeat_every, held_for, renew_every, silent_after
 from bot.store.tables import ReplicaSpend, WatchedSession, db_now
 from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
 from tests import together_fixtures
-from tests.fakes import FakeSlack, FakeTogether, make_session
 from tests.support import watched_rows
 
 fake = together_fixtures.fake

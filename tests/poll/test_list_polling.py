@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 FIRST = "a0000000-0000-0000-0000-000000000001"  # on page 1

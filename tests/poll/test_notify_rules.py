@@ -20,10 +20,10 @@ from bot.outbox.contract.payloads import (
 )
 from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Subscriber, notifications, tells
+from bot.simulated import make_session
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
 from bot.training.watch_progress import WatchProgress
-from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 SID2 = "223e4567-e89b-12d3-a456-426614174000"

@@ -15,11 +15,11 @@ from bot.outbox.contract.payloads import (
 )
 from bot.poll.audience import SessionEvent
 from bot.poll.personal import personal_rows
+from bot.simulated import make_session
 from bot.training.rules import Progress
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status
 from bot.training.transitions import detect, gone
-from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NOW = datetime(2026, 12, 2, 12, 0, 0)

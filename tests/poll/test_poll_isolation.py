@@ -22,12 +22,12 @@ from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.isolate import MAX_WRITE_FAILURES, store_apart
 from bot.settings.model import Settings
+from bot.simulated import FakeSlack, FakeTogether, make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.training.rules import Progress, eta, idles_out_at
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
-from tests.fakes import FakeSlack, FakeTogether, make_session
 from tests.support import BotFactory, query, wait_until, watched_rows
 from tests.support.threads import notifications, subscribe
 

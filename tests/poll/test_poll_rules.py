@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from bot.poll.audience import Subscriber, notifications
 from bot.poll.judge import Judgement, judge, observe
 from bot.poll.pace import MAX_POLL_BACKOFF_SECONDS
+from bot.simulated import make_session
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import seen_state
 from bot.training.status import short_status
 from bot.training.transitions import GONE, checkpoint_keys
-from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NOW = datetime(2026, 12, 1, 12, 0, 0)

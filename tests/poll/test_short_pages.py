@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, wait_until
 
 # The longest poll interval: the interval in use is never longer.

@@ -21,13 +21,13 @@ from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.record import record_outcomes
 from bot.settings.model import Settings
+from bot.simulated import make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.together.answers import raw_sessions
 from bot.together.errors import TogetherError
 from bot.training.sessions import HEAD_FIELDS, RawSession, TrainingSession
 from bot.training.snapshots import seen_state
-from tests.fakes import make_session
 from tests.support import examples, watched_rows
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

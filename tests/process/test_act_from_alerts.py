@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.slack import FakeSlack, SlackCall
-from tests.fakes.together import KEY_OWNER, make_session
+from bot.simulated.slack import FakeSlack, SlackCall
+from bot.simulated.together import KEY_OWNER, make_session
 from tests.support import wait_until
 from tests.support.rig import Rig, shared_rig
 

@@ -25,7 +25,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether, make_session, sign
+from bot.simulated import FakeSlack, FakeTogether, make_session, sign
 from tests.support import SIGNING_SECRET, BotFactory, BotProcess, query, wait_until
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from bot.ops.faults import STEPS
+from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import PG_BASE, BotLauncher
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, base_env, pg_admin, query, wait_until
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.support.threads import SID, notifications, subscribe
 

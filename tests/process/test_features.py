@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether, make_session
+from bot.simulated import FakeSlack, FakeTogether, make_session
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.support.home import open_home
 

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, wait_until
 from tests.support.threads import notifications, subscribe
 

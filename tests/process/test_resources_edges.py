@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import BotLauncher
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.support.home import open_home
 

@@ -26,9 +26,9 @@ from pydantic import SecretStr
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot.simulated import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from bot.slack.body_budget import SMALL_BODY_BYTES, BodyBudget
 from bot.slack.web import SlackRequestGate
-from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
 from tests.support.rig import Rig, shared_rig
 

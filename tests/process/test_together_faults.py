@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.fakes import FakeSlack, FakeTogether, free_port
+from bot.simulated import FakeSlack, FakeTogether, free_port
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.support.threads import subscribed_root
 

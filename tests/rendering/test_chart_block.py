@@ -31,11 +31,11 @@ from bot.rendering.chart_block import (
 from bot.rendering.chart_points import MIN_LIMIT, reduce_points
 from bot.rendering.root_card import CardWatch, card_chart, card_with_watch
 from bot.rendering.text import slack_len
+from bot.simulated.slack_charts import blocks_problems, chart_problems
 from bot.training.metrics_view import MetricsView, StoredChart
 from bot.training.sessions import TrainingSession
 from bot.training.watch_progress import CardView
 from bot.wandb.history import Series
-from tests.fakes.slack_charts import blocks_problems, chart_problems
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12)

@@ -31,9 +31,9 @@ from bot.rendering.actions import (
 from bot.rendering.blocks import MAX_ACTION_ELEMENTS, button, message_of, section_block
 from bot.rendering.resource_line import RESOURCE_LINE, resource_line, with_resource_line
 from bot.rendering.watch import idle_resource_alert, stalled_message
+from bot.simulated.together import make_model_resource, make_session
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
-from tests.fakes.together import make_model_resource, make_session
 from tests.rendering.test_rendering import INJECTIONS, assert_inert, assert_valid, text_fields
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

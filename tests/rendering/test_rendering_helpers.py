@@ -17,8 +17,8 @@ from bot import rendering
 from bot.rendering import HomeSubscription, ListedSubscription, SessionLine, StatusChange
 from bot.rendering.card import checkpoint_facts
 from bot.rendering.text import code_span, user_ref
+from bot.simulated.together import make_session
 from bot.training.sessions import TrainingSession
-from tests.fakes.together import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

@@ -26,10 +26,10 @@ from bot.rendering.watch import (
     watch_blocks,
 )
 from bot.rendering.words import duration_words, money_words, step_words
+from bot.simulated.together import make_model_resource, make_session
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
 from bot.training.sessions import TrainingSession
-from tests.fakes.together import make_model_resource, make_session
 from tests.rendering.test_rendering import (
     INJECTIONS,
     MENTION,

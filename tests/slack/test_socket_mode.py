@@ -17,8 +17,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.simulated import FakeTogether, sign
 from tests.conftest import BotLauncher
-from tests.fakes import FakeTogether, sign
 from tests.fakes.socket_mode import FakeSocketMode, SocketModeSlack
 from tests.support import SIGNING_SECRET, BotProcess, query, wait_until
 

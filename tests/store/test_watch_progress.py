@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from bot.outbox.contract.payloads import RootPayload
+from bot.simulated.together import make_model_resource
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
 from bot.training.watch_progress import CardView, IdleCheck, SpendRead, WatchProgress
-from tests.fakes.together import make_model_resource
 
 NOW = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC
 RID = "7c3e4567-e89b-12d3-a456-426614174000"

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import httpx
 from hypothesis import settings
 
+from bot.simulated import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests import forked_bot
-from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.forked_bot import ForkedProcess
 
 SIGNING_SECRET = "test-signing-secret-0123456789"

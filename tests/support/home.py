@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes import sign
+from bot.simulated import sign
 from tests.support import SIGNING_SECRET, BotProcess
 
 

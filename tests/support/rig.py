@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import _backends, fresh_database
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, query
 
 

@@ -6,7 +6,7 @@ import json
 import uuid
 from typing import Any
 
-from tests.fakes import FakeSlack
+from bot.simulated import FakeSlack
 from tests.support import BotProcess
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

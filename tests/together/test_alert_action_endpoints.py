@@ -15,10 +15,10 @@ from together.types.post_training import ModelResources
 from together.types.post_training.checkpoint_download_response import CheckpointDownloadResponse
 
 from bot.commands.download import ADAPTER, MERGED
+from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from tests import together_fixtures
-from tests.fakes import FakeTogether
 from tests.together.test_together_contract import KEY, ErrorBody, fetch, strict
 
 fake = together_fixtures.fake

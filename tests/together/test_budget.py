@@ -18,6 +18,7 @@ from bot.ops.metrics import Metrics
 from bot.poll.pace import SIDE_WINDOW, Planner
 from bot.settings.model import Settings
 from bot.settings.timings import REPORT_STALE_SECONDS as STALE_SECONDS
+from bot.simulated import FakeSlack, FakeTogether
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to
@@ -26,7 +27,6 @@ from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, budget_interval
 from bot.training.resources import ModelResource
 from tests import together_fixtures
-from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 fake = together_fixtures.fake

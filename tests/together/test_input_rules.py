@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from bot import rendering
 from bot.ops.retry_after import parse_retry_after
 from bot.rendering.terminal import as_text
+from bot.simulated import make_session
 from bot.slack.web import CachedCheck
 from bot.together.errors import MAX_RETRY_AFTER, retry_after_seconds
 from bot.training.sessions import TrainingSession
@@ -28,7 +29,6 @@ from bot.training.snapshots import (
     checkpoint_count,
     trimmed_snapshot,
 )
-from tests.fakes import make_session
 
 NOW = 1_800_000_000.0
 

@@ -12,12 +12,12 @@ import httpx
 
 from bot.poll.fetch import Fetched, Listing, after_the_pass
 from bot.settings.model import Settings
+from bot.simulated import FakeTogether, make_session
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SEND_WAIT, Lister, ListPass, list_pass
 from bot.together.poll_plan import LIVE_STATUSES, Seen
 from bot.training.sessions import RawSession
 from tests import together_fixtures
-from tests.fakes import FakeTogether, make_session
 
 fake = together_fixtures.fake
 client = together_fixtures.client

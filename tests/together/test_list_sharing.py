@@ -9,11 +9,11 @@ import asyncio
 
 from bot.commands.ls import fetch_page, from_pass
 from bot.commands.ls_query import ListQuery
+from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister
 from bot.together.poll_plan import ERROR_STATUSES, LIVE_STATUSES
 from tests import together_fixtures
-from tests.fakes import FakeTogether
 
 fake = together_fixtures.fake
 client = together_fixtures.client
@@ -108,9 +108,9 @@ async def test_held_waits_for_a_running_pass_of_exactly_those_statuses(
 
 
 def test_from_pass_gives_up_when_the_answer_needs_a_second_page() -> None:
+    from bot.simulated import make_session
     from bot.together.list_pass import ListPass
     from bot.training.sessions import RawSession
-    from tests.fakes import make_session
 
     listed = ListPass(complete=True)
     for sid in _ids(101, "a"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.fakes import FakeSlack, FakeTogether
+from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotProcess, wait_until
 
 A = "aaaaaaaa-0000-0000-0000-000000000001"

@@ -9,13 +9,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from bot.simulated import FakeTogether
+from bot.simulated.together import DEFAULT_PRICES
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 from bot.training.status import ResourceStatus
 from tests import together_fixtures
-from tests.fakes import FakeTogether
-from tests.fakes.together import DEFAULT_PRICES
 
 # the shared Together server and client fixtures (pytest finds them by these names)
 fake = together_fixtures.fake

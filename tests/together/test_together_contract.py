@@ -39,8 +39,8 @@ from together.types.post_training.model_resources import ComputeConfig, StatusDe
 from together.types.post_training.session import PolicyState
 from together.types.post_training.sessions_list_response import Meta
 
-from tests.fakes import FakeTogether
-from tests.fakes.together import (
+from bot.simulated import FakeTogether
+from bot.simulated.together import (
     DEFAULT_PRICES,
     RESOURCE_STATUSES,
     SESSION_ERROR_CODES,

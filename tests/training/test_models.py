@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from bot.simulated.together import make_old_shape_session, make_session
 from bot.together.answers import next_cursor
 from bot.training.checkpoints import InferenceCheckpoint, TrainingCheckpoint
 from bot.training.sessions import TrainingSession
-from tests.fakes.together import make_old_shape_session, make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 BIG = "12345678901234567"  # float(BIG) == 12345678901234568.0

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from bot.simulated.together import make_old_shape_session, make_session
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import checkpoint_keys, checkpoint_news, detect, gone
-from tests.fakes.together import make_old_shape_session, make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 RUNNING = "TRAINING_SESSION_STATUS_RUNNING"

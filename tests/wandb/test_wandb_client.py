@@ -13,10 +13,10 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from bot.simulated.wandb import QUERIES, FakeRun, FakeWandb, normalized
 from bot.wandb.client import HISTORY_QUERY, WandbClient
 from bot.wandb.errors import WandbError
 from bot.wandb.runs import RunRef, run_of
-from tests.fakes.wandb import QUERIES, FakeRun, FakeWandb, normalized
 
 KEY = "wandb-test-key"
 RUN = RunRef("team", "rl", "abc123")

@@ -174,14 +174,16 @@ class FakeWandb(FakeHTTPServer):
         if fault is not None and fault.disconnect:
             return Response(disconnect=True)
         auth = request.headers.get("authorization")
-        operation, variables = None, {}
+        operation: str | None = None
+        variables: dict[str, Any] = {}
         try:
             body = json.loads(request.body or b"{}")
         except ValueError:
             body = None
         if isinstance(body, dict):
             operation = _KNOWN.get(normalized(str(body.get("query") or "")))
-            variables = body.get("variables") if isinstance(body.get("variables"), dict) else {}
+            given = body.get("variables")
+            variables = given if isinstance(given, dict) else {}
         status, answer, text = self._answer(request, auth, body, operation, variables, fault)
         with self._cond:
             self.calls.append(WandbCall(auth, operation, variables, status, answer))

@@ -1,0 +1,302 @@
+// The demo workspace's client: sidebar, channel, thread pane, App Home, composer and
+// the confirm dialog. The server holds every message; this draws what it is told.
+import { mrkdwn, renderBlocks, setDirectory } from "./blockkit.js";
+
+const state = { user: null, channel: "CDEMO", home: false, thread: null, config: null, version: -1 };
+const $ = (id) => document.getElementById(id);
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  };
+  const answer = await fetch(path, init);
+  return answer.json();
+}
+
+function channelLabel(id) {
+  if (state.config.channels[id]) return `#${state.config.channels[id]}`;
+  return "rl-bot";
+}
+
+function time(ts) {
+  return new Date(Number(ts) * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+function initials(name) {
+  return (name || "?").slice(0, 1).toUpperCase();
+}
+
+// One message as an article: avatar, name, time, blocks (or text), files, and its notes.
+function drawMessage(message, { inThread }) {
+  const article = document.createElement("article");
+  article.className = "message";
+  const author = state.config.names[message.user] || message.user || "rl-bot";
+  const isBot = !message.user || message.user === "UBOT" || message.bot_id;
+  article.setAttribute("aria-label", `${isBot ? "rl-bot" : author} at ${time(message.ts)}`);
+  article.dataset.ts = message.ts;
+  if (message.ephemeral) article.classList.add("ephemeral");
+  const avatar = document.createElement("div");
+  avatar.className = `avatar${isBot ? " bot" : ""}`;
+  avatar.textContent = isBot ? "🤖" : initials(author);
+  avatar.setAttribute("aria-hidden", "true");
+  const body = document.createElement("div");
+  body.className = "message-body";
+  const head = document.createElement("div");
+  head.className = "message-head";
+  head.innerHTML = `<span class="author">${isBot ? "rl-bot" : author}</span>${isBot ? '<span class="app-badge">APP</span>' : ""}<span class="ts">${time(message.ts)}</span>`;
+  body.append(head);
+  const context = { message, inThread };
+  if (message.blocks && message.blocks.length) {
+    body.append(renderBlocks(message.blocks, (element, block, node) => press(element, block, context, node)));
+  } else if (message.text) {
+    const text = document.createElement("div");
+    text.className = "bk-text";
+    text.innerHTML = mrkdwn(message.text);
+    body.append(text);
+  }
+  for (const file of message.files || []) {
+    const figure = document.createElement("figure");
+    figure.className = "file";
+    const img = document.createElement("img");
+    img.addEventListener("load", () => stick(article.closest(".messages")));
+    img.src = `/demo/files/${file.id}`;
+    img.alt = file.title || file.name;
+    figure.append(img);
+    const caption = document.createElement("figcaption");
+    caption.textContent = file.title || file.name;
+    figure.append(caption);
+    body.append(figure);
+  }
+  if (message.edited) {
+    const edited = document.createElement("span");
+    edited.className = "edited";
+    edited.textContent = "(edited)";
+    body.append(edited);
+  }
+  if (message.ephemeral) {
+    const note = document.createElement("div");
+    note.className = "only-you";
+    note.innerHTML = "👁 Only visible to you ";
+    const dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "link";
+    dismiss.textContent = "Dismiss";
+    dismiss.addEventListener("click", () => api("/demo/dismiss", { user: state.user, id: message.ephemeral }).then(refresh));
+    note.append(dismiss);
+    body.append(note);
+  }
+  if (!inThread && message.replies) {
+    const open = document.createElement("button");
+    open.type = "button";
+    open.className = "replies";
+    open.textContent = `${message.replies} ${message.replies === 1 ? "reply" : "replies"}`;
+    open.addEventListener("click", () => openThread(message.ts));
+    body.append(open);
+  }
+  article.append(avatar, body);
+  return article;
+}
+
+// A list read to its end stays at its end as pictures load and messages arrive.
+function stick(container) {
+  if (container && container.dataset.atEnd !== "false") container.scrollTop = container.scrollHeight;
+}
+
+// Redraw a list in place: a message keeps its element (and place) unless it changed.
+function drawList(container, messages, options) {
+  const old = new Map([...container.querySelectorAll(":scope > article")].map((a) => [a.dataset.key, a]));
+  if (!container.dataset.listening) {
+    container.dataset.listening = "1";
+    container.addEventListener("scroll", () => {
+      container.dataset.atEnd = String(container.scrollHeight - container.scrollTop - container.clientHeight < 80);
+    });
+  }
+  const nearBottom = old.size === 0 || container.dataset.atEnd !== "false";
+  const keep = new Set();
+  for (const message of messages) {
+    const key = message.ephemeral || message.ts;
+    const drawn = JSON.stringify(message);
+    let article = old.get(key);
+    if (!article || article.dataset.drawn !== drawn) {
+      const fresh = drawMessage(message, options);
+      fresh.dataset.key = key;
+      fresh.dataset.drawn = drawn;
+      if (article) article.replaceWith(fresh);
+      article = fresh;
+    }
+    container.append(article);
+    keep.add(key);
+  }
+  for (const [key, article] of old) if (!keep.has(key)) article.remove();
+  if (nearBottom) container.scrollTop = container.scrollHeight;
+}
+
+async function drawChannel() {
+  const { messages } = await api(`/demo/conversation?channel=${state.channel}&user=${state.user}`);
+  const replies = {};
+  for (const m of messages) {
+    if (m.thread_ts && m.thread_ts !== m.ts && !m.ephemeral) replies[m.thread_ts] = (replies[m.thread_ts] || 0) + 1;
+  }
+  const top = messages
+    .filter((m) => !m.thread_ts || m.thread_ts === m.ts || m.subtype === "thread_broadcast")
+    .map((m) => ({ ...m, replies: replies[m.ts] || 0 }));
+  drawList($("messages"), top, { inThread: false });
+  if (state.thread) {
+    const root = messages.find((m) => m.ts === state.thread);
+    const thread = messages.filter((m) => m.thread_ts === state.thread && m.ts !== state.thread);
+    drawList($("thread-messages"), root ? [root, ...thread] : thread, { inThread: true });
+  }
+}
+
+async function drawHome() {
+  const { view } = await api(`/demo/home?user=${state.user}`);
+  const container = $("home");
+  container.replaceChildren();
+  if (!view) {
+    container.textContent = "Loading App Home…";
+    return;
+  }
+  container.append(renderBlocks(view.blocks, (element, block, node) => press(element, block, { home: view }, node)));
+}
+
+async function refresh() {
+  if (!state.config) return;
+  if (state.home) await drawHome();
+  else await drawChannel();
+}
+
+// A button: its confirm dialog first, if it has one, then a signed block_actions.
+async function press(element, block, context, node) {
+  if (element.confirm && !(await confirmDialog(element.confirm))) return;
+  if (element.url) window.open(element.url, "_blank", "noopener");
+  node.disabled = true;
+  const message = context.message || {};
+  await api("/demo/click", {
+    user: state.user,
+    action_id: element.action_id || "",
+    value: element.value || "",
+    block_id: block.block_id || "",
+    text: (element.text && element.text.text) || "",
+    channel: context.home ? null : state.channel,
+    message_ts: message.ephemeral ? null : message.ts,
+    ephemeral: message.ephemeral || null,
+    thread_ts: message.thread_ts || (context.inThread ? state.thread : null),
+    blocks: context.home ? context.home.blocks : message.blocks || [],
+  });
+  node.disabled = false;
+  await refresh();
+}
+
+function confirmDialog(confirm) {
+  const dialog = $("confirm");
+  $("confirm-title").textContent = (confirm.title && confirm.title.text) || "Are you sure?";
+  $("confirm-text").innerHTML = confirm.text ? mrkdwn(confirm.text.text || "") : "";
+  $("confirm-yes").textContent = (confirm.confirm && confirm.confirm.text) || "Yes";
+  $("confirm-no").textContent = (confirm.deny && confirm.deny.text) || "Cancel";
+  $("confirm-yes").className = `bk-button ${confirm.style === "danger" ? "bk-danger" : "bk-primary"}`;
+  dialog.showModal();
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "yes"), { once: true });
+  });
+}
+
+function openThread(ts) {
+  state.thread = ts;
+  $("thread").hidden = false;
+  $("thread-messages").replaceChildren();
+  $("thread-input").setAttribute("aria-label", `Reply in thread`);
+  refresh();
+}
+
+function closeThread() {
+  state.thread = null;
+  $("thread").hidden = true;
+}
+
+function go(channel, home = false) {
+  state.channel = channel;
+  state.home = home;
+  closeThread();
+  for (const item of document.querySelectorAll("#nav button")) {
+    item.setAttribute("aria-current", String(home ? item.dataset.home === "1" : item.dataset.channel === channel && !item.dataset.home));
+  }
+  $("title").textContent = home ? "rl-bot · Home" : channelLabel(channel);
+  $("messages").hidden = home;
+  $("home").hidden = !home;
+  $("composer").hidden = home;
+  $("messages").replaceChildren();
+  $("input").setAttribute("aria-label", `Message ${channelLabel(channel)}`);
+  $("input").placeholder = `Message ${channelLabel(channel)}`;
+  if (home) api("/demo/home/open", { user: state.user }).then(refresh);
+  else refresh();
+}
+
+function drawNav() {
+  const nav = $("nav");
+  nav.replaceChildren();
+  const section = (title, items) => {
+    const heading = document.createElement("h2");
+    heading.textContent = title;
+    const list = document.createElement("ul");
+    for (const [label, channel, home] of items) {
+      const li = document.createElement("li");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = label;
+      b.dataset.channel = channel;
+      if (home) b.dataset.home = "1";
+      b.addEventListener("click", () => go(channel, home));
+      li.append(b);
+      list.append(li);
+    }
+    nav.append(heading, list);
+  };
+  section("Channels", Object.entries(state.config.channels).map(([id, name]) => [`# ${name}`, id, false]));
+  section("Direct messages", [["rl-bot", state.user, false]]);
+  section("Apps", [["rl-bot · Home", state.user, true]]);
+}
+
+async function send(input, threadTs) {
+  const text = input.value.trim();
+  if (!text) return;
+  input.value = "";
+  await api("/demo/command", { user: state.user, channel: state.channel, text, thread_ts: threadTs });
+  await refresh();
+}
+
+async function start() {
+  state.config = await api("/demo/config");
+  setDirectory(state.config.names, state.config.channels);
+  const person = $("person");
+  for (const p of state.config.people) {
+    const option = document.createElement("option");
+    option.value = p.id;
+    option.textContent = `${p.name} (${p.role})`;
+    person.append(option);
+  }
+  state.user = state.config.people[0].id;
+  person.addEventListener("change", () => {
+    state.user = person.value;
+    drawNav();
+    go(state.home ? state.user : (state.config.channels[state.channel] ? state.channel : "CDEMO"), state.home);
+  });
+  drawNav();
+  $("composer").addEventListener("submit", (e) => { e.preventDefault(); send($("input"), null); });
+  $("thread-composer").addEventListener("submit", (e) => { e.preventDefault(); send($("thread-input"), state.thread); });
+  $("close-thread").addEventListener("click", closeThread);
+  $("plus10").addEventListener("click", () => api("/demo/clock", { minutes: 10 }));
+  $("speed").addEventListener("change", () => api("/demo/clock", { speed: Number($("speed").value) }));
+  go("CDEMO");
+  const events = new EventSource("/demo/events");
+  events.onmessage = (event) => {
+    const data = JSON.parse(event.data);
+    $("clock").textContent = `Simulated minute ${Math.floor(data.minute)}`;
+    if ($("speed").value !== String(data.speed)) $("speed").value = String(data.speed);
+    if (data.version !== state.version) {
+      state.version = data.version;
+      refresh();
+    }
+  };
+}
+
+start();

@@ -1,0 +1,214 @@
+"""The demo's page and its JSON: a Slack-like client for the simulated workspace.
+
+The page draws what the simulated Slack holds, and turns what people type and click
+into signed Slack requests to the bot's own `/slack/events`, over HTTP like Slack.
+A server-sent event stream tells the page when anything changed (a post, a
+`chat.update`, an answer) and where the simulated clock is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bot.demo.requests import Click, click_body, command_body, home_opened_body, signed
+from bot.demo.workspace import CHANNELS, NAMES, PEOPLE, Asked, DemoSlack
+from bot.demo.world import World
+
+STATIC = resources.files("bot.demo") / "static"
+
+
+class Typed(BaseModel):
+    user: str
+    channel: str
+    text: str
+    thread_ts: str | None = None
+
+
+class Advance(BaseModel):
+    minutes: float = 0
+    speed: float | None = None
+
+
+class Dismiss(BaseModel):
+    user: str
+    id: str
+
+
+class Opened(BaseModel):
+    user: str
+
+
+class Page:
+    """The page's endpoints over one simulated workspace, world and bot."""
+
+    def __init__(
+        self, *, slack: DemoSlack, world: World, bot_url: str, secret: str, http: httpx.AsyncClient
+    ) -> None:
+        self.slack = slack
+        self.world = world
+        self.events_url = f"{bot_url}/slack/events"
+        self.secret = secret
+        self.http = http
+        self.stopping = asyncio.Event()
+
+    async def config(self, _: Request) -> Response:
+        return JSONResponse(
+            {
+                "people": [p.__dict__ for p in PEOPLE],
+                "names": NAMES,
+                "channels": CHANNELS,
+            }
+        )
+
+    async def conversation(self, request: Request) -> Response:
+        channel = request.query_params.get("channel", "")
+        user = request.query_params.get("user", "")
+        messages = await asyncio.to_thread(self.slack.conversation, channel, user)
+        return JSONResponse({"messages": messages})
+
+    async def home(self, request: Request) -> Response:
+        return JSONResponse({"view": self.slack.home(request.query_params.get("user", ""))})
+
+    async def open_home(self, request: Request) -> Response:
+        try:
+            opened = Opened.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return await self._send(home_opened_body(opened.user), json_body=True)
+
+    async def command(self, request: Request) -> Response:
+        try:
+            typed = Typed.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        command, _, text = typed.text.strip().partition(" ")
+        asked = Asked(typed.channel, typed.user, thread_ts=typed.thread_ts)
+        if command != "/rl-session":
+            await asyncio.to_thread(
+                self.slack.add_message,
+                typed.channel,
+                typed.text,
+                user=typed.user,
+                bot_id=None,
+                thread_ts=typed.thread_ts,
+            )
+            self.slack.changed()
+            return JSONResponse({"ok": True})
+        url = self.slack.new_response_url(asked)
+        body = command_body(text, user=typed.user, channel=typed.channel, response_url=url)
+        return await self._send(body, asked=asked)
+
+    async def click(self, request: Request) -> Response:
+        try:
+            click = Click.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        asked = None
+        url = None
+        if click.channel is not None:
+            asked = Asked(
+                click.channel,
+                click.user,
+                ephemeral=click.ephemeral,
+                message_ts=click.message_ts,
+                thread_ts=click.thread_ts,
+            )
+            url = self.slack.new_response_url(asked)
+        return await self._send(click_body(click, response_url=url), asked=asked)
+
+    async def dismiss(self, request: Request) -> Response:
+        try:
+            gone = Dismiss.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        self.slack.dismiss(gone.id, gone.user)
+        return JSONResponse({"ok": True})
+
+    async def advance(self, request: Request) -> Response:
+        try:
+            move = Advance.model_validate(await request.json())
+        except (ValidationError, ValueError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        if move.speed is not None and move.speed > 0:
+            await asyncio.to_thread(self.world.set_speed, move.speed)
+        if move.minutes > 0:
+            await asyncio.to_thread(self.world.advance, move.minutes)
+        self.slack.changed()
+        return JSONResponse(self._clock())
+
+    async def file(self, request: Request) -> Response:
+        file_id = request.path_params["file_id"]
+        upload = next((u for u in self.slack.uploads if u.file_id == file_id), None)
+        if upload is None:
+            return Response(status_code=404)
+        return Response(upload.data, media_type="image/png")
+
+    async def events(self, _: Request) -> Response:
+        return StreamingResponse(self._stream(), media_type="text/event-stream")
+
+    async def _stream(self) -> AsyncIterator[str]:
+        seen, beat = -1, 0
+        while not self.stopping.is_set():
+            version = self.slack.version
+            if version != seen or beat >= 10:
+                seen, beat = version, 0
+                yield f"data: {json.dumps({'version': version, **self._clock()})}\n\n"
+            beat += 1
+            await asyncio.sleep(0.1)
+
+    def _clock(self) -> dict[str, Any]:
+        return {"minute": round(self.world.minute, 2), "speed": self.world.speed}
+
+    async def _send(
+        self, body: str, *, asked: Asked | None = None, json_body: bool = False
+    ) -> Response:
+        """POST a signed request to the bot; an ack with a message is an ephemeral answer."""
+        try:
+            answer = await self.http.post(
+                self.events_url,
+                content=body,
+                headers=signed(self.secret, body, json_body=json_body),
+            )
+        except httpx.HTTPError as exc:
+            return JSONResponse({"ok": False, "error": type(exc).__name__}, status_code=502)
+        if asked is not None and answer.content:
+            try:
+                acked = answer.json()
+            except ValueError:
+                acked = {"text": answer.text}
+            if isinstance(acked, dict) and (acked.get("text") or acked.get("blocks")):
+                self.slack.add_ephemeral(asked, {"text": acked.get("text", ""), **acked})
+        return JSONResponse({"ok": answer.is_success, "status": answer.status_code})
+
+
+def create_page_app(page: Page) -> Starlette:
+    async def index(_: Request) -> Response:
+        return FileResponse(str(STATIC / "index.html"))
+
+    routes = [
+        Route("/", index),
+        Route("/demo/config", page.config),
+        Route("/demo/conversation", page.conversation),
+        Route("/demo/home", page.home),
+        Route("/demo/home/open", page.open_home, methods=["POST"]),
+        Route("/demo/command", page.command, methods=["POST"]),
+        Route("/demo/click", page.click, methods=["POST"]),
+        Route("/demo/dismiss", page.dismiss, methods=["POST"]),
+        Route("/demo/clock", page.advance, methods=["POST"]),
+        Route("/demo/events", page.events),
+        Route("/demo/files/{file_id}", page.file),
+        Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+    ]
+    return Starlette(routes=routes)

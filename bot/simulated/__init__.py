@@ -1,0 +1,30 @@
+"""Local Slack-, Together- and W&B-shaped HTTP services, shared by the tests and `rl-bot demo`."""
+
+from .signing import block_action_body, post_signed, sign, slash_command_body
+from .slack import FakeSlack, SlackCall, SlackFault
+from .together import (
+    FakeTogether,
+    TogetherFault,
+    TogetherRequest,
+    free_port,
+    make_model_resource,
+    make_old_shape_session,
+    make_session,
+)
+
+__all__ = [
+    "FakeSlack",
+    "FakeTogether",
+    "SlackCall",
+    "SlackFault",
+    "TogetherFault",
+    "TogetherRequest",
+    "block_action_body",
+    "free_port",
+    "make_model_resource",
+    "make_old_shape_session",
+    "make_session",
+    "post_signed",
+    "sign",
+    "slash_command_body",
+]

@@ -1,0 +1,47 @@
+"""The demo's settings point only at its own simulated services, whatever the
+environment says; and a demo left running does not keep every request. Fast."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from bot.demo.run import KEPT_REQUESTS, Demo
+from tests.demo.conftest import REAL_LOOKING
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
+    for name, value in REAL_LOOKING.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WANDB_API_KEY", "real-looking-wandb-key")
+    demo = Demo.start(speed=1.0, database_url=None)
+    try:
+        yield demo
+    finally:
+        demo.stop()
+
+
+def test_every_secret_and_service_url_is_the_demos_own(started: Demo) -> None:
+    settings = started.settings
+    assert settings.slack_api_url == started.slack.api_url
+    assert settings.together_base_url == started.together.base_url
+    assert settings.wandb_base_url == started.wandb.url
+    assert settings.database_url.startswith("sqlite:///")
+    secrets = set(settings.secrets())
+    assert not secrets & set(REAL_LOOKING.values())
+    assert settings.together_api_key is not None
+    assert settings.together_api_key.get_secret_value() == started.together.api_key
+    assert settings.wandb_key == started.wandb.api_key
+    assert settings.oncall_channel == "CONCALL"
+    assert "UGUEST" not in settings.stop_allowed_user_ids
+    assert settings.problems_for("serve") == []
+
+
+def test_a_long_running_demo_forgets_old_requests(started: Demo) -> None:
+    started.together.requests.extend([None] * (KEPT_REQUESTS + 50))  # type: ignore[list-item]
+    started.slack.calls.extend([None] * (KEPT_REQUESTS + 50))  # type: ignore[list-item]
+    started.forget_old_requests()
+    assert len(started.together.requests) == KEPT_REQUESTS
+    assert len(started.slack.calls) == KEPT_REQUESTS
