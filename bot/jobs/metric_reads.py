@@ -2,7 +2,9 @@
 `WANDB_REFRESH_SECONDS` (one request for all its metrics: `summaryMetrics` and
 the recent points), kept in `session_metrics` for the card's next redraw; a
 metric that became NaN or infinite is told once in the session's threads (and
-on-call with `ONCALL_ON_METRIC`).
+on-call with `ONCALL_ON_METRIC`). A session watched with no thread yet (only a
+person's App Home switch) has nobody to tell: its bad metric is not marked told,
+so a thread added later hears it at the next read.
 
 One replica at a time (a job lock), a bounded batch per tick, and the W&B
 budget honoured: a spent budget ends the pass, and the sessions left wait for
@@ -127,9 +129,12 @@ async def read_metrics(rt: Runtime) -> int:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
+                    threads = await _threads(db, session_id) if bad else []
+                    if bad and not threads:
+                        view = untold(view, bad)
                     await write_view(db, session_id, view, read_at=now)
-                    if bad:
-                        await _tell(db, rt, session_id, snapshot, bad)
+                    if threads:
+                        await _tell(db, rt, threads, snapshot, bad)
                         told += len(bad)
     finally:
         async with rt.sessionmaker() as db, db.begin():
@@ -139,16 +144,30 @@ async def read_metrics(rt: Runtime) -> int:
     return told
 
 
-async def _tell(
-    db: AsyncSession, rt: Runtime, session_id: str, snapshot: object, bad: list[BadMetric]
-) -> None:
-    """Each metric newly gone bad, once in each active thread of the session."""
+def untold(view: MetricsView, bad: Sequence[BadMetric]) -> MetricsView:
+    """The view with these metrics not marked told (nobody heard them). Pure."""
+    names = {b.metric for b in bad}
+    return view.model_copy(update={"told_bad": [m for m in view.told_bad if m not in names]})
+
+
+async def _threads(db: AsyncSession, session_id: str) -> list[Thread]:
+    """The session's active threads, the first subscribed first."""
     subs = await db.execute(
         select(Subscription.id, Subscription.channel_id, Subscription.root_ts)
         .where(Subscription.session_id == session_id, Subscription.active.is_(True))
         .order_by(Subscription.id)
     )
-    threads = [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
+    return [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
+
+
+async def _tell(
+    db: AsyncSession,
+    rt: Runtime,
+    threads: list[Thread],
+    snapshot: object,
+    bad: list[BadMetric],
+) -> None:
+    """Each metric newly gone bad, once in each of the session's active threads."""
     oncall = rt.settings.oncall_channel if rt.settings.oncall_on_metric else None
     rows: list[OutboxRow] = []
     for item in bad:
