@@ -42,6 +42,8 @@ class MetricsView(BaseModel):
     told_bad: list[str] = Field(default_factory=list)
     #: why the last read failed, in words for the card (None: it did not)
     error: str | None = None
+    #: reads that failed in a row, for the back-off of the next (0: the last did not)
+    failures: int = 0
 
     @classmethod
     def read(cls, stored: Any) -> MetricsView:
