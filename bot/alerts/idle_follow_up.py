@@ -65,6 +65,8 @@ class Candidate:
     price: CostEstimate | None = None
     #: looks at this resource that failed in a row before this one
     failures: int = 0
+    #: since when an earlier look found it idle (kept through a failed look, for `ls`)
+    idle_since: datetime | None = None
 
 
 def candidate(
@@ -90,21 +92,21 @@ def candidate(
     if not isinstance(resource_id, str) or not is_session_id(resource_id):
         return None
     check = progress.idle_check
-    failures = 0
+    failures, since = 0, None
     if check is not None and check.resource_id == resource_id:
         if check.done:
             return None
         at = naive_utc(check.check_at)
         if at is not None and now < at:
             return None
-        failures = check.failures
+        failures, since = check.failures, check.idle_since
     fresh = None
     seen = naive_utc(spend.seen_at)
     if spend.resource_id == resource_id and seen is not None and now - seen <= fresh_for:
         if spend.status != ResourceStatus.READY.value:
             return None  # the spend watch read it just now: not READY, so not idle
         fresh = spend.model_resource()
-    return Candidate(session_id, resource_id, fresh, spend.cost(), failures)
+    return Candidate(session_id, resource_id, fresh, spend.cost(), failures, since)
 
 
 async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
@@ -193,14 +195,17 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
     alerts: list[tuple[IdlePayload, list[str]]] = []
     for resource_id, on_it in sorted(by_resource.items()):
         failures = max(c.failures for c in on_it) + 1
+        since = next((c.idle_since for c in on_it if c.idle_since is not None), None)
         try:
             outcome = await _look(rt, resource_id, on_it, after=after, now=now, reader=reader)
         except TogetherError as exc:
             log.info("could not follow up an idle resource: %s", exc.kind)
-            outcome = retry_later(failures, now=now, retry_after=exc.retry_after), None
+            retry = retry_later(failures, now=now, retry_after=exc.retry_after)
+            outcome = retry.model_copy(update={"idle_since": since}), None
         except Exception:  # this resource's data; the others' alerts are still written
             log.exception("could not follow up idle resource %s", resource_id)
-            outcome = retry_later(failures, now=now, retry_after=None), None
+            retry = retry_later(failures, now=now, retry_after=None)
+            outcome = retry.model_copy(update={"idle_since": since}), None
         mark, alert = outcome
         for c in on_it:
             marks[c.session_id] = mark.model_copy(update={"resource_id": resource_id})

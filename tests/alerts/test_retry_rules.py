@@ -70,9 +70,11 @@ def test_a_failed_look_is_marked_to_wait_and_counted_in_the_stored_mark() -> Non
     # The mark holds the follow-up back until its time, then counts on from it.
     waiting = {"resource_id": RID, "check_at": third.check_at.isoformat(), "failures": 3}
     assert look(idle_check=waiting) is None
-    due = waiting | {"check_at": (NOW - timedelta(seconds=1)).isoformat()}
+    idle = (NOW - timedelta(hours=1)).isoformat()
+    due = waiting | {"check_at": (NOW - timedelta(seconds=1)).isoformat(), "idle_since": idle}
     got = look(idle_check=due)
     assert got is not None and got.failures == 3
+    assert got.idle_since == NOW - timedelta(hours=1)  # kept through a failed look
     # An old mark without a count reads as none.
     assert WatchProgress.read({"idle_check": {"resource_id": RID}}).idle_check is not None
     fresh = look(idle_check={"resource_id": RID, "check_at": due["check_at"]})
