@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from bot.alerts.backoff import FIRST_SECONDS, FORGET_SECONDS, MOST_SECONDS, Backoff, wait_after
 from bot.alerts.idle_follow_up import retry_later
 from bot.jobs.metric_reads import RETRY_MOST, next_read_at
-from bot.store.progress import IdleCheck, WatchProgress
+from bot.training.watch_progress import IdleCheck, WatchProgress
 from tests.alerts.test_idle_rules import NOW, RID, look
 
 
