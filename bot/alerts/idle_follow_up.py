@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.alerts.backoff import wait_after
 from bot.alerts.idle import (
     ACTIVE,
     attached_sessions,
@@ -62,6 +63,10 @@ class Candidate:
     #: the spend watch's read of the resource (its last poll), when fresh enough to use
     fresh: ModelResource | None = None
     price: CostEstimate | None = None
+    #: looks at this resource that failed in a row before this one
+    failures: int = 0
+    #: since when an earlier look found it idle (kept through a failed look, for `ls`)
+    idle_since: datetime | None = None
 
 
 def candidate(
@@ -87,19 +92,21 @@ def candidate(
     if not isinstance(resource_id, str) or not is_session_id(resource_id):
         return None
     check = progress.idle_check
+    failures, since = 0, None
     if check is not None and check.resource_id == resource_id:
         if check.done:
             return None
         at = naive_utc(check.check_at)
         if at is not None and now < at:
             return None
+        failures, since = check.failures, check.idle_since
     fresh = None
     seen = naive_utc(spend.seen_at)
     if spend.resource_id == resource_id and seen is not None and now - seen <= fresh_for:
         if spend.status != ResourceStatus.READY.value:
             return None  # the spend watch read it just now: not READY, so not idle
         fresh = spend.model_resource()
-    return Candidate(session_id, resource_id, fresh, spend.cost())
+    return Candidate(session_id, resource_id, fresh, spend.cost(), failures, since)
 
 
 async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
@@ -187,14 +194,18 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
     marks: dict[str, IdleCheck] = {}
     alerts: list[tuple[IdlePayload, list[str]]] = []
     for resource_id, on_it in sorted(by_resource.items()):
+        failures = max(c.failures for c in on_it) + 1
+        since = next((c.idle_since for c in on_it if c.idle_since is not None), None)
         try:
             outcome = await _look(rt, resource_id, on_it, after=after, now=now, reader=reader)
         except TogetherError as exc:
             log.info("could not follow up an idle resource: %s", exc.kind)
-            continue
+            retry = retry_later(failures, now=now, retry_after=exc.retry_after)
+            outcome = retry.model_copy(update={"idle_since": since}), None
         except Exception:  # this resource's data; the others' alerts are still written
             log.exception("could not follow up idle resource %s", resource_id)
-            continue
+            retry = retry_later(failures, now=now, retry_after=None)
+            outcome = retry.model_copy(update={"idle_since": since}), None
         mark, alert = outcome
         for c in on_it:
             marks[c.session_id] = mark.model_copy(update={"resource_id": resource_id})
@@ -268,6 +279,16 @@ def final_answer(exc: TogetherError) -> str | None:
     ):
         return "refused"
     return None
+
+
+def retry_later(failures: int, *, now: datetime, retry_after: float | None) -> IdleCheck:
+    """The mark of a look that failed for a passing reason (a timeout, a 5xx, an
+    answer that does not read): looked at again later, the wait doubling with
+    each failure in a row (`bot.alerts.backoff.wait_after`), so a resource
+    Together cannot answer for costs a request every few minutes, not one every
+    run, for at most FOLLOW_FOR. The count is kept in the database, read on the
+    database's clock: every replica backs off alike. Pure."""
+    return IdleCheck(check_at=later(now, wait_after(failures, retry_after)), failures=failures)
 
 
 def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleCheck:

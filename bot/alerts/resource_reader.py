@@ -6,7 +6,9 @@ sessions share it) and its price (`estimate-cost`, cached per resource shape
 for an hour: Together's price rarely changes; at most MAX_PRICES shapes, none
 past a day). A failed read is transient: the
 session's own news goes on, and the card keeps what the last read saw (what is
-kept of a read, and when the card is redrawn, is in `bot.alerts.spend`).
+kept of a read, and when the card is redrawn, is in `bot.alerts.spend`). A
+resource or a shape that keeps failing is tried again later each time
+(`bot.alerts.backoff`), not every cycle.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
+from bot.alerts.backoff import Backoff
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
@@ -87,6 +90,9 @@ class ResourceReader:
         # session id -> (status, resource id, when) as last seen
         self._sessions: dict[str, tuple[str, str, float]] = {}
         self._prices: dict[str, tuple[CostEstimate, float]] = shared.prices
+        # Resources and shapes whose last reads failed, and when each is tried again.
+        self._resource_backoff = Backoff(self._clock)
+        self._price_backoff = Backoff(self._clock)
         self._seen: Seen | None = None  # what the last pass of live pages saw
         self._listed = False  # a pass ran this cycle
         # Live resources this cycle's pass listed, for the parts still to come.
@@ -112,11 +118,14 @@ class ResourceReader:
         }
         for s in [s for s, v in self._prices.items() if now - v[1] >= PRICE_KEEP_SECONDS]:
             del self._prices[s]
+        self._resource_backoff.prune()
+        self._price_backoff.prune()
 
     def due(self, sessions: Iterable[TrainingSession]) -> tuple[dict[str, str], list[str]]:
         """The sessions' resources by session, and the resources to read now: not
         read within `refresh_seconds`, or one of their sessions changed status
-        (or is new to the reader); never one already tried this cycle."""
+        (or is new to the reader); never one already tried this cycle, nor one
+        whose failed reads make it wait (`bot.alerts.backoff`)."""
         now = self._clock()
         wanted: dict[str, str] = {}
         moved: set[str] = set()
@@ -131,7 +140,7 @@ class ResourceReader:
         due = sorted(
             r
             for r in set(wanted.values()) - self._tried
-            if r in moved or not self._is_fresh(r, now)
+            if (r in moved or not self._is_fresh(r, now)) and self._resource_backoff.ready(r)
         )
         return wanted, due
 
@@ -187,7 +196,10 @@ class ResourceReader:
         stale = {
             r
             for r in waiting
-            if r not in self._tried and r not in self._listed_now and not self._is_fresh(r, now)
+            if r not in self._tried
+            and r not in self._listed_now
+            and not self._is_fresh(r, now)
+            and self._resource_backoff.ready(r)
         }
         unseen = max(0, coming - len(waiting))
         return min(coming, len(stale) + math.ceil(unseen * due / max(part, 1)))
@@ -222,6 +234,7 @@ class ResourceReader:
                         self._listed_now[r.id] = r
                     if r.id in known:  # a live resource of a watched session: a read
                         self._reads[r.id] = (r, now)
+                        self._resource_backoff.succeeded(r.id)
                         left.discard(r.id)
                 if not left and not coming:
                     break
@@ -242,9 +255,13 @@ class ResourceReader:
                 try:
                     got = await self._together.get_model_resource(resource_id, max_wait=5)
                 except TogetherError as exc:
-                    log.info("could not read model resource: %s", exc.kind)
+                    wait = self._resource_backoff.failed(resource_id, exc.retry_after)
+                    log.info(
+                        "could not read model resource: %s; next try in %.0f s", exc.kind, wait
+                    )
                     self._reads.pop(resource_id, None)
                     return
+                self._resource_backoff.succeeded(resource_id)
                 self._reads[resource_id] = (got, self._clock())
 
         await asyncio.gather(*(one(r) for r in sorted(left)))
@@ -260,11 +277,15 @@ class ResourceReader:
         now = self._clock()
         if cached is not None and now - cached[1] < PRICE_TTL_SECONDS:
             return cached[0]
+        if not self._price_backoff.ready(shape):
+            return cached[0] if cached is not None else None
         try:
             price = await self._together.estimate_cost(resource)
         except TogetherError as exc:
-            log.info("no price for a model resource: %s", exc.kind)
+            wait = self._price_backoff.failed(shape, exc.retry_after)
+            log.info("no price for a model resource: %s; next try in %.0f s", exc.kind, wait)
             return cached[0] if cached is not None else None
+        self._price_backoff.succeeded(shape)
         self._prices.pop(shape, None)  # kept in the order priced: the oldest first
         self._prices[shape] = (price, now)
         while len(self._prices) > MAX_PRICES:

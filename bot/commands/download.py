@@ -1,17 +1,24 @@
 """Download on an inference checkpoint: the session is read to tell which kind
 of checkpoint it is and whether it was trained with LoRA (ADAPTER files then,
 else MERGED), then Together's download endpoint lists the files with presigned
-URLs. The answer goes only to the person who clicked; the URLs expire and grant
-access, so they are never stored, logged or posted where others see them."""
+URLs. The links are weights: only people on the Stop allowlist
+(STOP_ALLOWED_USER_IDS, STOP_ALLOWED_USERGROUP) get them, as for Keep alive;
+anyone else is told why. The answer goes only to the person who clicked; the
+URLs expire and grant access, so they are never stored, logged or posted where
+others see them."""
 
 from __future__ import annotations
 
 import logging
 
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
 from bot.commands.subscriptions import fetch_for_user
 from bot.rendering.actions import NOT_DOWNLOADABLE, FileLink, download_answer
 from bot.rendering.blocks import Message
 from bot.rendering.text import VALUE_LIMIT, inert, sentence
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
@@ -20,6 +27,13 @@ log = logging.getLogger(__name__)
 
 ADAPTER = "CHECKPOINT_VARIANT_ADAPTER"
 MERGED = "CHECKPOINT_VARIANT_MERGED"
+DOWNLOAD_REFUSED = (
+    "You are not allowed to download checkpoint weights. Ask someone on the Stop list."
+)
+DOWNLOAD_NOT_CONFIGURED = (
+    "Downloading weights from Slack is not enabled here: it takes the Stop allowlist, "
+    "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+)
 UNKNOWN_CHECKPOINT = (
     "That checkpoint is not one of the session's checkpoints any more, so I cannot fetch it."
 )
@@ -31,11 +45,26 @@ def variant_for(session: TrainingSession) -> str:
 
 
 async def checkpoint_download(
-    *, together: TogetherClient, session_id: str, checkpoint_id: str
+    *,
+    settings: Settings,
+    together: TogetherClient,
+    slack: AsyncWebClient,
+    user_id: str,
+    session_id: str,
+    checkpoint_id: str,
 ) -> Message | str:
     """The files of one inference checkpoint, as a message for the clicker; a
-    string is why not (a training checkpoint, one the session no longer has, or
-    Together's refusal in its own words). Raises TogetherError for the rest."""
+    string is why not (not on the allowlist, a training checkpoint, one the
+    session no longer has, or Together's refusal in its own words). Raises
+    TogetherError for the rest."""
+    refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
+    if refusal is not None:
+        log.warning(
+            "download refused",
+            extra={"user_id": user_id, "session_id": session_id, "checkpoint_id": checkpoint_id},
+        )
+        words = {STOP_REFUSED: DOWNLOAD_REFUSED, STOP_NOT_CONFIGURED: DOWNLOAD_NOT_CONFIGURED}
+        return f":no_entry_sign: {words.get(refusal, refusal)}"
     session = await fetch_for_user(together, session_id)
     if any(cp.id == checkpoint_id for cp in session.training_checkpoints):
         return NOT_DOWNLOADABLE

@@ -35,13 +35,13 @@ async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | Non
     Any failure to check (no history scope, an error, an answer of an odd shape)
     means "cannot check": post, which risks a repeat but never a loss. Only a
     channel Slack says is gone for good is raised, to end the subscription; a
-    DM's is not (it is addressed to a user id, whose history Slack may not
-    list: that says nothing about the DM itself)."""
+    row addressed to a person's id is not (any DM: Slack may not list a user
+    id's history, which says nothing about the DM itself)."""
     try:
         return await _find_posted(slack, row)
     except SlackApiError as exc:
         error = exc.response.get("error")
-        if isinstance(error, str) and error in PERMANENT_ERRORS and row.kind != Kind.CREATOR_DM:
+        if isinstance(error, str) and error in PERMANENT_ERRORS and not addressed_to_person(row):
             raise
         reason = error if isinstance(error, str) else f"HTTP {exc.response.status_code}"
     except Exception as exc:
@@ -52,6 +52,16 @@ async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | Non
         extra={"outbox_id": row.id},
     )
     return None
+
+
+#: the rows that go to a person's id rather than a channel
+_PERSONAL_KINDS = frozenset({Kind.DM, Kind.CREATOR_DM})
+
+
+def addressed_to_person(row: OutboxMessage) -> bool:
+    """Whether a row is posted to a user id (a DM Slack opens on the post), not to a
+    channel: its kind says so, or its address is a user's (U… or W…). Pure."""
+    return row.kind in _PERSONAL_KINDS or row.channel_id[:1] in ("U", "W")
 
 
 async def _find_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:

@@ -5,10 +5,16 @@ metric that became NaN or infinite is told once in the session's threads (and
 on-call with `ONCALL_ON_METRIC`). The card's chart is kept there too, from the
 same read, or, for a session without a run (or without W&B), from the steps
 its polls saw (`card_charts`).
+on-call with `ONCALL_ON_METRIC`). A session watched with no thread yet (only a
+person's App Home switch) has nobody to tell: its bad metric is not marked told,
+so a thread added later hears it at the next read.
 
 One replica at a time (a job lock), a bounded batch per tick, and the W&B
 budget honoured: a spent budget ends the pass, and the sessions left wait for
-the next one. A read that fails is kept as the card's reason, never raised.
+the next one. A read that fails is kept as the card's reason, never raised,
+and the next read of that session waits longer after each failure in a row
+(`next_read_at`; the count is in the stored view, so every replica backs off
+alike).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.training.time_bounds import later
 from bot.wandb.errors import WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
@@ -39,6 +46,9 @@ log = logging.getLogger(__name__)
 
 JOB = "read_wandb"
 BATCH = 20
+#: the longest a session whose reads keep failing waits for its next read (or
+#: WANDB_REFRESH_SECONDS, when that is longer)
+RETRY_MOST = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,17 @@ def next_view(
     return view, bad
 
 
+def next_read_at(now: datetime, *, failures: int, refresh: timedelta) -> datetime:
+    """The `read_at` written after a read. A session is read again once `read_at`
+    is `refresh` old: after a read that worked that is `now`; after `failures`
+    failed reads in a row it is set later, so the next read waits
+    `refresh * 2**failures` (at most RETRY_MOST, or `refresh` when longer). Pure."""
+    if failures <= 0:
+        return now
+    wait = min(refresh * 2 ** min(failures, 10), max(RETRY_MOST, refresh))
+    return later(now, wait - refresh)
+
+
 async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
@@ -106,6 +127,7 @@ async def read_metrics(rt: Runtime) -> int:
             ).all()
         )
     read = told = 0
+    refresh = timedelta(seconds=settings.wandb_refresh_seconds)
     try:
         async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
             for session_id in due:
@@ -126,16 +148,24 @@ async def read_metrics(rt: Runtime) -> int:
                     except WandbError as exc:
                         if exc.kind == "budget":
                             break
-                        view = old.model_copy(update={"error": exc.user_message})
+                        failures = old.failures + 1
+                        log.info("could not read a W&B run: %s (%d in a row)", exc.kind, failures)
+                        view = old.model_copy(
+                            update={"error": exc.user_message, "failures": failures}
+                        )
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
                         chart = metric_chart(settings.wandb_metrics, recent)
                         view = view.model_copy(update={"chart": chart})
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
-                    await write_view(db, session_id, view, read_at=now)
-                    if bad:
-                        await _tell(db, rt, session_id, snapshot, bad)
+                    threads = await _threads(db, session_id) if bad else []
+                    if bad and not threads:
+                        view = untold(view, bad)
+                    read_at = next_read_at(now, failures=view.failures, refresh=refresh)
+                    await write_view(db, session_id, view, read_at=read_at)
+                    if threads:
+                        await _tell(db, rt, threads, snapshot, bad)
                         told += len(bad)
     finally:
         async with rt.sessionmaker() as db, db.begin():
@@ -145,16 +175,30 @@ async def read_metrics(rt: Runtime) -> int:
     return told
 
 
-async def _tell(
-    db: AsyncSession, rt: Runtime, session_id: str, snapshot: object, bad: list[BadMetric]
-) -> None:
-    """Each metric newly gone bad, once in each active thread of the session."""
+def untold(view: MetricsView, bad: Sequence[BadMetric]) -> MetricsView:
+    """The view with these metrics not marked told (nobody heard them). Pure."""
+    names = {b.metric for b in bad}
+    return view.model_copy(update={"told_bad": [m for m in view.told_bad if m not in names]})
+
+
+async def _threads(db: AsyncSession, session_id: str) -> list[Thread]:
+    """The session's active threads, the first subscribed first."""
     subs = await db.execute(
         select(Subscription.id, Subscription.channel_id, Subscription.root_ts)
         .where(Subscription.session_id == session_id, Subscription.active.is_(True))
         .order_by(Subscription.id)
     )
-    threads = [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
+    return [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
+
+
+async def _tell(
+    db: AsyncSession,
+    rt: Runtime,
+    threads: list[Thread],
+    snapshot: object,
+    bad: list[BadMetric],
+) -> None:
+    """Each metric newly gone bad, once in each of the session's active threads."""
     oncall = rt.settings.oncall_channel if rt.settings.oncall_on_metric else None
     rows: list[OutboxRow] = []
     for item in bad:

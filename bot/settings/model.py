@@ -184,13 +184,17 @@ class Settings(BaseSettings, ChartSettings):
         frozenset(), "Slack team ids (T…) the bot answers, comma-separated; empty: any."
     )
     allowed_channel_ids: Annotated[frozenset[str], NoDecode] = _user(
-        frozenset(), "Channel ids (C…/G…) the bot answers and posts in; empty: any (not App Home)."
+        frozenset(),
+        "Channel ids (C…/G…) the bot answers and posts in; empty: any (not App Home, "
+        "nor buttons on the bot's own DMs).",
     )
     stop_allowed_user_ids: Annotated[frozenset[str], NoDecode] = _user(
-        frozenset(), "User ids (U…) who may press Stop; with no user group either, nobody may."
+        frozenset(),
+        "User ids (U…) who may press Stop, Keep alive and Download; with no user group "
+        "either, nobody may.",
     )
     stop_allowed_usergroup: str | None = _user(
-        None, "A user group id (S…) whose members may press Stop."
+        None, "A user group id (S…) whose members may press Stop, Keep alive and Download."
     )
     watch_all_errors: bool = _user(
         False, "List every session in ERROR each interval; alert on-call once each, watched or not."

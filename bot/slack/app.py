@@ -64,6 +64,7 @@ def build_app(rt: Runtime) -> AsyncApp:
             and channel
             and channel not in settings.allowed_channel_ids
             and not _is_home(body)
+            and not _is_dm_click(body, channel)
         ):
             return await _refuse(context, body, "rl-bot is not enabled in this channel.")
         return await next()
@@ -77,6 +78,14 @@ def _is_home(body: dict[str, Any]) -> bool:
     posts nothing. `ALLOWED_CHANNEL_IDS` limits the channels the bot posts in."""
     event = body.get("event")
     return isinstance(event, dict) and event.get("type") in HOME_EVENTS
+
+
+def _is_dm_click(body: dict[str, Any], channel: str) -> bool:
+    """A button on a message in a direct message: Slack sends a click only to the
+    app that posted the message, so it is one of the bot's own DMs (a personal or
+    creator alert) and acts on a resource or session, not on a channel. Commands
+    typed in a DM are still held to the allowlist."""
+    return body.get("type") == "block_actions" and channel.startswith("D")
 
 
 class NoRequestBodies(logging.Filter):

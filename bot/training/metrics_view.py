@@ -79,6 +79,9 @@ class MetricsView(BaseModel):
             return None
         return chart
 
+    #: reads that failed in a row, for the back-off of the next (0: the last did not)
+    failures: int = 0
+
     @classmethod
     def read(cls, stored: Any) -> MetricsView:
         try:

@@ -128,7 +128,8 @@ class SpendRead(_Stored):
 class IdleCheck(_Stored):
     """Where the idle follow-up of the session's resource stands, once the
     session ended: over (`done`: alerted, busy, gone, refused, stopped, error),
-    waiting for a status (`waiting`), or to be looked at again (`check_at`)."""
+    waiting for a status (`waiting`), or to be looked at again (`check_at`),
+    later after each read that failed in a row (`failures`)."""
 
     resource_id: str | None = None
     done: str | None = None
@@ -136,6 +137,8 @@ class IdleCheck(_Stored):
     check_at: datetime | None = None
     #: since when the follow-up found the resource idle
     idle_since: datetime | None = None
+    #: reads of the resource that failed in a row (a passing reason), for the back-off
+    failures: StrictInt = 0
 
     @model_serializer
     def dump(self) -> dict[str, Any]:
@@ -145,6 +148,7 @@ class IdleCheck(_Stored):
             "waiting": self.waiting,
             "check_at": _iso(self.check_at),
             "idle_since": _iso(self.idle_since),
+            "failures": self.failures or None,
         }
         return {k: v for k, v in fields.items() if v is not None}
 

@@ -30,10 +30,11 @@ def _row(kind: Kind, channel: str) -> OutboxMessage:
     )
 
 
-async def test_a_dms_refused_history_is_not_a_channel_gone() -> None:
+@pytest.mark.parametrize("kind", [Kind.CREATOR_DM, Kind.DM])
+async def test_a_dms_refused_history_is_not_a_channel_gone(kind: Kind) -> None:
     with FakeSlack() as slack:
         client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
         slack.fail_next("conversations.history", error="channel_not_found", times=2)
-        assert await already_posted(client, _row(Kind.CREATOR_DM, "UDANA")) is None
+        assert await already_posted(client, _row(kind, "UDANA")) is None
         with pytest.raises(SlackApiError):
             await already_posted(client, _row(Kind.OPERATOR, "CGONE"))

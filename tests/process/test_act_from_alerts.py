@@ -1,8 +1,8 @@
 """Routing and acting from the alert, through one real `rl-bot serve` per backend
 with the Slack- and Together-shaped servers: `broadcast=` and `dm=creator`
 (a DM refused loses nothing else), Acknowledge by two people and a repage of
-the alert nobody took, Keep alive allowed and refused, Download answered only
-to the clicker (its links nowhere else: not in Slack's channels, the database
+the alert nobody took, Keep alive allowed and refused, Download refused off
+the Stop allowlist and answered only to the clicker (its links nowhere else: not in Slack's channels, the database
 or the log), and the resource line of an unwatched card from one shared read.
 
 The bot is shared by the module; the fakes and tables are reset before each test.
@@ -362,7 +362,15 @@ def test_an_unwatched_card_has_its_resource_line_and_download_answers_only_the_c
         if e["action_id"].startswith("rl_download")
     ]
     assert len(downloads) == 2
-    answer = click(rig, downloads[0]["action_id"], downloads[0]["value"], channel="C7", user="U123")
+    # Someone not on the Stop allowlist is told why; Together is not asked.
+    refused_user = said(
+        click(rig, downloads[0]["action_id"], downloads[0]["value"], channel="C7", user="U123")
+    )
+    assert "not allowed to download checkpoint weights" in refused_user
+    assert together.download_requests == [] and together.download_signatures == []
+    answer = click(
+        rig, downloads[0]["action_id"], downloads[0]["value"], channel="C7", user="UALLOWED"
+    )
     text = said(answer)
     assert answer.get("response_type") == "ephemeral"
     assert "adapter_model.safetensors" in text and "134.2 MB" in text and "LoRA adapter" in text
@@ -379,7 +387,7 @@ def test_an_unwatched_card_has_its_resource_line_and_download_answers_only_the_c
         if e["action_id"].startswith("rl_download")
     )
     merged = said(
-        click(rig, full_button["action_id"], full_button["value"], channel="C7", user="U123")
+        click(rig, full_button["action_id"], full_button["value"], channel="C7", user="UALLOWED")
     )
     assert (
         "merged model" in merged
@@ -388,11 +396,13 @@ def test_an_unwatched_card_has_its_resource_line_and_download_answers_only_the_c
 
     training_id = together.get(lora)["training_checkpoints"][0]["id"]  # type: ignore[index]
     before = len(together.download_requests)
-    refused = said(click(rig, "rl_download:0", f"{lora}/{training_id}", channel="C7", user="U123"))
+    refused = said(
+        click(rig, "rl_download:0", f"{lora}/{training_id}", channel="C7", user="UALLOWED")
+    )
     assert "training checkpoint" in refused and "inference checkpoints be downloaded" in refused
     together.remove(lora)
     missing = said(
-        click(rig, downloads[1]["action_id"], downloads[1]["value"], channel="C7", user="U123")
+        click(rig, downloads[1]["action_id"], downloads[1]["value"], channel="C7", user="UALLOWED")
     )
     assert "no" in missing.lower() and len(together.download_requests) == before
 

@@ -110,6 +110,48 @@ def test_allowed_channel_ids_leave_app_home_working(
     assert "not enabled in this channel" in refused.json()["text"]
 
 
+def test_clicks_in_the_bots_own_dms_pass_the_channel_allowlist(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
+) -> None:
+    bot = start_bot(ALLOWED_CHANNEL_IDS="C123", STOP_ALLOWED_USER_IDS="UALLOWED")
+    together.add_resource("res-dm-keep", "READY")
+    together.add_resource("res-dm-stop", "READY")
+    # A click in a channel not on the list is still dropped.
+    bot.click(
+        "rl_keep_alive", "res-dm-keep", response_url=slack.response_url("no"), channel_id="C9"
+    )
+    # Keep alive and Stop resource on the bot's own DM (an IM channel, D…) act.
+    dm = {"ts": "1700000009.000100", "text": "idle resource", "blocks": []}
+    bot.click(
+        "rl_keep_alive",
+        "res-dm-keep",
+        response_url=slack.response_url("keep"),
+        channel_id="D0DANA",
+        user_id="UALLOWED",
+        is_ephemeral=False,
+        message=dm,
+    )
+    wait_until(lambda: together.extend_requests, what="the DM's Keep alive reaching Together")
+    assert together.extend_requests == [("res-dm-keep", 3600)]
+    bot.click(
+        "rl_stop_resource",
+        "res-dm-stop",
+        response_url=slack.response_url("stop"),
+        channel_id="D0DANA",
+        user_id="UALLOWED",
+        is_ephemeral=False,
+        message=dm,
+    )
+    wait_until(lambda: together.resource_stop_requests, what="the DM's Stop resource")
+    assert [r for r, _ in together.resource_stop_requests] == ["res-dm-stop"]
+    # Someone not allowed is told why, in the DM.
+    bot.click(
+        "rl_keep_alive", "res-dm-keep", response_url=slack.response_url("bob"), channel_id="D0BOB"
+    )
+    assert "not allowed to keep model resources up" in json.dumps(slack.wait_for_response("bob"))
+    assert together.extend_requests == [("res-dm-keep", 3600)]
+
+
 # --- 13. one process per SQLite file ---------------------------------------------------------------
 
 

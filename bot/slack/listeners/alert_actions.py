@@ -101,10 +101,16 @@ def download_problem(req: Request) -> str | None:
 
 
 async def download(req: Request) -> str:
-    """Only the clicker sees the files and their links."""
+    """Only the clicker sees the files and their links, and only when on the Stop
+    allowlist (weights are worth as much as stopping a session)."""
     ids = read_download_value(req.value)
     assert ids is not None  # download_problem refused anything else
     answer = await checkpoint_download(
-        together=req.rt.together, session_id=ids[0], checkpoint_id=ids[1]
+        settings=req.rt.settings,
+        together=req.rt.together,
+        slack=req.client,
+        user_id=req.user_id,
+        session_id=ids[0],
+        checkpoint_id=ids[1],
     )
     return await req.answer_or_refuse(answer)
