@@ -76,37 +76,49 @@ async def count_active(db: AsyncSession, *, team_id: str, channel_id: str) -> in
     )
 
 
+def model_key(model: str) -> str:
+    """A rule's `model=` as compared: base model names are matched ignoring case,
+    so a rule is found, refused as a repeat and removed ignoring case too."""
+    return model.casefold()
+
+
 async def find_rule(
     db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str
 ) -> FollowRule | None:
-    return (
-        await db.execute(
-            select(FollowRule).where(
-                FollowRule.team_id == team_id,
-                FollowRule.channel_id == channel_id,
-                FollowRule.selector == selector,
-                FollowRule.model == model,
-            )
-        )
-    ).scalar_one_or_none()
+    """The channel's rule of `selector` and `model` (ignoring case), if any."""
+    rules = await _selector_rules(db, team_id=team_id, channel_id=channel_id, selector=selector)
+    return next((r for r in rules if model_key(r.model) == model_key(model)), None)
 
 
 async def remove_rules(
     db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str | None
 ) -> int:
-    """Delete a channel's rules of `selector` (of `model` only, when given); how many.
-    Their claims stay: a session a rule took is not taken again by a later rule."""
-    where = [
-        FollowRule.team_id == team_id,
-        FollowRule.channel_id == channel_id,
-        FollowRule.selector == selector,
-    ]
-    if model is not None:
-        where.append(FollowRule.model == model)
+    """Delete a channel's rules of `selector` (of `model` only, ignoring case, when
+    given); how many. Their claims stay: a session a rule took is not taken again
+    by a later rule."""
+    rules = await _selector_rules(db, team_id=team_id, channel_id=channel_id, selector=selector)
+    ids = [r.id for r in rules if model is None or model_key(r.model) == model_key(model)]
+    if not ids:
+        return 0
     result = await db.execute(
-        delete(FollowRule).where(*where).execution_options(synchronize_session=False)
+        delete(FollowRule).where(FollowRule.id.in_(ids)).execution_options(synchronize_session=False)
     )
     return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+
+
+async def _selector_rules(
+    db: AsyncSession, *, team_id: str, channel_id: str, selector: str
+) -> list[FollowRule]:
+    """A channel's rules of one selector (at most MAX_RULES_PER_CHANNEL in force):
+    compared in Python, with the same case folding as discovery's matching."""
+    rows = await db.execute(
+        select(FollowRule).where(
+            FollowRule.team_id == team_id,
+            FollowRule.channel_id == channel_id,
+            FollowRule.selector == selector,
+        )
+    )
+    return list(rows.scalars())
 
 
 async def switch_off(
