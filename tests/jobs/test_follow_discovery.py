@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bot.config import Settings
-from bot.jobs.follow import DiscoveryState, live_sessions
+from bot.jobs.follow_live import DiscoveryState, live_sessions
 from bot.jobs.follow_match import Wanted
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
