@@ -102,3 +102,29 @@ async def test_a_pass_cut_short_is_not_taken_for_everyone(
         _runtime(client), lister=lister, state=DiscoveryState(), wanted=[EVERYONE]
     )
     assert sorted(r.id for r in found.listed) == sorted(ana)
+
+
+async def test_a_failing_list_is_asked_again_less_often_each_time(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    ana = _add(fake, 3, "user_ana")
+    fake.fail(None, status=500, route="list")
+    now = [0.0]
+    lister = Lister(client, clock=lambda: now[0])
+    rt, state = _runtime(client), DiscoveryState()
+    base = rt.settings.poll_interval_seconds
+    asked: list[int] = []
+    # a run each poll interval (and once between), for 8 intervals
+    for step in range(16):
+        now[0] = step * base / 2
+        before = len(_lists(fake))
+        found = await live_sessions(rt, lister=lister, state=state, wanted=[EVERYONE])
+        assert found.listed == []
+        if len(_lists(fake)) > before:
+            asked.append(step)
+    assert asked == [0, 2, 6, 14]  # after 1, 2 and 4 intervals
+    fake.clear_faults()
+    now[0] = 100 * base
+    found = await live_sessions(rt, lister=lister, state=state, wanted=[EVERYONE])
+    assert sorted(r.id for r in found.listed) == sorted(ana)
+    assert state.list_failures == 0  # listed fine: no back-off left
