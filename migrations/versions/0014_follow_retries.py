@@ -24,9 +24,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table("follow_claims", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("attempts", sa.Integer(), server_default="0", nullable=False)
-        )
+        batch_op.add_column(sa.Column("attempts", sa.Integer(), server_default="0", nullable=False))
         batch_op.add_column(sa.Column("retry_at", sa.DateTime(), nullable=True))
     with op.batch_alter_table("follow_rules", schema=None) as batch_op:
         batch_op.add_column(
