@@ -48,6 +48,10 @@ class Found:
     #: the listing shows every live session (a pass of everyone that reached the end)
     everyone: bool = False
 
+    def has(self, session_id: str) -> bool:
+        """Whether a pass of this run listed the session whole (no GET needed)."""
+        return any(session_id in done for done in self.passes)
+
     def session(self, session_id: str) -> TrainingSession | None:
         for done in self.passes:
             if session_id in done:
@@ -76,7 +80,7 @@ class Allowance:
         costs nothing, any other one GET. The order is kept: the oldest go first."""
         out: list[str] = []
         for session_id in session_ids[:cap]:
-            if found.session(session_id) is None:
+            if not found.has(session_id):
                 if self.gets < 1:
                     break
                 self.gets -= 1

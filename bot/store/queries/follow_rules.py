@@ -280,6 +280,17 @@ async def retake(
         )
         if isinstance(result, CursorResult) and result.rowcount == 1:
             taken.append(session_id)
+        else:  # subscribed by hand meanwhile: settled, not due any more
+            await db.execute(
+                update(FollowClaim)
+                .where(
+                    FollowClaim.team_id == team_id,
+                    FollowClaim.channel_id == channel_id,
+                    FollowClaim.session_id == session_id,
+                )
+                .values(retry_at=None)
+                .execution_options(synchronize_session=False)
+            )
     return taken
 
 
