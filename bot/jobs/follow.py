@@ -138,7 +138,9 @@ async def _discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Ou
             log.exception("a follow rule could not be applied", extra={"rule_id": rule.id})
     for person, wanted in by_person:
         try:
-            out.personal += await _apply_switch(rt, person, wanted, found)
+            out.personal += await _apply_switch(
+                rt, person, wanted, found, state=state, now=lister.clock()
+            )
         except Exception:
             log.exception("a personal switch could not be applied", extra={"user_id": person})
     return out
@@ -329,9 +331,20 @@ async def _post(rt: Runtime, channel: str, message: Message) -> None:
         log.warning("a follow message was refused: %s", exc.response.get("error"))
 
 
-async def _apply_switch(rt: Runtime, user_id: str, wanted: Wanted, found: Found) -> int:
-    """Watch a person's new live sessions for their DMs; how many it took."""
-    ids = matching(wanted, found.listed)
+async def _apply_switch(
+    rt: Runtime,
+    user_id: str,
+    wanted: Wanted,
+    found: Found,
+    *,
+    state: DiscoveryState,
+    now: float,
+) -> int:
+    """Watch a person's new live sessions for their DMs; how many it took. One that
+    fails is taken again after a back-off (this process remembers), and left after
+    `MAX_ATTEMPTS` tries."""
+    waits = state.switch_failures
+    ids = [s for s in matching(wanted, found.listed) if waits.get((user_id, s), (0, now))[1] <= now]
     if not ids:
         return 0
     async with rt.sessionmaker() as db, db.begin():
@@ -340,13 +353,25 @@ async def _apply_switch(rt: Runtime, user_id: str, wanted: Wanted, found: Found)
         )
     watched = 0
     for session_id in taken:
+        key = (user_id, session_id)
         try:
             session = await _session(rt, found, session_id)
             async with rt.sessionmaker() as db, db.begin():
                 await start_watching(db, session, first_poll_in=first_poll_seconds(rt.settings))
             watched += 1
+            waits.pop(key, None)
         except Exception as exc:
-            log.warning("a personal switch could not watch a session yet: %s", type(exc).__name__)
+            failures = waits.get(key, (0, now))[0] + 1
+            delay = retry_in(failures, base=rt.settings.poll_interval_seconds)
+            log.warning(
+                "a personal switch could not watch a session yet (try %d): %s",
+                failures,
+                type(exc).__name__,
+            )
+            if delay is None:  # given up: it stays taken
+                waits.pop(key, None)
+                continue
+            waits[key] = (failures, now + delay)
             async with rt.sessionmaker() as db, db.begin():
                 await personal_alerts.untake(db, user_id=user_id, session_id=session_id)
     return watched

@@ -37,6 +37,8 @@ class DiscoveryState:
     list_retry_at: float = -math.inf
     #: when this process last dropped the claims of sessions no longer live
     claims_pruned_at: float = -math.inf
+    #: (person, session) a personal switch failed to watch: failures in a row, next try
+    switch_failures: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
 
 
 @dataclass
