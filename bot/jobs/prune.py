@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlalchemy import delete, exists, func, select
 
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.progress_points import prune_orphans
 from bot.store.queries.session_metrics import prune_orphan_metrics

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from bot.jobs.follow_retry import MAX_ATTEMPTS
-from tests.commands.test_commands_http import Rig, shared_rig
 from tests.commands.test_follow_http import (
     _TABLES,
     USER_MAP,
@@ -28,6 +27,7 @@ from tests.commands.test_follow_http import (
     wait_subscribed,
 )
 from tests.support import wait_until
+from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from bot.config import Settings
 from bot.jobs.follow import _apply_switch
 from bot.jobs.follow_live import DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import Wanted
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
