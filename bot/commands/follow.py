@@ -85,7 +85,7 @@ async def follow_here(
                     "have. `/rl-session unfollow` one first (`/rl-session list` shows them)."
                 )
             if existing is not None:  # switched off: on again, as made now
-                await follow_rules.revive(db, existing, values=values)
+                await follow_rules.revive(db, existing, values=values | {"model": model})
             else:
                 db.add(
                     FollowRule(

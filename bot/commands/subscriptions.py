@@ -131,13 +131,25 @@ async def subscribe(
     except (IntegrityError, _SubscribedMeanwhile) as exc:
         # Another replica (or a double click) stored the same subscription while
         # we posted: keep its root, take back ours (unless we adopted the clicked card).
-        if root != root_ts:
-            with contextlib.suppress(SlackApiError):
-                await slack.chat_delete(channel=channel_id, ts=root)
+        await _take_back(slack, channel_id, root, root_ts)
         raise SubscriptionError(
             "This channel was subscribed to this session a moment ago; updates go in its thread."
         ) from exc
+    except Exception:
+        # Nothing was stored (the database refused the row or went away): a card
+        # left up would be a subscription nobody keeps, and a retry would post another.
+        await _take_back(slack, channel_id, root, root_ts)
+        raise
     return Subscribed(sub_id, root, already=False, filters=wanted)
+
+
+async def _take_back(
+    slack: AsyncWebClient, channel_id: str, root: str, root_ts: str | None
+) -> None:
+    """Delete the root card this attempt posted (not the clicked card it adopted)."""
+    if root != root_ts:
+        with contextlib.suppress(SlackApiError, OSError, TimeoutError):
+            await slack.chat_delete(channel=channel_id, ts=root)
 
 
 async def _store(

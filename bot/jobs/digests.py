@@ -127,7 +127,7 @@ async def digest_of_channel(
             continue
         changes.append(
             DigestChange(
-                name=_display(change.session) or str(sid),
+                name=(change.session.display_name if change.session else None) or str(sid),
                 old_status=change.old_status,
                 new_status=change.new_status,
             )

@@ -12,52 +12,58 @@ One replica discovers at a time (a job lock), and each session is claimed in
 the database before it is subscribed (`follow_claims`, `personal_watches`), so
 a session is subscribed once per channel and taken once per person whichever
 replica finds it. A rule takes at most `MAX_NEW_PER_RULE` sessions a run and
-says so in its channel when it left some for the next run. A channel the bot
+says so in its channel, once for a backlog, when it left some for later runs. A channel the bot
 can no longer post in (archived, or the bot removed) switches its rules off and
 their creators are told.
+
+A session whose subscription fails for a passing reason keeps its claim and is
+tried again on a later run, backing off, a few times at most
+(`bot.jobs.follow_retry`); so is discovery's own list pass when it fails. The
+GETs a run sends for sessions it did not list whole stay within what the
+Together request budget leaves the poller's side (`TOGETHER_REQUESTS_PER_MINUTE`
+less `POLL_BUDGET_SHARE` and what others spent); the rest wait for a later run.
+A claim is kept while its session is live, so a channel that unsubscribed stays so.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import timedelta
 
 from slack_sdk.errors import SlackApiError
+from sqlalchemy import select
 
 from bot.commands.asker import Asker
 from bot.commands.follow import rule_line
 from bot.commands.subscribe import first_poll_seconds, subscribe_session
-from bot.commands.subscriptions import SubscriptionError
+from bot.jobs.follow_live import Allowance, DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import (
     MAX_NEW_PER_RULE,
     Wanted,
-    creators_of,
-    filter_saves,
     matching,
     personal_wanted,
     rule_wanted,
 )
+from bot.jobs.follow_retry import Failure, failure_of, retry_in
 from bot.rendering.blocks import Message
 from bot.rendering.follow import cap_message, switched_off_message
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.queries.watched_sessions import start_watching
-from bot.store.tables import FollowRule
+from bot.store.tables import FollowRule, db_now
 from bot.together.errors import TogetherError
-from bot.together.list_pass import Listed, Lister, ListPass, list_pass
-from bot.together.poll_plan import LIVE_STATUSES
+from bot.together.list_pass import Lister
 from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 
 #: the job's name (its lock in `jobs`, and what its Together requests are charged to)
 FOLLOW_JOB = "follow"
-#: Slack's answers that mean the bot can no longer post in a rule's channel
-CHANNEL_GONE = frozenset(
-    {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
-)
+#: how often a process drops the claims of sessions no longer live (retention)
+PRUNE_CLAIMS_SECONDS = 3600.0
 _GONE_WORDS = {
     "is_archived": "the channel is archived.",
     "channel_is_archived": "the channel is archived.",
@@ -67,33 +73,12 @@ _GONE_WORDS = {
 
 
 @dataclass
-class DiscoveryState:
-    """What discovery keeps between runs in one process."""
-
-    #: Together refused a `created_by` filter (403): list everyone from now on
-    filter_refused: bool = False
-
-
-@dataclass
-class Found:
-    """What one run listed: who is live, and the full sessions when it listed them."""
-
-    listed: list[Listed] = field(default_factory=list)
-    passes: list[ListPass] = field(default_factory=list)
-
-    def session(self, session_id: str) -> TrainingSession | None:
-        for done in self.passes:
-            if session_id in done:
-                return done.session(session_id)
-        return None
-
-
-@dataclass
 class Outcome:
     subscribed: int = 0
     personal: int = 0
     capped: int = 0
     switched_off: int = 0
+    failed: int = 0
 
 
 async def discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Outcome:
@@ -140,57 +125,25 @@ async def _discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Ou
     found = await live_sessions(
         rt, lister=lister, state=state, wanted=[w for _, w in by_rule + by_person]
     )
+    await _prune_claims(rt, found, state=state, now=lister.clock())
     out = Outcome()
     gone: set[tuple[str, str]] = set()
+    allowance = Allowance.of(rt)
     for rule, wanted in by_rule:
         if (rule.team_id, rule.channel_id) in gone:
             continue
         try:
-            await _apply_rule(rt, rule, wanted, found, out=out, gone=gone)
+            await _apply_rule(rt, rule, wanted, found, out=out, gone=gone, allowance=allowance)
         except Exception:  # this rule's; the others still run
             log.exception("a follow rule could not be applied", extra={"rule_id": rule.id})
     for person, wanted in by_person:
         try:
-            out.personal += await _apply_switch(rt, person, wanted, found)
+            out.personal += await _apply_switch(
+                rt, person, wanted, found, state=state, now=lister.clock()
+            )
         except Exception:
             log.exception("a personal switch could not be applied", extra={"user_id": person})
     return out
-
-
-async def live_sessions(
-    rt: Runtime, *, lister: Lister, state: DiscoveryState, wanted: Sequence[Wanted]
-) -> Found:
-    """Who is live: the roster of a recent pass that reached the end, else a pass of
-    our own (filtered by `created_by` only where that saves requests)."""
-    settings = rt.settings
-    since = lister.clock() - settings.poll_interval_seconds
-    roster = lister.roster(LIVE_STATUSES, since=since)
-    if roster is not None and roster.complete:  # one cut short did not show everyone
-        return Found(listed=list(roster.listed))
-    pages = settings.follow_max_pages
-    creators = creators_of(wanted)
-    if (
-        not state.filter_refused
-        and creators is not None
-        and filter_saves(
-            creators, lister.last_size(LIVE_STATUSES), lister.last_per_page(LIVE_STATUSES)
-        )
-    ):
-        found = Found()
-        for creator in sorted(creators):
-            done = await list_pass(rt.together, LIVE_STATUSES, max_pages=pages, created_by=creator)
-            if done.error is not None and done.error.status == 403:
-                log.warning(
-                    "Together refused the created_by filter (403); listing everyone instead"
-                )
-                state.filter_refused = True
-                break
-            found.passes.append(done)
-            found.listed += done.roster().listed
-        else:
-            return found
-    done = await lister.get(LIVE_STATUSES, max_pages=pages, since=lister.clock())
-    return Found(listed=list(done.roster().listed), passes=[done])
 
 
 async def _session(rt: Runtime, found: Found, session_id: str) -> TrainingSession:
@@ -198,7 +151,8 @@ async def _session(rt: Runtime, found: Found, session_id: str) -> TrainingSessio
     session = found.session(session_id)
     if session is not None:
         return session
-    return await rt.together.get_session(session_id, retries=1, max_wait=5.0)
+    # No retry here: a session that fails is tried again on a later run, backing off.
+    return await rt.together.get_session(session_id, max_wait=5.0)
 
 
 async def _apply_rule(
@@ -209,62 +163,138 @@ async def _apply_rule(
     *,
     out: Outcome,
     gone: set[tuple[str, str]],
+    allowance: Allowance,
 ) -> None:
+    """Subscribe the rule's channel to its sessions not taken yet and to those due
+    for another try, as many as a run takes and the budget allows."""
     ids = matching(wanted, found.listed)
-    if not ids:
-        return
     where = {"team_id": rule.team_id, "channel_id": rule.channel_id}
-    async with rt.sessionmaker() as db:
-        fresh = await follow_rules.unclaimed(db, session_ids=ids, **where)
-    if not fresh:
-        return
-    take, waiting = fresh[:MAX_NEW_PER_RULE], len(fresh) - MAX_NEW_PER_RULE
-    async with rt.sessionmaker() as db, db.begin():
-        claimed = await follow_rules.claim(
-            db, session_ids=take, rule_id=rule.id, owner=rt.owner, **where
-        )
-    asker = Asker(rule.team_id, rule.channel_id, rule.created_by)
-    for n, session_id in enumerate(claimed):
-        try:
-            session = await _session(rt, found, session_id)
-            await subscribe_session(
-                sessionmaker=rt.sessionmaker,
-                slack=rt.slack,
-                asker=asker,
-                session=session,
-                first_poll_in=first_poll_seconds(rt.settings),
-                filters=rule.filter_set,
-                stall_minutes=rule.stall_after_minutes,
+    fresh: list[str] = []
+    due: list[str] = []
+    if ids:
+        async with rt.sessionmaker() as db:
+            fresh = await follow_rules.unclaimed(db, session_ids=ids, **where)
+            due = await follow_rules.due_retries(db, session_ids=ids, **where)
+    take = allowance.afford(due + fresh, found, cap=MAX_NEW_PER_RULE)
+    again = set(due)
+    new = [s for s in take if s not in again]
+    subscribed, failed = 0, 0
+    if take:
+        async with rt.sessionmaker() as db, db.begin():
+            retried = await follow_rules.retake(
+                db, session_ids=[s for s in take if s in again], owner=rt.owner, **where
             )
-            out.subscribed += 1
-        except SubscriptionError as exc:
-            error = _slack_error(exc)
-            if error in CHANNEL_GONE:
-                await _release(rt, rule, claimed[n:])
-                await _switch_off(rt, rule, reason=_GONE_WORDS[error], out=out)
+            claimed = await follow_rules.claim(
+                db, session_ids=new, rule_id=rule.id, owner=rt.owner, **where
+            )
+        todo = retried + claimed
+        for n, session_id in enumerate(todo):
+            kind, error = await _subscribe_one(rt, rule, found, session_id)
+            if kind is None:
+                subscribed += 1
+            elif kind is Failure.CHANNEL_GONE:
+                await _release(rt, rule, todo[n:])
+                out.switched_off += await _switch_off(rt, rule, reason=_GONE_WORDS[error])
                 gone.add((rule.team_id, rule.channel_id))
                 return
-            # ended meanwhile, or subscribed a moment ago by hand: the claim stands
+            elif kind is Failure.PASSING:
+                failed += 1
+        out.subscribed += subscribed
+        out.failed += failed
+    await _tell_backlog(
+        rt,
+        rule,
+        found=len(fresh),
+        waiting=len(fresh) - len(new),
+        done=(subscribed, failed),
+        out=out,
+    )
+
+
+async def _subscribe_one(
+    rt: Runtime, rule: FollowRule, found: Found, session_id: str
+) -> tuple[Failure | None, str]:
+    """Subscribe the rule's channel to one claimed session: None when it did, else
+    the kind of failure (handled here, but for a channel gone) and Slack's error."""
+    try:
+        session = await _session(rt, found, session_id)
+        await subscribe_session(
+            sessionmaker=rt.sessionmaker,
+            slack=rt.slack,
+            asker=Asker(rule.team_id, rule.channel_id, rule.created_by),
+            session=session,
+            first_poll_in=first_poll_seconds(rt.settings),
+            filters=rule.filter_set,
+            stall_minutes=rule.stall_after_minutes,
+        )
+        return None, ""
+    except Exception as exc:
+        kind, error = failure_of(exc)
+        if kind is Failure.CANNOT:  # the claim stands, and nothing is tried again
             log.info("follow rule did not subscribe a session: %s", exc)
-        except Exception as exc:
-            # Together or Slack failing for now: the next run takes it again
+        elif kind is Failure.PASSING:
+            base = rt.settings.poll_interval_seconds
+            async with rt.sessionmaker() as db, db.begin():
+                attempts = await follow_rules.claim_failed(
+                    db,
+                    team_id=rule.team_id,
+                    channel_id=rule.channel_id,
+                    session_id=session_id,
+                    retry_in=lambda n: retry_in(n, base=base),
+                )
             log.warning(
-                "follow rule could not subscribe a session yet: %s",
-                exc if isinstance(exc, TogetherError) else type(exc).__name__,
+                "follow rule could not subscribe a session yet (try %d): %s",
+                attempts,
+                error or (exc if isinstance(exc, TogetherError) else type(exc).__name__),
                 extra={"session_id": session_id},
             )
-            await _release(rt, rule, [session_id])
-    if waiting > 0:
+        return kind, error
+
+
+async def _tell_backlog(
+    rt: Runtime,
+    rule: FollowRule,
+    *,
+    found: int,
+    waiting: int,
+    done: tuple[int, int],
+    out: Outcome,
+) -> None:
+    """Tell the channel once when its rule found more new sessions than a run
+    takes, with what this run did; told again only after it caught up."""
+    if waiting > 0 and not rule.cap_told:
         out.capped += 1
-        message = cap_message(rule_line(rule), taken=len(take), waiting=waiting)
+        subscribed, failed = done
+        message = cap_message(
+            rule_line(rule),
+            found=found,
+            subscribed=subscribed,
+            failed=failed,
+            waiting=waiting,
+            cap=MAX_NEW_PER_RULE,
+        )
         await _post(rt, rule.channel_id, message)
+    elif not (waiting == 0 and rule.cap_told):
+        return
+    async with rt.sessionmaker() as db, db.begin():
+        await follow_rules.set_cap_told(db, rule.id, waiting > 0)
 
 
-def _slack_error(exc: SubscriptionError) -> str:
-    cause = exc.__cause__
-    if isinstance(cause, SlackApiError):
-        return str(cause.response.get("error") or "")
-    return ""
+async def _prune_claims(rt: Runtime, found: Found, *, state: DiscoveryState, now: float) -> None:
+    """Drop the claims past WATCH_RETENTION_DAYS whose session is no longer live,
+    hourly, when this run's listing shows every live session: a claim is kept
+    while its session lives, so a channel that unsubscribed is not subscribed again."""
+    if not found.everyone or now - state.claims_pruned_at < PRUNE_CLAIMS_SECONDS:
+        return
+    state.claims_pruned_at = now
+    live = {r.id for r in found.listed}
+    async with rt.sessionmaker() as db, db.begin():
+        cutoff = (await db.execute(select(db_now()))).scalar_one() - timedelta(
+            days=rt.settings.watch_retention_days
+        )
+        old = [s for s in await follow_rules.old_claims(db, before=cutoff) if s not in live]
+        if pruned := await follow_rules.prune_claims(db, session_ids=old, before=cutoff):
+            log.info("pruned %d follow claims of sessions no longer live", pruned)
 
 
 async def _release(rt: Runtime, rule: FollowRule, session_ids: Sequence[str]) -> None:
@@ -275,16 +305,17 @@ async def _release(rt: Runtime, rule: FollowRule, session_ids: Sequence[str]) ->
             )
 
 
-async def _switch_off(rt: Runtime, rule: FollowRule, *, reason: str, out: Outcome) -> None:
-    """Switch off every rule of the channel and tell each creator once, in a DM."""
+async def _switch_off(rt: Runtime, rule: FollowRule, *, reason: str) -> int:
+    """Switch off every rule of the channel and tell each creator once, in a DM;
+    how many were switched off."""
     async with rt.sessionmaker() as db, db.begin():
         off = await follow_rules.switch_off(
             db, team_id=rule.team_id, channel_id=rule.channel_id, reason=reason
         )
-    out.switched_off += len(off)
     for each in off:
         log.warning("follow rule switched off: %s", reason, extra={"channel_id": each.channel_id})
         await _post(rt, each.created_by, switched_off_message(rule_line(each), reason=reason))
+    return len(off)
 
 
 async def _post(rt: Runtime, channel: str, message: Message) -> None:
@@ -300,9 +331,20 @@ async def _post(rt: Runtime, channel: str, message: Message) -> None:
         log.warning("a follow message was refused: %s", exc.response.get("error"))
 
 
-async def _apply_switch(rt: Runtime, user_id: str, wanted: Wanted, found: Found) -> int:
-    """Watch a person's new live sessions for their DMs; how many it took."""
-    ids = matching(wanted, found.listed)
+async def _apply_switch(
+    rt: Runtime,
+    user_id: str,
+    wanted: Wanted,
+    found: Found,
+    *,
+    state: DiscoveryState,
+    now: float,
+) -> int:
+    """Watch a person's new live sessions for their DMs; how many it took. One that
+    fails is taken again after a back-off (this process remembers), and left after
+    `MAX_ATTEMPTS` tries."""
+    waits = state.switch_failures
+    ids = [s for s in matching(wanted, found.listed) if waits.get((user_id, s), (0, now))[1] <= now]
     if not ids:
         return 0
     async with rt.sessionmaker() as db, db.begin():
@@ -311,13 +353,25 @@ async def _apply_switch(rt: Runtime, user_id: str, wanted: Wanted, found: Found)
         )
     watched = 0
     for session_id in taken:
+        key = (user_id, session_id)
         try:
             session = await _session(rt, found, session_id)
             async with rt.sessionmaker() as db, db.begin():
                 await start_watching(db, session, first_poll_in=first_poll_seconds(rt.settings))
             watched += 1
+            waits.pop(key, None)
         except Exception as exc:
-            log.warning("a personal switch could not watch a session yet: %s", type(exc).__name__)
+            failures = waits.get(key, (0, now))[0] + 1
+            delay = retry_in(failures, base=rt.settings.poll_interval_seconds)
+            log.warning(
+                "a personal switch could not watch a session yet (try %d): %s",
+                failures,
+                type(exc).__name__,
+            )
+            if delay is None:  # given up: it stays taken
+                waits.pop(key, None)
+                continue
+            waits[key] = (failures, now + delay)
             async with rt.sessionmaker() as db, db.begin():
                 await personal_alerts.untake(db, user_id=user_id, session_id=session_id)
     return watched

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from bot.store.queries.follow_rules import model_key
 from bot.together.list_pass import Listed
 from bot.together.poll_plan import PAGE_SIZE, pages_for
 from bot.training.status import STATUS_PREFIX, Status
@@ -65,7 +66,7 @@ def takes(wanted: Wanted, listed: Listed) -> bool:
         return False
     if wanted.creators is not None and listed.created_by not in wanted.creators:
         return False
-    if wanted.model and (listed.base_model or "").casefold() != wanted.model.casefold():
+    if wanted.model and model_key(listed.base_model or "") != model_key(wanted.model):
         return False
     if wanted.since is not None:
         created = naive_utc(listed.created_at)

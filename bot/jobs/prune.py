@@ -7,14 +7,11 @@ Cut-offs are the database's clock, like every other time the replicas share.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from sqlalchemy import delete, exists, func, select
 
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
-from bot.store.queries.follow_rules import prune_claims
 from bot.store.queries.progress_points import prune_orphans
 from bot.store.queries.session_metrics import prune_orphan_metrics
 from bot.store.tables import (
@@ -106,20 +103,16 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
 
 
 async def prune_follow(rt: Runtime) -> int:
-    """Drop follow claims past WATCH_RETENTION_DAYS (their sessions have long left
-    the live list, where only a claim matters) and the personal switch's sessions
-    whose watch is gone; how many claims."""
+    """Drop the personal switch's sessions whose watch is gone; how many. (Follow
+    claims are kept while their session is live: discovery, which lists who is,
+    drops the others, `bot.jobs.follow`.)"""
     async with rt.sessionmaker() as db, db.begin():
-        now = (await db.execute(select(db_now()))).scalar_one()
-        claims = await prune_claims(
-            db, before=now - timedelta(days=rt.settings.watch_retention_days)
-        )
-        await db.execute(
+        result = await db.execute(
             delete(PersonalWatch)
             .where(~exists().where(WatchedSession.session_id == PersonalWatch.session_id))
             .execution_options(synchronize_session=False)
         )
-    return claims
+    return _count(result)
 
 
 def _count(result: object) -> int:

@@ -32,7 +32,8 @@ from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
-from bot.jobs.follow import DiscoveryState, discover
+from bot.jobs.follow import discover
+from bot.jobs.follow_live import DiscoveryState
 from bot.jobs.metric_reads import read_metrics
 from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.repage import repage_unacknowledged
@@ -314,8 +315,8 @@ class Ticker:
         subscriptions, watches = await prune_watches(self.rt)
         if subscriptions or watches:
             log.info("pruned %d ended subscriptions and %d watches", subscriptions, watches)
-        if claims := await prune_follow(self.rt):
-            log.info("pruned %d follow claims", claims)
+        if watches := await prune_follow(self.rt):
+            log.info("pruned %d personal watches of sessions no longer watched", watches)
 
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:

@@ -103,13 +103,21 @@ def home_blocks(
     return blocks
 
 
-def cap_message(rule: RuleLine, *, taken: int, waiting: int) -> Message:
-    """Said in the channel when a rule found more new sessions than one pass takes."""
+def cap_message(
+    rule: RuleLine, *, found: int, subscribed: int, failed: int, waiting: int, cap: int
+) -> Message:
+    """Said in the channel, once, when a rule found more new sessions than one pass
+    takes: what it did with them, as it happened."""
     text = (
-        f":warning: `{rule_words(rule)}` found {taken + waiting} new sessions at once; I "
-        f"subscribed {taken} and will take the other {waiting} in the next passes "
-        f"({taken} a pass at most)."
+        f":warning: `{rule_words(rule)}` found {found} new sessions at once; I subscribed "
+        f"{subscribed} and will take the other {waiting} in the next passes ({cap} a pass "
+        "at most, within the Together request budget)."
     )
+    if failed:
+        text += (
+            f" {failed} could not be subscribed yet (Slack or Together refused for now); "
+            "I will try them again, less often each time."
+        )
     return message_of(text, [section_block(text)])
 
 

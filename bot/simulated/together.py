@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -780,7 +781,7 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
         fault = self._take_fault(session_id, route, request.target)
         if fault is not None and (faulted := self._faulted(fault)) is not None:
             return faulted
-        served = self._serve(request, route, session_id, auth)
+        served = _huge_numbers(self._serve(request, route, session_id, auth))
         late = self._take_fault(session_id, route, request.target, after=True)
         if late is not None:
             return self._faulted(late) or served
@@ -1025,6 +1026,19 @@ def _page(
     return Response.json(
         {"data": page, "meta": {"has_more": has_more, "limit": limit, "next_cursor": cursor}}
     )
+
+
+#: a non-finite float as `json.dumps` writes it, a bare value in an object or a list
+_NON_FINITE = re.compile(rb"(?:(?<=[\[,:] )|(?<=\[))(-?)Infinity(?=[,\]}])")
+
+
+def _huge_numbers(response: Response) -> Response:
+    """A session holding an infinite float (`float("inf")` in `add`) is sent as
+    Together's service would send an overflowing number: `1e999`, valid JSON that
+    every reader takes as infinity (`Infinity` is not JSON)."""
+    if b"Infinity" in response.body:
+        response.body = _NON_FINITE.sub(rb"\g<1>1e999", response.body)
+    return response
 
 
 def _not_found() -> Response:

@@ -6,6 +6,8 @@ async driver, so operators can paste the URL their platform hands them.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +23,9 @@ from bot.settings.database_url import async_url
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     aurl = async_url(url)
     if aurl.startswith("sqlite"):
-        engine = create_async_engine(aurl, connect_args={"timeout": 30}, **kwargs)
+        engine = create_async_engine(
+            aurl, connect_args={"timeout": 30}, json_serializer=finite_json, **kwargs
+        )
 
         @event.listens_for(engine.sync_engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -34,7 +38,28 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
         return engine
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
-    return create_async_engine(aurl, pool_pre_ping=True, pool_recycle=1800, **kwargs)
+    return create_async_engine(
+        aurl, pool_pre_ping=True, pool_recycle=1800, json_serializer=finite_json, **kwargs
+    )
+
+
+def finite_json(value: Any) -> str:
+    """A JSON column's text, a non-finite float (Together may send `1e999`) as null:
+    `json` would write `Infinity`, which is not JSON, and PostgreSQL refuses it."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     literal,
     select,
     true,
@@ -301,6 +302,9 @@ class FollowRule(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
     active: Mapped[bool] = mapped_column(Boolean(), default=True)
     ended_reason: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # Its channel was told it found more new sessions than a pass takes, and has
+    # not caught up since: told once for the whole backlog, not at every pass.
+    cap_told: Mapped[bool] = mapped_column(Boolean(), default=False, server_default=false())
 
     @property
     def filter_set(self) -> frozenset[str]:
@@ -321,6 +325,10 @@ class FollowClaim(Base):
     rule_id: Mapped[int | None] = mapped_column(BigInteger(), nullable=True)
     claimed_by: Mapped[str] = mapped_column(String(200))
     claimed_at: Mapped[datetime] = mapped_column(DateTime())
+    # Its subscription failed for a passing reason this many times in a row ...
+    attempts: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
+    # ... and is tried again from then (None: settled, subscribed or given up).
+    retry_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
 
 
 class PersonalAlerts(Base):

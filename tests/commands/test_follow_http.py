@@ -310,3 +310,12 @@ def test_personal_switch_dms_my_session_errors(rig: Rig) -> None:
     rig.slack.wait_for(
         lambda: [v for v in home_views(rig, "U123") if "Turn on" in v], message="switch off"
     )
+
+
+def test_model_ignores_case_in_matching_repeats_and_unfollow(rig: Rig) -> None:
+    assert "Following" in say(rig, "follow all model=Qwen/Qwen3.5-4B", channel="CCASE")
+    assert "already follows" in say(rig, "follow all model=qwen/QWEN3.5-4b", channel="CCASE")
+    assert rig.query("SELECT count(*) FROM follow_rules")[0][0] == 1
+    removed = say(rig, "unfollow all model=QWEN/qwen3.5-4B", channel="CCASE")
+    assert "Removed the rule" in removed
+    assert rig.query("SELECT count(*) FROM follow_rules")[0][0] == 0

@@ -18,6 +18,7 @@ from bot.simulated import make_session
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ChannelSettings, db_now, utcnow
 from bot.training.sessions import TrainingSession
+from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import Transition, gone
 
 SID = "5e3e4567-e89b-12d3-a456-426614174000"
@@ -74,3 +75,25 @@ def digest(db_url: str) -> Any:
 def test_the_digest_counts_status_changes_and_no_card_redraw(db_url: str) -> None:
     changes = [(c.old_status, c.new_status) for c in digest(db_url).changes]
     assert changes == [(RUNNING, STOPPING), (RUNNING, STOPPING), (STOPPING, "GONE")]
+
+
+def test_a_change_is_named_by_the_session_s_display_name(db_url: str) -> None:
+    async def go() -> Any:
+        engine = make_engine(db_url)
+        try:
+            maker = make_sessionmaker(engine)
+            session = SessionSnapshot.of(
+                TrainingSession.model_validate(make_session(SID, display_name="the-run"))
+            )
+            thread = Thread(1, SID, "C123", "1.000")
+            change = Transition(old_status=RUNNING, new_status=STOPPING, ended=False)
+            row = status_row(thread, seq=1, transition=change, snapshot=session, told=True)
+            async with maker() as db, db.begin():
+                await insert_outbox(db, [dataclasses.replace(row, subscription_id=None)])
+            setting = ChannelSettings(team_id="T1", channel_id="C123")
+            async with maker() as db:
+                return await digest_of_channel(db, setting, "2026-01-01", utcnow())
+        finally:
+            await engine.dispose()
+
+    assert [c.name for c in asyncio.run(go()).changes] == ["the-run"]

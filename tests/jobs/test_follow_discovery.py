@@ -1,17 +1,20 @@
 """Where discovery learns who is live, against the Together-shaped server: the
 roster of a pass another consumer made (no request of its own), one pass of
 everyone, `created_by` passes where they save requests, and Together's 403 to
-that filter (everyone is listed instead, from then on)."""
+that filter (everyone is listed instead, from then on); a list pass or a
+personal switch's GET that fails is asked again less often each time."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any
 
-from bot.jobs.follow import DiscoveryState, live_sessions
+from bot.jobs.follow import _apply_switch
+from bot.jobs.follow_live import DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import Wanted
 from bot.settings.model import Settings
 from bot.simulated import FakeTogether
+from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import LIVE_STATUSES
@@ -102,3 +105,54 @@ async def test_a_pass_cut_short_is_not_taken_for_everyone(
         _runtime(client), lister=lister, state=DiscoveryState(), wanted=[EVERYONE]
     )
     assert sorted(r.id for r in found.listed) == sorted(ana)
+
+
+async def test_a_failing_list_is_asked_again_less_often_each_time(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    ana = _add(fake, 3, "user_ana")
+    fake.fail(None, status=500, route="list")
+    now = [0.0]
+    lister = Lister(client, clock=lambda: now[0])
+    rt, state = _runtime(client), DiscoveryState()
+    base = rt.settings.poll_interval_seconds
+    asked: list[int] = []
+    # a run each poll interval (and once between), for 8 intervals
+    for step in range(16):
+        now[0] = step * base / 2
+        before = len(_lists(fake))
+        found = await live_sessions(rt, lister=lister, state=state, wanted=[EVERYONE])
+        assert found.listed == []
+        if len(_lists(fake)) > before:
+            asked.append(step)
+    assert asked == [0, 2, 6, 14]  # after 1, 2 and 4 intervals
+    fake.clear_faults()
+    now[0] = 100 * base
+    found = await live_sessions(rt, lister=lister, state=state, wanted=[EVERYONE])
+    assert sorted(r.id for r in found.listed) == sorted(ana)
+    assert state.list_failures == 0  # listed fine: no back-off left
+
+
+async def test_a_personal_switch_asks_again_for_a_failing_session_less_often(
+    fake: FakeTogether, client: TogetherClient, db_url: str
+) -> None:
+    [sid] = _add(fake, 1, "user_ana")
+    lister = Lister(client)
+    done = await lister.get(LIVE_STATUSES, max_pages=5, since=lister.clock())
+    found = Found(listed=list(done.roster().listed))  # the poller's roster: GETs needed
+    fake.fail(sid, status=500, route="get")
+    fake.reset_counts()
+    engine = make_engine(db_url)
+    try:
+        rt: Any = SimpleNamespace(
+            settings=Settings(_env_file=None),
+            together=client,
+            sessionmaker=make_sessionmaker(engine),
+        )
+        state, base = DiscoveryState(), rt.settings.poll_interval_seconds
+        for step in range(16):  # a run each half interval, for 8 intervals
+            watched = await _apply_switch(rt, "U1", ANA, found, state=state, now=step * base / 2)
+            assert watched == 0
+    finally:
+        await engine.dispose()
+    assert fake.requests_for(sid) == 4  # after 1, 2 and 4 intervals, not at every run

@@ -57,11 +57,14 @@ def test_list_and_home_stay_within_block_kit_with_twenty_rules() -> None:
 
 def test_discovery_messages_and_the_dm_heading() -> None:
     for message in (
-        cap_message(rule(), taken=50, waiting=5),
+        cap_message(rule(), found=55, subscribed=50, failed=0, waiting=5, cap=50),
         switched_off_message(rule(), reason="I was removed from the channel."),
         personal_heading(rendering.notice("errored"), name="<@U1> run"),
     ):
         assert block_kit_problems(message) == []
-    assert "found 55 new sessions" in cap_message(rule(), taken=50, waiting=5)["text"]
+    assert (
+        "found 55 new sessions"
+        in cap_message(rule(), found=55, subscribed=50, failed=0, waiting=5, cap=50)["text"]
+    )
     heading = json.dumps(personal_heading(rendering.notice("x"), name="<!here>"))
     assert "<!here>" not in heading and "Your session" in heading

@@ -250,6 +250,20 @@ def test_session_variants(
         assert session.step == over["step"]  # the SDK keeps it exactly as sent
 
 
+def test_an_overflowing_number_is_sent_as_1e999_and_the_sdk_reads_it(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    lora = {"rank": 8, "alpha": 16, "dropout": float("inf"), "seed": "7"}
+    fake.add("s-huge", lora_config=lora)
+    for path in ("/rl/training-sessions/s-huge", "/rl/training-sessions?limit=5"):
+        response = fetch(fake, path)
+        assert b"Infinity" not in response.content and b'"dropout": 1e999' in response.content
+    session = strict(Session, fetch(fake, "/rl/training-sessions/s-huge"), coverage)
+    assert session.lora_config is not None and session.lora_config.dropout == float("inf")
+    listed = strict(SessionsListResponse, fetch(fake, "/rl/training-sessions?limit=5"))
+    assert [s.id for s in listed.data] == ["s-huge"]
+
+
 def test_every_declared_field_is_sent_somewhere(fake: FakeTogether) -> None:
     """Field for field, including those the bot does not use yet."""
     seen = FieldCoverage()

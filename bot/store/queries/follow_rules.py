@@ -9,7 +9,7 @@ replica, so a session is subscribed once per channel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from sqlalchemy import CursorResult, delete, exists, func, select, update
@@ -76,37 +76,51 @@ async def count_active(db: AsyncSession, *, team_id: str, channel_id: str) -> in
     )
 
 
+def model_key(model: str) -> str:
+    """A rule's `model=` as compared: base model names are matched ignoring case,
+    so a rule is found, refused as a repeat and removed ignoring case too."""
+    return model.casefold()
+
+
 async def find_rule(
     db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str
 ) -> FollowRule | None:
-    return (
-        await db.execute(
-            select(FollowRule).where(
-                FollowRule.team_id == team_id,
-                FollowRule.channel_id == channel_id,
-                FollowRule.selector == selector,
-                FollowRule.model == model,
-            )
-        )
-    ).scalar_one_or_none()
+    """The channel's rule of `selector` and `model` (ignoring case), if any."""
+    rules = await _selector_rules(db, team_id=team_id, channel_id=channel_id, selector=selector)
+    return next((r for r in rules if model_key(r.model) == model_key(model)), None)
 
 
 async def remove_rules(
     db: AsyncSession, *, team_id: str, channel_id: str, selector: str, model: str | None
 ) -> int:
-    """Delete a channel's rules of `selector` (of `model` only, when given); how many.
-    Their claims stay: a session a rule took is not taken again by a later rule."""
-    where = [
-        FollowRule.team_id == team_id,
-        FollowRule.channel_id == channel_id,
-        FollowRule.selector == selector,
-    ]
-    if model is not None:
-        where.append(FollowRule.model == model)
+    """Delete a channel's rules of `selector` (of `model` only, ignoring case, when
+    given); how many. Their claims stay: a session a rule took is not taken again
+    by a later rule."""
+    rules = await _selector_rules(db, team_id=team_id, channel_id=channel_id, selector=selector)
+    ids = [r.id for r in rules if model is None or model_key(r.model) == model_key(model)]
+    if not ids:
+        return 0
     result = await db.execute(
-        delete(FollowRule).where(*where).execution_options(synchronize_session=False)
+        delete(FollowRule)
+        .where(FollowRule.id.in_(ids))
+        .execution_options(synchronize_session=False)
     )
     return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+
+
+async def _selector_rules(
+    db: AsyncSession, *, team_id: str, channel_id: str, selector: str
+) -> list[FollowRule]:
+    """A channel's rules of one selector (at most MAX_RULES_PER_CHANNEL in force):
+    compared in Python, with the same case folding as discovery's matching."""
+    rows = await db.execute(
+        select(FollowRule).where(
+            FollowRule.team_id == team_id,
+            FollowRule.channel_id == channel_id,
+            FollowRule.selector == selector,
+        )
+    )
+    return list(rows.scalars())
 
 
 async def switch_off(
@@ -203,8 +217,8 @@ async def unclaimed(
 async def release_claim(
     db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
 ) -> None:
-    """Give a claim back (its subscription failed for a passing reason): the next
-    pass may take the session again."""
+    """Give a claim back (its channel is gone, its rules switched off): a rule made
+    there again may take the session."""
     await db.execute(
         delete(FollowClaim).where(
             FollowClaim.team_id == team_id,
@@ -219,11 +233,125 @@ async def release_claim(
     )
 
 
-async def prune_claims(db: AsyncSession, *, before: datetime) -> int:
-    """Drop claims older than `before`: their sessions have long left the live list
-    (a claim only matters while the session is live)."""
-    result = await db.execute(delete(FollowClaim).where(FollowClaim.claimed_at < before))
+async def due_retries(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_ids: Sequence[str]
+) -> list[str]:
+    """Which of these sessions the channel claimed, failed to subscribe for a
+    passing reason, and may try again now (by the database's clock)."""
+    if not session_ids:
+        return []
+    due = set(
+        (
+            await db.execute(
+                select(FollowClaim.session_id).where(
+                    FollowClaim.team_id == team_id,
+                    FollowClaim.channel_id == channel_id,
+                    FollowClaim.session_id.in_(list(session_ids)),
+                    FollowClaim.retry_at <= db_now(),
+                )
+            )
+        ).scalars()
+    )
+    return [s for s in session_ids if s in due]
+
+
+async def retake(
+    db: AsyncSession, *, team_id: str, channel_id: str, session_ids: Sequence[str], owner: str
+) -> list[str]:
+    """Take these due retries for this try (settled unless it fails again); the
+    ones still due and not subscribed there meanwhile, by hand."""
+    taken: list[str] = []
+    for session_id in session_ids:
+        result = await db.execute(
+            update(FollowClaim)
+            .where(
+                FollowClaim.team_id == team_id,
+                FollowClaim.channel_id == channel_id,
+                FollowClaim.session_id == session_id,
+                FollowClaim.retry_at <= db_now(),
+                ~exists().where(
+                    Subscription.team_id == team_id,
+                    Subscription.channel_id == channel_id,
+                    Subscription.session_id == session_id,
+                ),
+            )
+            .values(retry_at=None, claimed_by=owner)
+            .execution_options(synchronize_session=False)
+        )
+        if isinstance(result, CursorResult) and result.rowcount == 1:
+            taken.append(session_id)
+        else:  # subscribed by hand meanwhile: settled, not due any more
+            await db.execute(
+                update(FollowClaim)
+                .where(
+                    FollowClaim.team_id == team_id,
+                    FollowClaim.channel_id == channel_id,
+                    FollowClaim.session_id == session_id,
+                )
+                .values(retry_at=None)
+                .execution_options(synchronize_session=False)
+            )
+    return taken
+
+
+async def claim_failed(
+    db: AsyncSession,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    retry_in: Callable[[int], float | None],
+) -> int:
+    """Count one more passing failure of a claim's subscription; it is tried again
+    `retry_in(attempts)` seconds from now, or never (None: given up, the claim
+    stays). How many failures in a row it has had."""
+    claim_row = await db.get(FollowClaim, (team_id, channel_id, session_id))
+    if claim_row is None:
+        return 0
+    attempts = claim_row.attempts + 1
+    delay = retry_in(attempts)
+    await db.execute(
+        update(FollowClaim)
+        .where(
+            FollowClaim.team_id == team_id,
+            FollowClaim.channel_id == channel_id,
+            FollowClaim.session_id == session_id,
+        )
+        .values(attempts=attempts, retry_at=None if delay is None else db_now(delay))
+        .execution_options(synchronize_session=False)
+    )
+    return attempts
+
+
+async def old_claims(db: AsyncSession, *, before: datetime) -> list[str]:
+    """The sessions of claims made before `before` (retention's candidates)."""
+    rows = await db.execute(
+        select(FollowClaim.session_id).where(FollowClaim.claimed_at < before).distinct()
+    )
+    return list(rows.scalars())
+
+
+async def prune_claims(db: AsyncSession, *, session_ids: Sequence[str], before: datetime) -> int:
+    """Drop these sessions' claims made before `before`: sessions no longer live,
+    where a claim no longer matters (one kept while its session lives keeps a
+    channel that unsubscribed from being subscribed again)."""
+    if not session_ids:
+        return 0
+    result = await db.execute(
+        delete(FollowClaim)
+        .where(FollowClaim.claimed_at < before, FollowClaim.session_id.in_(list(session_ids)))
+        .execution_options(synchronize_session=False)
+    )
     return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+
+
+async def set_cap_told(db: AsyncSession, rule_id: int, told: bool) -> None:
+    await db.execute(
+        update(FollowRule)
+        .where(FollowRule.id == rule_id)
+        .values(cap_told=told)
+        .execution_options(synchronize_session=False)
+    )
 
 
 async def revive(db: AsyncSession, rule: FollowRule, *, values: dict[str, object]) -> None:

@@ -1,0 +1,70 @@
+"""What discovery does when a session a rule took could not be subscribed, and how
+often it asks Together again. Pure rules.
+
+A failure is one of three kinds. The channel is gone (archived, the bot
+removed): its rules are switched off. The session cannot be subscribed (it
+ended, the channel was subscribed a moment ago, the database refused what was
+written): the claim stays and the session is left. Anything else passes (Slack
+or Together refusing for now, a 429 that outlasted the retries, the database
+unreachable): the claim stays and is tried again, backing off, `MAX_ATTEMPTS`
+times in all.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+from slack_sdk.errors import SlackApiError
+from sqlalchemy.exc import DBAPIError
+
+from bot.commands.subscriptions import SubscriptionError
+from bot.store.engine import database_gone
+from bot.together.errors import TogetherError
+
+#: tries of one session's subscription, the first included, before it is left
+MAX_ATTEMPTS = 6
+#: the longest wait between two tries (and between two list passes that failed)
+MAX_DELAY_SECONDS = 1800.0
+#: Slack's answers that mean the bot can no longer post in a rule's channel
+CHANNEL_GONE = frozenset(
+    {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
+)
+
+
+class Failure(enum.Enum):
+    CHANNEL_GONE = "channel_gone"
+    CANNOT = "cannot"  # this session cannot be subscribed there: leave it
+    PASSING = "passing"  # try again later
+
+
+def failure_of(exc: BaseException) -> tuple[Failure, str]:
+    """The kind of a failed subscription, and Slack's error when Slack refused."""
+    if isinstance(exc, SubscriptionError):
+        cause = exc.__cause__
+        if isinstance(cause, SlackApiError):
+            error = str(cause.response.get("error") or "")
+            return (Failure.CHANNEL_GONE if error in CHANNEL_GONE else Failure.PASSING), error
+        return Failure.CANNOT, ""  # ended, or subscribed a moment ago
+    if isinstance(exc, TogetherError) and exc.status == 404:
+        return Failure.CANNOT, ""  # Together no longer knows the session
+    if isinstance(exc, DBAPIError) and not database_gone(exc):
+        return Failure.CANNOT, ""  # the database refused the row: it would again
+    return Failure.PASSING, ""
+
+
+def backoff(failures: int, *, base: float) -> float:
+    """Seconds to wait after `failures` failures in a row: `base` doubled each
+    time, `MAX_DELAY_SECONDS` at most."""
+    if failures <= 0:
+        return 0.0
+    step = max(base, 1.0) * 2.0 ** min(failures - 1, 30)
+    return min(MAX_DELAY_SECONDS, step) if math.isfinite(step) else MAX_DELAY_SECONDS
+
+
+def retry_in(attempts: int, *, base: float) -> float | None:
+    """When a session whose subscription failed `attempts` times in a row is tried
+    again, in seconds; None once it has had its `MAX_ATTEMPTS` tries."""
+    if attempts >= MAX_ATTEMPTS:
+        return None
+    return backoff(attempts, base=base)

@@ -1,0 +1,74 @@
+"""The pure rules of discovery's retries: which failures are tried again, how
+long it waits, when it gives up, and how many GETs a run may send."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from sqlalchemy.exc import DataError, OperationalError
+
+from bot.commands.subscriptions import SubscriptionError
+from bot.jobs.follow_live import Allowance, Found
+from bot.jobs.follow_retry import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_SECONDS,
+    Failure,
+    backoff,
+    failure_of,
+    retry_in,
+)
+from bot.settings.model import Settings
+from bot.together.budget import Ledger, charged_to
+from bot.together.errors import TogetherError
+
+
+def slack_refused(error: str) -> SubscriptionError:
+    try:
+        raise SubscriptionError("refused") from SlackApiError("no", {"ok": False, "error": error})
+    except SubscriptionError as exc:
+        return exc
+
+
+def test_only_what_cannot_be_subscribed_is_left() -> None:
+    for error in ("is_archived", "not_in_channel", "channel_not_found"):
+        assert failure_of(slack_refused(error)) == (Failure.CHANNEL_GONE, error)
+    for error in ("internal_error", "fatal_error", "service_unavailable", "ratelimited"):
+        assert failure_of(slack_refused(error))[0] is Failure.PASSING
+    assert failure_of(SubscriptionError("already stopped"))[0] is Failure.CANNOT
+    assert failure_of(TogetherError("not_found", status=404))[0] is Failure.CANNOT
+    assert failure_of(TogetherError("unavailable", status=503))[0] is Failure.PASSING
+    refused = DataError("INSERT", {}, Exception("invalid input syntax for type json"))
+    assert failure_of(refused)[0] is Failure.CANNOT
+    gone = OperationalError("INSERT", {}, Exception("connection refused"))
+    assert failure_of(gone)[0] is Failure.PASSING
+    assert failure_of(RuntimeError("anything else"))[0] is Failure.PASSING
+
+
+def test_retries_back_off_up_to_a_cap_then_stop() -> None:
+    delays = [retry_in(n, base=5.0) for n in range(1, MAX_ATTEMPTS + 1)]
+    assert delays[:4] == [5.0, 10.0, 20.0, 40.0]
+    assert delays[-1] is None  # given up after MAX_ATTEMPTS tries
+    assert backoff(100, base=60.0) == MAX_DELAY_SECONDS
+    assert backoff(1, base=0.01) == 1.0  # never faster than a second
+
+
+def test_a_run_sends_no_more_gets_than_the_budget_leaves() -> None:
+    ledger = Ledger(clock=lambda: 0.0)
+    settings = Settings(_env_file=None, together_requests_per_minute=40, poll_budget_share=0.5)
+    rt: Any = SimpleNamespace(settings=settings, together=SimpleNamespace(ledger=ledger))
+    with charged_to("command"):
+        for _ in range(5):
+            ledger.spend("get")
+    with charged_to("poll"):  # the poller's own share is not the others'
+        for _ in range(50):
+            ledger.spend("get")
+    allowance = Allowance.of(rt)
+    assert allowance.gets == 15  # 40 * (1 - 0.5) - 5
+    ids = [f"s{n}" for n in range(30)]
+    assert Allowance.afford(allowance, ids, Found(), cap=50) == ids[:15]
+    assert allowance.afford(ids, Found(), cap=50) == []  # spent for this run
+    unlimited = Settings(_env_file=None, together_requests_per_minute=0)
+    rt.settings = unlimited
+    assert Allowance.of(rt).afford(ids, Found(), cap=20) == ids[:20]
