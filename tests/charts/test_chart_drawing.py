@@ -14,7 +14,7 @@ import pytest
 from bot.charts.draw import render_png
 from bot.charts.metrics import metrics_chart
 from bot.charts.progress import progress_chart
-from bot.charts.spec import Line
+from bot.charts.spec import ChartSpec, Line, Panel
 from bot.charts.words import describe, number
 from tests.charts.png import png_size
 
@@ -75,6 +75,27 @@ def test_one_panel_and_an_empty_chart_still_draw() -> None:
     empty = progress_chart("r", [], now=T0)
     assert empty.empty and png_size(render_png(empty))[0] == 1100
     assert "never logged" in describe(metrics_chart("r", []), missing=("kl",))
+
+
+@draws
+def test_names_are_drawn_as_typed_never_as_mathtext() -> None:
+    """A session's name and W&B's metric names are anyone's text: `$\\foo$` or deep
+    braces would make matplotlib's math parser refuse the whole chart."""
+    odd = "$\\foo$ " + "{" * 200 + "$x^{" + "}" * 3
+    steps = (1.0, 2.0, 3.0)
+    metrics = metrics_chart(odd, [Line("$\\sqrt{$", steps, (0.1, 0.2, 0.3))], note=odd)
+    assert png_size(render_png(metrics))[0] == 1100
+    progress = progress_chart(
+        odd,
+        _points(30, flat_after=10),
+        now=T0 + timedelta(minutes=60),
+        stall_after=timedelta(minutes=5),
+    )
+    assert png_size(render_png(progress))[0] == 1100
+    two = ChartSpec(
+        odd, "step", (Panel("$y$", (Line("$a$", steps, steps), Line("b$", steps, steps))),)
+    )
+    assert png_size(render_png(two))[0] == 1100  # a legend of two odd labels too
 
 
 def test_numbers_in_words() -> None:
