@@ -23,7 +23,7 @@ from bot.charts.draw import render_png
 from bot.charts.metrics import metrics_chart
 from bot.charts.progress import progress_chart
 from bot.charts.spec import ChartSpec, Line
-from bot.charts.words import describe
+from bot.charts.words import chart_words
 from bot.runtime import Runtime
 from bot.store.progress import WatchProgress
 from bot.store.queries.progress_points import steps_of
@@ -129,16 +129,8 @@ async def draw(
     started = time.perf_counter()
     png = await asyncio.to_thread(_render_one_at_a_time, spec)
     rt.metrics.chart_render_seconds.observe(time.perf_counter() - started)
-    words = describe(spec, missing=missing)
-    if note:
-        words += f" ({note}; showing the bot's own progress)"
-    return Chart(
-        png=png,
-        title=spec.title,
-        text=f":bar_chart: {_escape(words)}",
-        alt=words,
-        metrics=spec.xlabel == "step",
-    )
+    text, alt = chart_words(spec, missing=missing, note=note)
+    return Chart(png=png, title=spec.title, text=text, alt=alt, metrics=spec.xlabel == "step")
 
 
 _rendering = threading.Lock()
@@ -159,8 +151,3 @@ def _line(series: Series) -> Line:
 def _stall_after(rt: Runtime, minutes: float | None) -> timedelta | None:
     value = rt.settings.stall_after_minutes if minutes is None else minutes
     return timedelta(minutes=value) if value > 0 else None
-
-
-def _escape(text: str) -> str:
-    """Text from W&B and Together shown in mrkdwn: no mentions, links or markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -44,3 +44,19 @@ def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
         parts.append(spec.bands[0].label)
     text = "; ".join(parts)
     return text if len(text) <= MAX_ALT else text[: MAX_ALT - 1] + "…"
+
+
+def chart_words(
+    spec: ChartSpec, *, missing: tuple[str, ...] = (), note: str = ""
+) -> tuple[str, str]:
+    """The message beside a chart (mrkdwn) and its alt text (plain): the same
+    facts, with `note` saying why the bot's own progress is shown instead."""
+    words = describe(spec, missing=missing)
+    if note:
+        words += f" ({note}; showing the bot's own progress)"
+    return f":bar_chart: {_escape(words)}", words
+
+
+def _escape(text: str) -> str:
+    """Text from W&B and Together shown in mrkdwn: no mentions, links or markup."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -15,7 +15,8 @@ from bot.charts.draw import render_png
 from bot.charts.metrics import metrics_chart
 from bot.charts.progress import progress_chart
 from bot.charts.spec import ChartSpec, Line, Panel
-from bot.charts.words import describe, number
+from bot.charts.words import chart_words, describe, number
+from bot.rendering.text import WORD_JOINER
 from tests.charts.png import png_size
 
 T0 = datetime(2026, 12, 1, 10, 0)
@@ -96,6 +97,21 @@ def test_names_are_drawn_as_typed_never_as_mathtext() -> None:
         odd, "step", (Panel("$y$", (Line("$a$", steps, steps), Line("b$", steps, steps))),)
     )
     assert png_size(render_png(two))[0] == 1100  # a legend of two odd labels too
+
+
+def test_the_message_beside_a_chart_is_defused_like_every_text_from_together() -> None:
+    """Slack links bare URLs and domains and expands @-names in a file's comment: a
+    session named so must neither link nor ping, and the alt text stays plain."""
+    name = "@channel see evil.example https://evil.example/x #general <!here>"
+    spec = metrics_chart(name, [Line("reward", (1.0, 2.0), (0.5, 0.7))])
+    text, alt = chart_words(spec, note="W&B run example-org/proj.v2 is gone")
+    assert text.startswith(":bar_chart: ")
+    assert "@channel" not in text and f"@{WORD_JOINER}channel" in text
+    assert "evil.example" not in text and f"evil.{WORD_JOINER}example" in text
+    assert "https://" not in text and f"https:{WORD_JOINER}//" in text
+    assert "#general" not in text and "<!here>" not in text and "&lt;!here&gt;" in text
+    assert "proj.v2" not in text
+    assert WORD_JOINER not in alt and name in alt and "proj.v2" in alt
 
 
 def test_numbers_in_words() -> None:
