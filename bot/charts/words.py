@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from bot.charts.spec import ChartSpec, Line
+from bot.rendering.text import defuse, escape
 
 MAX_ALT = 1000
 
@@ -54,9 +55,6 @@ def chart_words(
     words = describe(spec, missing=missing)
     if note:
         words += f" ({note}; showing the bot's own progress)"
-    return f":bar_chart: {_escape(words)}", words
-
-
-def _escape(text: str) -> str:
-    """Text from W&B and Together shown in mrkdwn: no mentions, links or markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    # A file's comment is autolinked like a `text` fallback: escaped and defused
+    # as every other text from Together and W&B, so a name neither pings nor links.
+    return f":bar_chart: {defuse(escape(words))}", words

@@ -145,7 +145,8 @@ def test_command_and_button_upload_metrics_into_the_thread_and_cache(fresh: Rig)
     assert upload.alt_txt is not None
     assert "reward" in upload.alt_txt and "loss" in upload.alt_txt
     assert "step 0–999" in upload.alt_txt and f"grpo-{sid[:8]}" in upload.alt_txt
-    assert upload.initial_comment is not None and "reward 0.1 → " in upload.initial_comment
+    assert upload.initial_comment is not None  # defused: word joiners inside "0.1"
+    assert "reward 0.1 → " in upload.initial_comment.replace("\u2060", "")
     call = rig.wandb.history_calls()[-1]
     assert [s["keys"] for s in call.specs] == [["_step", "reward"], ["_step", "loss"]]
     assert "thread" in rig.wait_answer(token)
