@@ -81,11 +81,16 @@ async def chart_of(
             else "this session names no W&B run (`metadata.wandb`)"
         )
         wants_metrics = False
+    stall_after = _stall_after(rt, stall_minutes)
+    # The thread's stall threshold is part of what is drawn (a progress chart's
+    # band, also when metrics fall back to it): two threads with different ones
+    # never share a chart.
     key: CacheKey = (
         session.id,
         last_step,
         names if wants_metrics else (PROGRESS, note),
         0 if wants_metrics else int(time.time() // PROGRESS_BUCKET_SECONDS),
+        stall_after.total_seconds() if stall_after is not None else None,
     )
     cached = cache.get(key)
     if cached is not None:
@@ -113,7 +118,7 @@ async def chart_of(
             session.name,
             points,
             now=now,
-            stall_after=_stall_after(rt, stall_minutes),
+            stall_after=stall_after,
             running=session.status_enum is Status.RUNNING,
         )
     chart = await draw(rt, spec, missing=missing, note=note)
