@@ -6,7 +6,8 @@ on-call with `ONCALL_ON_METRIC`).
 
 One replica at a time (a job lock), a bounded batch per tick, and the W&B
 budget honoured: a spent budget ends the pass, and the sessions left wait for
-the next one. A read that fails is kept as the card's reason, never raised.
+the next one. A read that fails, for any reason, is kept as that card's reason,
+never raised: the pass goes on to the other sessions.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
-from bot.wandb.errors import WandbError
+from bot.wandb.errors import USER_MESSAGES, WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 JOB = "read_wandb"
 BATCH = 20
+UNREADABLE = USER_MESSAGES["bad_response"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,11 @@ async def read_metrics(rt: Runtime) -> int:
                         if exc.kind == "budget":
                             break
                         view = old.model_copy(update={"error": exc.user_message})
+                    except Exception:
+                        # One run's answer that breaks the reading is that session's
+                        # error; the pass goes on to the others.
+                        log.exception("could not read a W&B run", extra={"session_id": session_id})
+                        view = old.model_copy(update={"error": UNREADABLE})
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
                         read += 1

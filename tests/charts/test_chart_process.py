@@ -351,6 +351,32 @@ def test_a_metric_spanning_the_float_range_is_drawn_and_holds_no_channel(fresh: 
     assert "loss *1.00e+308* `▁█▁█" in drawn, drawn[-2000:]
 
 
+def test_a_w_and_b_answer_nested_too_deep_is_one_sessions_error_and_the_pass_goes_on(
+    fresh: Rig,
+) -> None:
+    rig = fresh
+    deep, other = "0" + new_sid()[1:], "f" + new_sid()[1:]  # `deep` is read first
+    rig.wandb.add_run(
+        "example-org", "grpo-gsm8k", deep[:8], FakeRun(answer_text="[" * 5000 + "]" * 5000)
+    )
+    rows = [{"_step": i, "loss": math.nan if i >= 30 else 1.0, "reward": 0.5} for i in range(40)]
+    rig.wandb.add_run("example-org", "grpo-gsm8k", other[:8], FakeRun(rows=rows))
+    rig.together.add(deep)
+    rig.together.add(other)
+    _subscribe(rig, deep)
+    root = _subscribe(rig, other)
+
+    wait_until(
+        lambda: any(
+            "`loss` became NaN" in (c.text or "") for c in rig.slack.posts_in_thread(CHANNEL, root)
+        ),
+        what="the other session's NaN told",
+    )
+    [(view,)] = query(rig.db_url, "SELECT view FROM session_metrics WHERE session_id = :s", s=deep)
+    stored = view if isinstance(view, dict) else json.loads(view)
+    assert stored["error"] == "W&B sent an answer the bot could not read."
+
+
 def test_a_metric_gone_nan_is_told_once_in_the_thread_and_on_call_and_shown_on_the_card(
     fresh: Rig,
 ) -> None:
