@@ -330,12 +330,14 @@ def test_a_metric_spanning_the_float_range_is_drawn_and_holds_no_channel(fresh: 
     root = _subscribe(rig, wide, "stall=off chart=off")
     other_root = _subscribe(rig, other, "stall=off chart=off")
     wait_until(
-        lambda: query(
-            rig.db_url,
-            "SELECT count(*) FROM session_metrics WHERE session_id = :s AND read_at IS NOT NULL",
-            s=wide,
-        )
-        == [(1,)],
+        lambda: (
+            query(
+                rig.db_url,
+                "SELECT count(*) FROM session_metrics WHERE session_id = :s AND read_at IS NOT NULL",
+                s=wide,
+            )
+            == [(1,)]
+        ),
         what="the W&B read of the wide run",
     )
 

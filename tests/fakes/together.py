@@ -38,6 +38,7 @@ session a page (a broken cursor). Errors are `{"error": {"message", "type", "par
 Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API;
 one scripted with `after=True` replaces the answer of a request that was served (a stop that
 took effect, then an odd body or no answer in time). `route` limits a fault to one route.
+`raw_json` gives a field a value sent as raw JSON text, such as an integer of 5,000 digits.
 """
 
 from __future__ import annotations
@@ -414,6 +415,8 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
         self.session_latency: dict[str, float] = {}
         self._counts: Counter[str] = Counter()
         self._faults: list[TogetherFault] = []
+        #: placeholder string -> the raw JSON text sent in its place (`raw_json`)
+        self._raw: dict[str, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -515,6 +518,15 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
             self.resources[id] = resource
             self._cond.notify_all()
             return copy.deepcopy(resource)
+
+    def raw_json(self, text: str) -> str:
+        """A value for a session field that is sent as the JSON text `text`, as is:
+        what Python cannot hold or dump (an integer of 5,000 digits, arrays nested
+        1,000 deep) but a server may well send. Returns the placeholder to store."""
+        with self._lock:
+            token = f"raw-json-{len(self._raw)}-{uuid.uuid4().hex}"
+            self._raw[token] = text
+        return token
 
     def put(self, session: dict[str, Any]) -> None:
         with self._cond:
@@ -745,6 +757,10 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
                 self._counts[session_id] += 1
             self._cond.notify_all()
         response = self._respond(request, route, session_id, auth)
+        with self._lock:
+            raw = dict(self._raw)
+        for token, text in raw.items():
+            response.body = response.body.replace(f'"{token}"'.encode(), text.encode())
         with self._cond:
             record.status = response.status if not response.disconnect else 0
             self._cond.notify_all()
