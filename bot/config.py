@@ -53,9 +53,6 @@ def _csv(value: object) -> object:
 _WEEK_MINUTES = 7 * 24 * 60
 #: Slack's own request timeout: a lease shorter than this cannot hold one post
 MIN_LEASE_SECONDS = 10.0
-MAX_LEASE_SECONDS = 3600.0
-#: beyond this a Together request is as good as without a deadline
-MAX_TIMEOUT_SECONDS = 300.0
 
 
 class Settings(BaseSettings, ChartSettings):
@@ -88,7 +85,7 @@ class Settings(BaseSettings, ChartSettings):
         10.0,
         "One deadline for a whole Together request, body included, in seconds.",
         gt=0,
-        le=MAX_TIMEOUT_SECONDS,
+        le=300,  # beyond this, as good as no deadline
         allow_inf_nan=False,
     )
     together_max_rps: float = _tuning(50.0, "Together requests per second, at most.", gt=0)
@@ -160,7 +157,7 @@ class Settings(BaseSettings, ChartSettings):
         "after it (or after half of it when its replica's heartbeat stops). At least "
         "Slack's 10 s timeout, so one post fits in a lease renewed just before it.",
         ge=1,
-        le=MAX_LEASE_SECONDS,
+        le=3600,
         allow_inf_nan=False,
     )
     not_found_confirm_seconds: float = _tuning(
