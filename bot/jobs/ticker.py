@@ -26,19 +26,20 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, select, update
 
+from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
 from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
-from bot.jobs.error_watch import page_new_errors
 from bot.jobs.follow import DiscoveryState, discover
 from bot.jobs.metric_reads import read_metrics
 from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, pending_count
+from bot.outbox.queue import pending_count
+from bot.outbox.table import OutboxMessage
 from bot.poll.cycle import poll_cycle
 from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window

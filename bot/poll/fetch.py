@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.config import Settings
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister, ListPass

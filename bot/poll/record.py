@@ -25,19 +25,20 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
-from bot.config import Settings
+from bot.outbox.alerts_sent import unalerted
 from bot.outbox.creator_dm import creator_dms
-from bot.outbox.queue import insert_outbox, unalerted
+from bot.outbox.queue import insert_outbox
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.chart_rows import chart_rows
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
 from bot.poll.personal import personal_rows
-from bot.store.progress import WatchProgress
+from bot.settings.model import Settings
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
 from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
+from bot.training.watch_progress import WatchProgress
 
 log = logging.getLogger(__name__)
 

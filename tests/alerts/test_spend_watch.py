@@ -10,13 +10,13 @@ from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
+from bot.rendering.root_card import CardWatch, card_facts, card_with_watch, facts
 from bot.rendering.watch import watch_blocks
-from bot.root_card import CardWatch, card_facts, card_with_watch, facts
-from bot.store.progress import CardView, WatchProgress
 from bot.together.client import TogetherClient
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
 from bot.training.sessions import TrainingSession
+from bot.training.watch_progress import CardView, WatchProgress
 from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+from bot.outbox.table import OutboxMessage
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery.duplicates import already_posted
 from bot.outbox.contract.payloads import Kind
-from bot.outbox.queue import OutboxMessage
 from tests.fakes import FakeSlack
 
 

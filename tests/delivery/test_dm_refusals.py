@@ -5,13 +5,13 @@ subscription to end. Pure: Slack's refusal in, the row's fate out."""
 from __future__ import annotations
 
 import pytest
+from bot.outbox.table import OutboxMessage
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.delivery.outcome import classify
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
 
 
 def _refusal(error: str) -> SlackApiError:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from bot.outbox.table import OutboxMessage
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import root_card
 from bot.delivery.send import redraw_root
 from bot.outbox.contract.payloads import Kind, TransitionPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
-from bot.root_card import CardWatch
-from bot.store.progress import CardView
+from bot.rendering.root_card import CardWatch
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
+from bot.training.watch_progress import CardView
 from tests.fakes.together import make_session
 
 SID = "a0000000-0000-0000-0000-000000000001"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from bot import cli
-from bot.config import Settings, is_placeholder
-from bot.config_doc import COMMAND, markdown
-from bot.setting_tiers import tier_of
+from bot.settings.doc import COMMAND, markdown
+from bot.settings.model import Settings, is_placeholder
+from bot.settings.tiers import tier_of
 
 REPO = Path(__file__).resolve().parents[2]
 SECRETS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "TOGETHER_API_KEY")

@@ -10,8 +10,8 @@ import time
 
 import httpx
 
-from bot.config import Settings
 from bot.poll.fetch import Fetched, Listing, after_the_pass
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import SEND_WAIT, ListPass, list_pass

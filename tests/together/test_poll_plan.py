@@ -109,8 +109,8 @@ def test_the_budget_stretches_an_expensive_round_and_lets_a_cheap_one_poll_often
 
 
 def test_the_claim_slack_lengthens_the_gap_only_while_the_budget_sets_the_interval() -> None:
-    from bot.config import Settings
     from bot.poll.pace import due_slack, poll_gap
+    from bot.settings.model import Settings
 
     settings = Settings(_env_file=None, poll_interval_seconds=60, poll_min_interval_seconds=5)
     slack = due_slack(settings)

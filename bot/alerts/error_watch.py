@@ -16,8 +16,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 
+from bot.outbox.alerts_sent import remember_alerts, unalerted
 from bot.outbox.contract.rows import bounded_key, oncall_key, oncall_row, operator_row
-from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
+from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.engine import database_gone
 from bot.store.job_locks import claim_job, release_job, renewing
