@@ -1,5 +1,5 @@
-"""Charts already drawn, per (session, last step, what is drawn): a repeated click
-costs no W&B request and no new render.
+"""Charts already drawn, per (session, last step, what is drawn, the thread's stall
+threshold): a repeated click costs no W&B request and no new render.
 
 In memory, per process, and bounded: a few dozen PNGs of a few hundred KB. A
 replica that has not drawn a chart draws it once itself.
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 MAX_CHARTS = 32
 
-CacheKey = tuple[str, int | None, tuple[str, ...], int]
+#: session, last step, what is drawn, time bucket, stall threshold in seconds
+CacheKey = tuple[str, int | None, tuple[str, ...], int, float | None]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from bot.rendering.charts.draw import render_png
 from bot.rendering.charts.metrics import metrics_chart
 from bot.rendering.charts.progress import progress_chart
 from bot.rendering.charts.spec import ChartSpec, Line
-from bot.rendering.charts.words import describe
+from bot.rendering.charts.words import chart_words
 from bot.runtime import Runtime
 from bot.store.queries.progress_points import steps_of
 from bot.store.tables import WatchedSession, database_now, db_now
@@ -81,11 +81,16 @@ async def chart_of(
             else "this session names no W&B run (`metadata.wandb`)"
         )
         wants_metrics = False
+    stall_after = _stall_after(rt, stall_minutes)
+    # The thread's stall threshold is part of what is drawn (a progress chart's
+    # band, also when metrics fall back to it): two threads with different ones
+    # never share a chart.
     key: CacheKey = (
         session.id,
         last_step,
         names if wants_metrics else (PROGRESS, note),
         0 if wants_metrics else int(time.time() // PROGRESS_BUCKET_SECONDS),
+        stall_after.total_seconds() if stall_after is not None else None,
     )
     cached = cache.get(key)
     if cached is not None:
@@ -113,7 +118,7 @@ async def chart_of(
             session.name,
             points,
             now=now,
-            stall_after=_stall_after(rt, stall_minutes),
+            stall_after=stall_after,
             running=session.status_enum is Status.RUNNING,
         )
     chart = await draw(rt, spec, missing=missing, note=note)
@@ -129,16 +134,8 @@ async def draw(
     started = time.perf_counter()
     png = await asyncio.to_thread(_render_one_at_a_time, spec)
     rt.metrics.chart_render_seconds.observe(time.perf_counter() - started)
-    words = describe(spec, missing=missing)
-    if note:
-        words += f" ({note}; showing the bot's own progress)"
-    return Chart(
-        png=png,
-        title=spec.title,
-        text=f":bar_chart: {_escape(words)}",
-        alt=words,
-        metrics=spec.xlabel == "step",
-    )
+    text, alt = chart_words(spec, missing=missing, note=note)
+    return Chart(png=png, title=spec.title, text=text, alt=alt, metrics=spec.xlabel == "step")
 
 
 _rendering = threading.Lock()
@@ -159,8 +156,3 @@ def _line(series: Series) -> Line:
 def _stall_after(rt: Runtime, minutes: float | None) -> timedelta | None:
     value = rt.settings.stall_after_minutes if minutes is None else minutes
     return timedelta(minutes=value) if value > 0 else None
-
-
-def _escape(text: str) -> str:
-    """Text from W&B and Together shown in mrkdwn: no mentions, links or markup."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -47,9 +47,19 @@ async def update_root(
     if not row.thread_ts or payload.session is None:
         return False
     ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
-    card = rendering.card(payload.session, subscribed=not ended)
-    if not ended:
-        card = _with_watch(card, payload, watch)
+    try:
+        card = rendering.card(payload.session, subscribed=not ended)
+        if not ended:
+            card = _with_watch(card, payload, watch)
+    except Exception:
+        # A card that cannot be drawn now cannot be drawn on a retry either: this
+        # redraw is given up (the next one draws afresh), and the row, with every
+        # row of its channel behind it, goes on.
+        log.exception(
+            "could not draw a root card; this redraw is given up",
+            extra={"outbox_id": row.id, "channel_id": row.channel_id},
+        )
+        return False
     try:
         return await _update_falling_back(slack, row, row.thread_ts, card)
     except SlackApiError as exc:

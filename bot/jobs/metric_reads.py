@@ -11,10 +11,10 @@ so a thread added later hears it at the next read.
 
 One replica at a time (a job lock), a bounded batch per tick, and the W&B
 budget honoured: a spent budget ends the pass, and the sessions left wait for
-the next one. A read that fails is kept as the card's reason, never raised,
-and the next read of that session waits longer after each failure in a row
-(`next_read_at`; the count is in the stored view, so every replica backs off
-alike).
+the next one. A read that fails, for any reason, is kept as that card's reason,
+never raised (the pass goes on to the other sessions), and the next read of that
+session waits longer after each failure in a row (`next_read_at`; the count is in
+the stored view, so every replica backs off alike).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.training.time_bounds import later
-from bot.wandb.errors import WandbError
+from bot.wandb.errors import USER_MESSAGES, WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
 
@@ -49,6 +49,7 @@ BATCH = 20
 #: the longest a session whose reads keep failing waits for its next read (or
 #: WANDB_REFRESH_SECONDS, when that is longer)
 RETRY_MOST = timedelta(hours=1)
+UNREADABLE = USER_MESSAGES["bad_response"]
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,13 @@ async def read_metrics(rt: Runtime) -> int:
                         log.info("could not read a W&B run: %s (%d in a row)", exc.kind, failures)
                         view = old.model_copy(
                             update={"error": exc.user_message, "failures": failures}
+                        )
+                    except Exception:
+                        # One run's answer that breaks the reading is that session's
+                        # error; the pass goes on to the others.
+                        log.exception("could not read a W&B run", extra={"session_id": session_id})
+                        view = old.model_copy(
+                            update={"error": UNREADABLE, "failures": old.failures + 1}
                         )
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)

@@ -40,7 +40,10 @@ REDACTED = "[redacted]"
 MIN_SECRET_LEN = 6
 
 # Loggers that are chatty at INFO and say nothing an operator needs (the start-up
-# log is kept short: uvicorn's and the scheduler's start-up lines repeat "ready").
+# log is kept short: uvicorn's and the scheduler's start-up lines repeat "ready"),
+# and slack_sdk's, whose DEBUG lines hold whole requests and answers: response_urls
+# and the Download answer's presigned links, which no log may keep. Each is held
+# at its level here, or at LOG_LEVEL when that is quieter still.
 QUIET_LOGGERS: dict[str, int] = {
     "httpx": logging.WARNING,
     "httpcore": logging.WARNING,
@@ -48,6 +51,7 @@ QUIET_LOGGERS: dict[str, int] = {
     "apscheduler.scheduler": logging.WARNING,
     "alembic.runtime.plugins": logging.WARNING,
     "uvicorn.error": logging.WARNING,
+    "slack_sdk": logging.INFO,
 }
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
@@ -225,7 +229,7 @@ def configure_logging(
     numeric, known = _level(level)
     root.setLevel(numeric)
     for name, quiet in QUIET_LOGGERS.items():
-        logging.getLogger(name).setLevel(quiet)
+        logging.getLogger(name).setLevel(max(quiet, numeric))
     logging.captureWarnings(True)
     if not known:
         logging.getLogger(__name__).warning("unknown LOG_LEVEL %r, using INFO", level)

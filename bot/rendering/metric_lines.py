@@ -31,12 +31,15 @@ class MetricLine:
 
 
 def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
-    """The last `width` values as bars scaled between their min and max; gaps blank."""
+    """The last `width` values as bars scaled between their min and max; gaps blank.
+
+    Scaled on halves: the span of two finite floats can overflow (-1e308 to 1e308
+    is infinite), half of it never does."""
     shown = list(values)[-width:]
     finite = [v for v in shown if v is not None and math.isfinite(v)]
     if not finite:
         return ""
-    low, high = min(finite), max(finite)
+    low, high = min(finite) / 2, max(finite) / 2
     span = high - low
     out = []
     for v in shown:
@@ -45,7 +48,7 @@ def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
         elif span == 0:
             out.append(BARS[len(BARS) // 2])
         else:
-            out.append(BARS[min(len(BARS) - 1, int((v - low) / span * len(BARS)))])
+            out.append(BARS[min(len(BARS) - 1, int((v / 2 - low) / span * len(BARS)))])
     return "".join(out)
 
 

@@ -51,6 +51,8 @@ def _csv(value: object) -> object:
 
 
 _WEEK_MINUTES = 7 * 24 * 60
+#: Slack's own request timeout: a lease shorter than this cannot hold one post
+MIN_LEASE_SECONDS = 10.0
 
 
 class Settings(BaseSettings, ChartSettings):
@@ -80,7 +82,11 @@ class Settings(BaseSettings, ChartSettings):
         "Together API base URL; the tests point it at a fake Together.",
     )
     together_timeout_seconds: float = _tuning(
-        10.0, "One deadline for a whole Together request, body included, in seconds."
+        10.0,
+        "One deadline for a whole Together request, body included, in seconds.",
+        gt=0,
+        le=300,  # beyond this, as good as no deadline
+        allow_inf_nan=False,
     )
     together_max_rps: float = _tuning(50.0, "Together requests per second, at most.", gt=0)
     together_outage_alert_seconds: float = _tuning(
@@ -148,9 +154,11 @@ class Settings(BaseSettings, ChartSettings):
         15.0,
         "How long a replica's claim on a session or outbox row lasts unrenewed, by the "
         "database's clock: renewed every third of it while the work runs, taken over "
-        "after it (or after half of it when its replica's heartbeat stops). Keep it "
-        "above Slack's 10 s timeout.",
-        gt=0,
+        "after it (or after half of it when its replica's heartbeat stops). At least "
+        "Slack's 10 s timeout, so one post fits in a lease renewed just before it.",
+        ge=1,
+        le=3600,
+        allow_inf_nan=False,
     )
     not_found_confirm_seconds: float = _tuning(
         180.0,
@@ -285,6 +293,11 @@ class Settings(BaseSettings, ChartSettings):
         json_schema_extra={"tier": "tuning", "default": "<hostname>-<pid>"},
     )
 
+    allow_short_leases: bool = _test_only(
+        False,
+        "Let LEASE_SECONDS go below 10 s (down to 1 s), for the tests' quick takeovers; "
+        "never in a deployment.",
+    )
     fault_crash_at: str | None = _test_only(
         None, "Crash the process at a named step, for the crash tests; never in a deployment."
     )
@@ -376,6 +389,11 @@ class Settings(BaseSettings, ChartSettings):
                 problems.append("SLACK_APP_TOKEN must be an app-level token starting with xapp-")
         if mode in ("serve", "socket", "show", "poll"):
             need("together_api_key", self.together_api_key)
+        if self.lease_seconds < MIN_LEASE_SECONDS and not self.allow_short_leases:
+            problems.append(
+                f"LEASE_SECONDS is {self.lease_seconds:g}; it must be at least "
+                f"{MIN_LEASE_SECONDS:g} (Slack's timeout), so one post fits in a lease"
+            )
         if not self.together_base_url.startswith(("https://", "http://")):
             problems.append("TOGETHER_BASE_URL must be an http(s) URL")
         try:

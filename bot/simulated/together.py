@@ -44,6 +44,8 @@ took effect, then an odd body or no answer in time). `route` limits a fault to o
 (`bot.slack.preflight`): answered as the list it is, but kept in `key_checks`, out of
 `requests`, `paths` and the counts, so tests counting the bot's work do not count it;
 only faults scripted with `route="key_check"` apply to it.
+
+`raw_json` gives a field a value sent as raw JSON text, such as an integer of 5,000 digits.
 """
 
 from __future__ import annotations
@@ -428,6 +430,8 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
         self.session_latency: dict[str, float] = {}
         self._counts: Counter[str] = Counter()
         self._faults: list[TogetherFault] = []
+        #: placeholder string -> the raw JSON text sent in its place (`raw_json`)
+        self._raw: dict[str, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -529,6 +533,15 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
             self.resources[id] = resource
             self._cond.notify_all()
             return copy.deepcopy(resource)
+
+    def raw_json(self, text: str) -> str:
+        """A value for a session field that is sent as the JSON text `text`, as is:
+        what Python cannot hold or dump (an integer of 5,000 digits, arrays nested
+        1,000 deep) but a server may well send. Returns the placeholder to store."""
+        with self._lock:
+            token = f"raw-json-{len(self._raw)}-{uuid.uuid4().hex}"
+            self._raw[token] = text
+        return token
 
     def put(self, session: dict[str, Any]) -> None:
         with self._cond:
@@ -770,6 +783,10 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
             response = faulted or self._serve(request, route, session_id, auth)
         else:
             response = self._respond(request, route, session_id, auth)
+        with self._lock:
+            raw = dict(self._raw)
+        for token, text in raw.items():
+            response.body = response.body.replace(f'"{token}"'.encode(), text.encode())
         with self._cond:
             record.status = response.status if not response.disconnect else 0
             self._cond.notify_all()

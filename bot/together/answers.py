@@ -83,8 +83,13 @@ def parse_each(
         if isinstance(item, dict) and isinstance(item.get("id"), str):
             try:
                 parsed.append(parse(item))
-            except ValidationError:
-                log.warning("skipping a %s that does not parse", what)
+            except (ValueError, RecursionError) as exc:  # pydantic's, or JSON too deep
+                log.warning(
+                    "skipping a %s that does not parse (id %r): %s",
+                    what,
+                    item["id"][:100],
+                    type(exc).__name__,
+                )
     return parsed
 
 
@@ -99,6 +104,8 @@ def parse_one(
         parsed = parse(data)
     except ValidationError as exc:
         raise TogetherError("bad_response", f"{exc.error_count()} invalid fields") from exc
+    except (ValueError, RecursionError) as exc:  # nested too deep to hold as text
+        raise TogetherError("bad_response", f"not a readable {what}") from exc
     if parsed.id != expected_id:
         raise TogetherError("bad_response", f"answer is for another {what}")
     return parsed

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from bot.together.answers import list_query, next_cursor, parse_one, parse_sessions
 from bot.together.errors import TogetherError
+from bot.together.page_reader import read_page
 from bot.together.resources import ModelResourceEndpoints
 from bot.training.sessions import RawSession, TrainingSession, is_session_id
 
@@ -73,7 +74,8 @@ class TogetherClient(ModelResourceEndpoints):
         commas, which our test server accepts too), then `created_by` ("me" is
         the key's owner) and `model_resources_id`. Pagination is read from `meta` (`has_more`,
         `next_cursor`), with the older top-level keys as a fallback. Rows that do
-        not parse are skipped, not fatal: one odd session must not hide the others."""
+        not parse, or cannot even be read as JSON (`page_reader`), are skipped, not
+        fatal: one odd session must not hide the others."""
         rows, cursor = await self.list_session_rows(
             status=status,
             created_by=created_by,
@@ -123,6 +125,7 @@ class TogetherClient(ModelResourceEndpoints):
             "GET",
             f"{self._base}/rl/training-sessions?{query}",
             kind="list_page",
+            read=read_page,  # one odd row is left out, not the page
             sent=sent,
         )
         if isinstance(data, list):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from bot.together.answers import list_query, next_cursor, parse_each, parse_one
 from bot.together.errors import TogetherError
+from bot.together.page_reader import read_page
 from bot.together.transport import Transport
 from bot.training.checkpoints import CheckpointFile
 from bot.training.resources import CostEstimate, ModelResource
@@ -51,6 +52,7 @@ class ModelResourceEndpoints(Transport):
             "GET",
             f"{self._base}/rl/model-resources?{query}",
             kind="resource_list_page",
+            read=read_page,
         )
         if not isinstance(data, dict):
             raise TogetherError("bad_response", "not a list of model resources")

@@ -9,7 +9,6 @@ key cannot leak to another host. The endpoints (`bot.together.client`,
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -105,10 +104,12 @@ class Transport:
         max_wait: float | None = None,
         body: Any = None,
         parse: Callable[[Any], Any] | None = None,
+        read: Callable[[bytes], Any] | None = None,
         sent: asyncio.Event | None = None,
     ) -> Any:
-        """The decoded JSON of one request, passed through `parse` when given; the
-        request is booked in `ledger` as `kind` once it is let go (not if held back)."""
+        """The decoded JSON of one request (decoded by `read` when given), passed
+        through `parse` when given; the request is booked in `ledger` as `kind` once
+        it is let go (not if held back)."""
         await self.limiter.wait(max_wait)
         self.ledger.spend(kind)
         started = time.monotonic()
@@ -136,7 +137,7 @@ class Transport:
                 self._observe(label, time.monotonic() - started)
 
         def decode() -> Any:
-            data = self._decode(response)
+            data = self._decode(response, read)
             return parse(data) if parse is not None else data
 
         if len(response.content) > PARSE_INLINE_BYTES:
@@ -177,7 +178,7 @@ class Transport:
             streamed.status_code, headers=headers, content=bytes(received), request=streamed.request
         )
 
-    def _decode(self, response: httpx.Response) -> Any:
+    def _decode(self, response: httpx.Response, read: Callable[[bytes], Any] | None = None) -> Any:
         status = response.status_code
         if status == 429:
             # Back off overall, briefly: every request pauses (a rate limit is usually
@@ -186,9 +187,11 @@ class Transport:
             self.limiter.pause(min(retry_after_seconds(response.headers) or 1.0, GLOBAL_PAUSE_CAP))
         check_status(response)
         try:
-            return response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TogetherError("bad_response", "body is not JSON", status=status) from exc
+            return read(response.content) if read is not None else response.json()
+        except (ValueError, RecursionError) as exc:
+            # Not JSON, not UTF-8, nested too deep for the reader, or an integer
+            # too long to convert: whatever the reason, a bad answer.
+            raise TogetherError("bad_response", "body is not readable JSON", status=status) from exc
 
 
 def _on_sent(sent: asyncio.Event) -> Callable[[str, dict[str, Any]], Awaitable[None]]:

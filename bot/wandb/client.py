@@ -164,7 +164,7 @@ def _decode(status: int, content: bytes) -> dict[str, object]:
         raise WandbError("bad_response", f"HTTP {status}", status=status)
     try:
         answer = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # also too deep, or a 5,000-digit number
         raise WandbError("bad_response", "not JSON", status=status) from exc
     if not isinstance(answer, dict):
         raise WandbError("bad_response", "not an object", status=status)

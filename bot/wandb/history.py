@@ -102,7 +102,7 @@ def summary_of(metrics: Iterable[str], text: Any) -> dict[str, float]:
     if isinstance(text, str):
         try:
             data = json.loads(text[: 4 << 20])
-        except ValueError:
+        except (ValueError, RecursionError):  # also nested too deep to read
             return {}
     else:
         data = text

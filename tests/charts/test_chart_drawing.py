@@ -14,8 +14,9 @@ import pytest
 from bot.rendering.charts.draw import render_png
 from bot.rendering.charts.metrics import metrics_chart
 from bot.rendering.charts.progress import progress_chart
-from bot.rendering.charts.spec import Line
-from bot.rendering.charts.words import describe, number
+from bot.rendering.charts.spec import ChartSpec, Line, Panel
+from bot.rendering.charts.words import chart_words, describe, number
+from bot.rendering.text import WORD_JOINER
 from tests.support.png import png_size
 
 T0 = datetime(2026, 12, 1, 10, 0)
@@ -75,6 +76,42 @@ def test_one_panel_and_an_empty_chart_still_draw() -> None:
     empty = progress_chart("r", [], now=T0)
     assert empty.empty and png_size(render_png(empty))[0] == 1100
     assert "never logged" in describe(metrics_chart("r", []), missing=("kl",))
+
+
+@draws
+def test_names_are_drawn_as_typed_never_as_mathtext() -> None:
+    """A session's name and W&B's metric names are anyone's text: `$\\foo$` or deep
+    braces would make matplotlib's math parser refuse the whole chart."""
+    odd = "$\\foo$ " + "{" * 200 + "$x^{" + "}" * 3
+    steps = (1.0, 2.0, 3.0)
+    metrics = metrics_chart(odd, [Line("$\\sqrt{$", steps, (0.1, 0.2, 0.3))], note=odd)
+    assert png_size(render_png(metrics))[0] == 1100
+    progress = progress_chart(
+        odd,
+        _points(30, flat_after=10),
+        now=T0 + timedelta(minutes=60),
+        stall_after=timedelta(minutes=5),
+    )
+    assert png_size(render_png(progress))[0] == 1100
+    two = ChartSpec(
+        odd, "step", (Panel("$y$", (Line("$a$", steps, steps), Line("b$", steps, steps))),)
+    )
+    assert png_size(render_png(two))[0] == 1100  # a legend of two odd labels too
+
+
+def test_the_message_beside_a_chart_is_defused_like_every_text_from_together() -> None:
+    """Slack links bare URLs and domains and expands @-names in a file's comment: a
+    session named so must neither link nor ping, and the alt text stays plain."""
+    name = "@channel see evil.example https://evil.example/x #general <!here>"
+    spec = metrics_chart(name, [Line("reward", (1.0, 2.0), (0.5, 0.7))])
+    text, alt = chart_words(spec, note="W&B run example-org/proj.v2 is gone")
+    assert text.startswith(":bar_chart: ")
+    assert "@channel" not in text and f"@{WORD_JOINER}channel" in text
+    assert "evil.example" not in text and f"evil.{WORD_JOINER}example" in text
+    assert "https://" not in text and f"https:{WORD_JOINER}//" in text
+    assert "#general" not in text and "<!here>" not in text and "&lt;!here&gt;" in text
+    assert "proj.v2" not in text
+    assert WORD_JOINER not in alt and name in alt and "proj.v2" in alt
 
 
 def test_numbers_in_words() -> None:

@@ -52,8 +52,13 @@ class Rig:
     db_url: str
 
     def ask(self, text: str) -> str:
+        return self.ask_in(CHANNEL, text)
+
+    def ask_in(self, channel: str, text: str) -> str:
         token = uuid.uuid4().hex
-        response = self.bot.command(text, response_url=self.slack.response_url(token))
+        response = self.bot.command(
+            text, response_url=self.slack.response_url(token), channel_id=channel
+        )
         assert response.status_code == 200, response.text
         return token
 
@@ -63,9 +68,12 @@ class Rig:
     def wait_answer(self, token: str) -> str:
         return str(self.slack.wait_for_response(token).get("text"))
 
-    def root_ts(self, session_id: str) -> str:
+    def root_ts(self, session_id: str, channel: str = CHANNEL) -> str:
         rows = query(
-            self.db_url, "SELECT root_ts FROM subscriptions WHERE session_id = :s", s=session_id
+            self.db_url,
+            "SELECT root_ts FROM subscriptions WHERE session_id = :s AND channel_id = :c",
+            s=session_id,
+            c=channel,
         )
         return str(rows[0][0])
 
@@ -145,7 +153,8 @@ def test_command_and_button_upload_metrics_into_the_thread_and_cache(fresh: Rig)
     assert upload.alt_txt is not None
     assert "reward" in upload.alt_txt and "loss" in upload.alt_txt
     assert "step 0–999" in upload.alt_txt and f"grpo-{sid[:8]}" in upload.alt_txt
-    assert upload.initial_comment is not None and "reward 0.1 → " in upload.initial_comment
+    assert upload.initial_comment is not None  # defused: word joiners inside "0.1"
+    assert "reward 0.1 → " in upload.initial_comment.replace("\u2060", "")
     call = rig.wandb.history_calls()[-1]
     assert [s["keys"] for s in call.specs] == [["_step", "reward"], ["_step", "loss"]]
     assert "thread" in rig.wait_answer(token)
@@ -287,6 +296,26 @@ def test_a_stall_carries_the_progress_chart_and_an_end_the_final_chart_once(fres
     assert ("transition",) in kinds and ("chart",) not in kinds
     assert not rig.slack.uploads_in(CHANNEL, quiet_root)
     assert len(rig.slack.uploads_in(CHANNEL, root)) == 2  # once each
+
+
+def test_a_cached_chart_never_shows_another_threads_stall_band(fresh: Rig) -> None:
+    """Two channels watch one session, one with the default 3 s stall threshold and
+    one with `stall=off`: the stall chart drawn for the first is not the second's."""
+    rig = fresh
+    sid = new_sid()
+    rig.together.add(sid, step="100", metadata={})  # no W&B run: the progress chart
+    stalling = _subscribe(rig, sid, "chart=off")  # STALL_AFTER_MINUTES: 3 s
+    quiet = rig.ask_in("C2", f"subscribe {sid} stall=off chart=off")
+    assert "Subscribed" in rig.wait_answer(quiet)
+    [stall] = rig.wait_upload(1, stalling)
+    assert stall.alt_txt is not None and "no progress for" in stall.alt_txt
+
+    asked = rig.ask_in("C2", f"chart {sid} progress")
+    assert "thread" in rig.wait_answer(asked)
+    [chart] = rig.slack.uploads_in("C2", rig.root_ts(sid, "C2"))
+    assert chart.alt_txt is not None and "step 100 → 100" in chart.alt_txt
+    assert "no progress for" not in chart.alt_txt, chart.alt_txt
+    assert chart.data != stall.data
 
 
 def test_a_metric_gone_nan_is_told_once_in_the_thread_and_on_call_and_shown_on_the_card(

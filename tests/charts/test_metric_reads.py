@@ -52,6 +52,15 @@ def test_the_card_line_has_values_and_a_sparkline() -> None:
     assert with_metrics(card, []) is card
 
 
+def test_a_sparkline_spanning_the_whole_float_range_is_drawn() -> None:
+    """-1e308 to 1e308 is an infinite span: scaling must stay finite."""
+    assert sparkline([-1e308, 0.0, 1e308]) == "▁▅█"
+    assert sparkline([1e308, 1e308, 1.7e308]) == "▁▁█"
+    assert sparkline([-1.7976931348623157e308, 1.7976931348623157e308]) == "▁█"
+    line = MetricLine("loss", 1e308, (-1e308, None, 1e308))
+    assert metrics_text([line]) == "W&B: loss *1.00e+308* `▁ █`"
+
+
 def test_metric_lines_read_the_stored_view_tolerantly() -> None:
     stored = MetricsView(latest={"reward": 0.5}, recent={"reward": [0.1, None]}).dump()
     assert metric_lines(stored, NAMES) == (MetricLine("reward", 0.5, (0.1, None)),)

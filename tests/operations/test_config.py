@@ -158,3 +158,57 @@ def test_the_timing_table_in_the_architecture_doc_is_what_timings_computes(
     for row, seconds in by_row.items():
         assert defaults[row] == f"{seconds:g} s", f"architecture.md's '{row}' row"
     assert timings.report_stale >= 2 * timings.lease
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("TOGETHER_TIMEOUT_SECONDS", "0", "greater than 0"),
+        ("TOGETHER_TIMEOUT_SECONDS", "-5", "greater than 0"),
+        ("TOGETHER_TIMEOUT_SECONDS", "nan", "finite"),
+        ("TOGETHER_TIMEOUT_SECONDS", "inf", "finite"),
+        ("TOGETHER_TIMEOUT_SECONDS", "1e9", "less than or equal to 300"),
+        ("LEASE_SECONDS", "5", "at least 10"),
+        ("LEASE_SECONDS", "0", "greater than or equal to 1"),
+        ("LEASE_SECONDS", "-1", "greater than or equal to 1"),
+        ("LEASE_SECONDS", "nan", "finite"),
+        ("LEASE_SECONDS", "inf", "finite"),
+    ],
+)
+def test_a_timeout_or_lease_out_of_range_stops_the_start_with_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+    says: str,
+) -> None:
+    """A deadline of 0 fails every request at once and one of inf never ends; a
+    lease under Slack's timeout cannot hold one post: refused before anything starts."""
+    _clean_environment(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-real-looking-0123")
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-secret-0123")
+    monkeypatch.setenv("TOGETHER_API_KEY", "together-key-0123")
+    monkeypatch.setenv("TOGETHER_BASE_URL", "http://127.0.0.1:9/v1")  # nothing answers
+    monkeypatch.setenv(name, value)
+
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["show", "a0000000-0000-0000-0000-000000000001"])
+
+    assert stopped.value.code == cli.EXIT_CONFIG
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("rl-bot:") and name.lower() in lines[0].lower(), lines
+    assert says in lines[0], lines
+    assert not (tmp_path / "rl-bot.db").exists()
+
+
+def test_short_leases_are_only_for_the_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    _clean_environment(monkeypatch)
+    keys = {"slack_bot_token": "xoxb-real-looking-0123", "together_api_key": "together-0123"}
+    assert Settings(_env_file=None, lease_seconds=10, **keys).problems_for("show") == []
+    short = Settings(_env_file=None, lease_seconds=2, **keys)
+    assert [p.split()[0] for p in short.problems_for("show")] == ["LEASE_SECONDS"]
+    allowed = Settings(_env_file=None, lease_seconds=2, allow_short_leases=True, **keys)
+    assert allowed.problems_for("show") == []

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.ops.logs import REDACTED, configure_logging
+from bot.ops.logs import QUIET_LOGGERS, REDACTED, configure_logging
 from bot.ops.metrics import Metrics, get_metrics, status_code_label
 from bot.simulated import FakeSlack, FakeTogether
 from bot.training.status import Status, status_of
@@ -24,7 +24,7 @@ SHORT = "abc"  # below the minimum length: never redacted
 def _restore_logging() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    quiet = {n: logging.getLogger(n).level for n in ("httpx", "apscheduler.executors")}
+    quiet = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
     yield
     for h in list(root.handlers):
         if h not in handlers:
@@ -137,6 +137,24 @@ def test_configure_is_idempotent_and_sets_levels() -> None:
     assert [line["msg"] for line in _lines(buf)] == ["kept"]
     assert logging.getLogger("httpx").level == logging.WARNING
     assert logging.getLogger("apscheduler.executors").level == logging.WARNING
+
+
+def test_slack_sdk_never_logs_below_info_even_at_debug() -> None:
+    """slack_sdk's DEBUG lines carry whole answers (presigned download links) and
+    the response_url a person's answer goes to."""
+    buf = _json_logging("DEBUG")
+    presigned = "https://files.example/adapter.safetensors?X-Amz-Signature=0123abcd"
+    logging.getLogger("slack_sdk.web.async_base_client").debug("Received: %s", presigned)
+    logging.getLogger("slack_sdk.webhook.async_client").debug("Sending to %s", presigned)
+    logging.getLogger("slack_sdk.web.async_base_client").info("kept at info")
+    logging.getLogger("rlbot.test").debug("our own debug line")
+    said = buf.getvalue()
+    assert "X-Amz-Signature" not in said
+    assert [line["msg"] for line in _lines(buf)] == ["kept at info", "our own debug line"]
+
+    quiet = _json_logging("ERROR")  # a quieter LOG_LEVEL is not raised back to INFO
+    logging.getLogger("slack_sdk.web.async_base_client").warning("dropped at ERROR")
+    assert _lines(quiet) == []
 
 
 def test_unknown_level_falls_back_to_info() -> None:

@@ -21,7 +21,7 @@ from tests.support import BotFactory, BotProcess, base_env, pg_admin, query, wai
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 OPS = "COPS"
-FAST_LEASE = {"LEASE_SECONDS": "2", "ONCALL_CHANNEL": OPS}
+FAST_LEASE = {"LEASE_SECONDS": "2", "ALLOW_SHORT_LEASES": "true", "ONCALL_CHANNEL": OPS}
 
 
 def _subscribe(bot: BotProcess, slack: FakeSlack, channel: str = "C123") -> str:

@@ -55,7 +55,7 @@ def test_two_replicas_with_a_short_lease_and_slow_slack_post_each_row_once(
     one think the first one's lease is over."""
     if db_url.startswith("sqlite"):
         pytest.skip("replicas share a PostgreSQL database")
-    env = {"LEASE_SECONDS": "2", "DELIVERY_CONCURRENCY": "1"}
+    env = {"LEASE_SECONDS": "2", "ALLOW_SHORT_LEASES": "true", "DELIVERY_CONCURRENCY": "1"}
     first = start_bot(**env, REPLICA_ID="r0", FAULT_CLOCK_SKEW_SECONDS=first_skew)
     together.add(SID)
     channels = [f"C{i:03d}" for i in range(12)]
@@ -94,6 +94,7 @@ def test_a_poll_batch_longer_than_its_lease_is_polled_once(
     # No poll before the test makes every session due (a first poll is due at the minimum)
     env = {
         "LEASE_SECONDS": "2",
+        "ALLOW_SHORT_LEASES": "true",
         "TOGETHER_MAX_RPS": "3",
         "POLL_INTERVAL_SECONDS": "30",
         "POLL_MIN_INTERVAL_SECONDS": "30",

@@ -157,6 +157,33 @@ async def test_graphql_errors_server_errors_and_dropped_connections(
             await impatient.history(RUN, ["reward"])
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"data": {"project": {"run": {"sampledHistory": ' + "[" * 5000 + "]" * 5000 + "}}}}",
+        '{"data": {"project": {"run": {"sampledHistory": [[{"_step": ' + "7" * 5000 + "}]]}}}}",
+    ],
+    ids=["nested-too-deep", "5000-digit-number"],
+)
+async def test_an_answer_no_json_reader_takes_is_a_bad_response(
+    client: WandbClient, wandb: FakeWandb, body: str
+) -> None:
+    wandb.add_run("team", "rl", "odd", FakeRun(answer_text=body))
+    for read in (client.history, client.card):
+        with pytest.raises(WandbError) as caught:
+            await read(RunRef("team", "rl", "odd"), ["reward"])
+        assert caught.value.kind == "bad_response"
+
+
+async def test_a_summary_nested_too_deep_reads_as_no_summary(
+    client: WandbClient, wandb: FakeWandb
+) -> None:
+    rows = [{"_step": i, "reward": i / 10} for i in range(5)]
+    wandb.add_run("team", "rl", "deep", FakeRun(rows=rows, summary="[" * 5000 + "]" * 5000))
+    latest, recent = await client.card(RunRef("team", "rl", "deep"), ["reward"])
+    assert latest == {} and recent["reward"].values[-1] == 0.4
+
+
 async def test_a_metric_never_logged_is_an_empty_series(client: WandbClient) -> None:
     found = await client.history(RUN, ["kl"])
     assert found["kl"].empty

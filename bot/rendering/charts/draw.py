@@ -1,6 +1,7 @@
 """A `ChartSpec` drawn as a PNG with matplotlib's Figure API on the Agg backend.
 
-Never pyplot: it keeps global figures and picks a GUI backend. matplotlib is
+Never pyplot: it keeps global figures and picks a GUI backend. Text is never
+mathtext (see `render_png`). matplotlib is
 imported here, on the first chart, so a bot that never draws one never pays its
 memory. Drawing is CPU work of a few hundred milliseconds: callers run it in a
 worker thread (`asyncio.to_thread`), never on the event loop.
@@ -32,7 +33,16 @@ BAND = "#e8a3a3"
 
 
 def render_png(spec: ChartSpec) -> bytes:
-    """The chart as PNG bytes."""
+    """The chart as PNG bytes. Every text on it (the session's name, W&B's metric
+    names) is drawn as typed: matplotlib's math parser is off, so a `$` or a brace
+    in a name is only a character and can never make the chart fail."""
+    from matplotlib import rc_context
+
+    with rc_context({"text.parse_math": False, "text.usetex": False}):
+        return _render(spec)
+
+
+def _render(spec: ChartSpec) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

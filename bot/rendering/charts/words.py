@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from bot.rendering.charts.spec import ChartSpec, Line
+from bot.rendering.text import defuse, escape
 
 MAX_ALT = 1000
 
@@ -44,3 +45,16 @@ def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
         parts.append(spec.bands[0].label)
     text = "; ".join(parts)
     return text if len(text) <= MAX_ALT else text[: MAX_ALT - 1] + "…"
+
+
+def chart_words(
+    spec: ChartSpec, *, missing: tuple[str, ...] = (), note: str = ""
+) -> tuple[str, str]:
+    """The message beside a chart (mrkdwn) and its alt text (plain): the same
+    facts, with `note` saying why the bot's own progress is shown instead."""
+    words = describe(spec, missing=missing)
+    if note:
+        words += f" ({note}; showing the bot's own progress)"
+    # A file's comment is autolinked like a `text` fallback: escaped and defused
+    # as every other text from Together and W&B, so a name neither pings nor links.
+    return f":bar_chart: {defuse(escape(words))}", words
