@@ -20,14 +20,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.alerts.metric_rules import Reading, judge_rules
 from bot.outbox.contract.payloads import MetricPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.store.queries.metric_rules import metrics_by_session, rules_reaching
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
+from bot.training.thresholds import STEPS_PER_MIN
 from bot.wandb.errors import WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
@@ -82,6 +85,19 @@ def next_view(
     return view, bad
 
 
+def rule_readings(
+    metrics: set[str], latest: Mapping[str, float], recent: Mapping[str, Series]
+) -> dict[str, Reading]:
+    """What a read says of the rules' W&B metrics (pure): each one's latest
+    value (None when the run has none) at its newest sampled step."""
+    out: dict[str, Reading] = {}
+    for name in metrics - {STEPS_PER_MIN}:
+        series = recent.get(name)
+        step = series.steps[-1] if series is not None and series.steps else None
+        out[name] = Reading(latest.get(name), step)
+    return out
+
+
 async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
@@ -95,6 +111,8 @@ async def read_metrics(rt: Runtime) -> int:
         due = await due_sessions(
             db, before=now - timedelta(seconds=settings.wandb_refresh_seconds), limit=BATCH
         )
+        # the channels' rules ride on the same request: their metrics are asked for too
+        wanted = metrics_by_session(await rules_reaching(db, due))
         snapshots = dict(
             (
                 await db.execute(
@@ -109,6 +127,8 @@ async def read_metrics(rt: Runtime) -> int:
         async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
             for session_id in due:
                 bad: list[BadMetric] = []
+                readings: dict[str, Reading] = {}
+                extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
                 snapshot = snapshots.get(session_id)
                 metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
                 run = run_of(metadata if isinstance(metadata, dict) else None)
@@ -118,19 +138,30 @@ async def read_metrics(rt: Runtime) -> int:
                     view = old  # nothing to read; looked at again after the refresh
                 else:
                     try:
-                        latest, recent = await wandb.card(run, settings.wandb_metrics)
+                        names = [*settings.wandb_metrics]
+                        names += [m for m in extra if m not in names]
+                        latest, recent = await wandb.card(run, names)
                     except WandbError as exc:
                         if exc.kind == "budget":
                             break
                         view = old.model_copy(update={"error": exc.user_message})
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
+                        readings = rule_readings(wanted.get(session_id, set()), latest, recent)
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
                     await write_view(db, session_id, view, read_at=now)
                     if bad:
                         await _tell(db, rt, session_id, snapshot, bad)
                         told += len(bad)
+                    if readings:
+                        await judge_rules(
+                            db,
+                            {session_id: readings},
+                            now=now,
+                            oncall_channel=settings.oncall_channel,
+                            snapshots={session_id: snapshot},
+                        )
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, JOB, owner=rt.owner)

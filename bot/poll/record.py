@@ -23,6 +23,8 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.alerts.budgets import judge_budgets
+from bot.alerts.metric_rules import judge_rules, poll_readings
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.config import Settings
@@ -119,6 +121,17 @@ async def record_outcomes(
     if judged.updates:
         await _update_states(db, judged.updates, owner=owner)
         await record_steps(db, moved_steps(owned, judged.updates), now=now)
+        # the channels' rules on steps/min and their budgets, judged on this poll
+        outbox_rows += await judge_rules(
+            db, poll_readings(judged.updates), now=now, oncall_channel=settings.oncall_channel
+        )
+        outbox_rows += await judge_budgets(
+            db,
+            judged.updates,
+            now=now,
+            zone=settings.default_timezone,
+            oncall_channel=settings.oncall_channel,
+        )
     ended = judged.ended()
     if ended:
         await db.execute(
