@@ -35,15 +35,24 @@ class Reading:
 
 
 def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Reading]]:
-    """`steps_per_min` of each session a poll wrote a step view for (pure)."""
+    """`steps_per_min` of each session a poll wrote a step view for (pure): the
+    measured rate, which only moves when the step does, capped by how long the
+    step has stood still, so a slowdown reads as one before the next step."""
     out: dict[str, dict[str, Reading]] = {}
     for session_id, values in updates.items():
         if "progress" not in values:
             continue
         watch = WatchProgress.read(values["progress"])
-        if watch.running and watch.rate is not None:
-            step = float(watch.step) if watch.step is not None else None
-            out[session_id] = {STEPS_PER_MIN: Reading(watch.rate, step)}
+        if not watch.running or watch.rate is None:
+            continue
+        rate = watch.rate
+        if watch.since is not None and watch.seen_at is not None:
+            # a step standing still for t minutes allows at most one step in t
+            still = (watch.seen_at - watch.since).total_seconds() / 60
+            if still > 0:
+                rate = min(rate, 1 / still)
+        step = float(watch.step) if watch.step is not None else None
+        out[session_id] = {STEPS_PER_MIN: Reading(rate, step)}
     return out
 
 

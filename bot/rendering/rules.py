@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.rendering.blocks import Message, context_block, message_of, section_block
-from bot.rendering.text import code_span, inert, safe_link, safe_mention
+from bot.rendering.text import code_span, escape, inert, safe_link, safe_mention
 from bot.rendering.words import duration_words, money_words
+from bot.training.thresholds import OPS
 
 MAX_METRIC = 64
 
@@ -29,7 +30,8 @@ class RuleWords:
 
 def rule_words(rule: RuleWords, *, with_session: bool = True) -> str:
     """`reward < 0.2 for 10 min, pages on-call` (on `*`: every session here)."""
-    text = f"`{inert(rule.metric, MAX_METRIC)} {inert(rule.op, 2)} {rule.threshold:g}`"
+    op = escape(rule.op) if rule.op in OPS else "?"
+    text = f"`{inert(rule.metric, MAX_METRIC)} {op} {rule.threshold:g}`"
     if rule.hold_seconds:
         text += f" for {_held(timedelta(seconds=rule.hold_seconds))}"
     if rule.page:

@@ -169,7 +169,7 @@ def test_the_alert_grammar() -> None:
         "*", "steps_per_min", "<=", 5.0
     )
     assert parse(f"alert {SID} off").metric_rule == RuleSpec(SID, None)
-    assert parse(f"alert * off kl").metric_rule == RuleSpec("*", "kl")
+    assert parse("alert * off kl").metric_rule == RuleSpec("*", "kl")
     assert parse("alerts").verb == "alerts" and parse("alerts").rules_of is None
     assert parse(f"alerts {SID}").rules_of == SID
 
