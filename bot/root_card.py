@@ -30,6 +30,7 @@ def facts(view: CardView) -> WatchFacts:
         rate=view.rate,
         target=view.target,
         eta=view.eta,
+        budget=view.budget,
     )
 
 

@@ -39,6 +39,7 @@ from bot.poll.personal import personal_rows
 from bot.store.progress import WatchProgress
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
+from bot.store.rule_tables import Budget
 from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
 
 log = logging.getLogger(__name__)
@@ -204,6 +205,13 @@ async def _write_events(
             Subscription.stall_after_minutes,
             Subscription.target_step,
             Subscription.chart_on_end,
+            Budget.amount,
+        )
+        .outerjoin(
+            Budget,
+            (Budget.team_id == Subscription.team_id)
+            & (Budget.channel_id == Subscription.channel_id)
+            & (Budget.session_id == Subscription.session_id),
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
@@ -219,6 +227,7 @@ async def _write_events(
             muted_until=sub.muted_until,
             stall_after_minutes=sub.stall_after_minutes,
             target_step=sub.target_step,
+            budget=sub.amount,
         )
         for sub in found
     ]

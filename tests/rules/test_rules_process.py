@@ -167,9 +167,16 @@ def test_a_budget_warns_at_80_and_100_percent_with_the_forecast_and_pages_at_100
     together.add_resource(RID, "READY")
     together.add(SID, "RUNNING", step="10", model_resources_id=RID)
     bot = start_bot(SPEND_WATCH="true", ONCALL_CHANNEL=OPS)
-    root = subscribe(bot, slack, SID)
     # $25.00/h (the fake's price): 80 % of $0.05 after 5.8 s READY, 100 % after 7.2 s
     assert "Set a budget $0.05" in say(bot, slack, f"budget {SID} $0.05")
+    root = subscribe(bot, slack, SID)
+
+    def card() -> str:
+        updates = slack.updates(CHANNEL, root)
+        return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
+
+    wait_until(lambda: "of $0.05 budget" in card().replace("\u2060", ""), what="the card")
+    assert "Spend so far (estimate)" in card()
 
     [eighty] = wait_until(
         lambda: told(slack, CHANNEL, root, "is at 80 % of its budget"), timeout=60

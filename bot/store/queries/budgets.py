@@ -125,7 +125,7 @@ async def keep_budget_state(
     await db.execute(update(Budget).where(Budget.id == budget_id).values(**values))
 
 
-async def card_budgets(
+async def card_budget(
     db: AsyncSession, *, team_id: str, channel_id: str, session_id: str
 ) -> Budget | None:
     """The session's own budget in this channel (the card's "spent ≈ $X of $Y")."""

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.rule_tables import Budget
 from bot.store.tables import SESSION_ENDED, SessionMetrics, Subscription, WatchedSession, utcnow
 
 
@@ -166,10 +167,20 @@ async def channel_watched(
 
 async def card_settings(
     db: AsyncSession, subscription_ids: Sequence[int]
-) -> Sequence[Row[int, int | None, int | None, dict[str, object] | None, dict[str, object] | None]]:
+) -> Sequence[
+    Row[
+        int,
+        int | None,
+        int | None,
+        dict[str, object] | None,
+        dict[str, object] | None,
+        float | None,
+    ]
+]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
-    and what the bot last read of its W&B run (`view`, None when never read)."""
+    what the bot last read of its W&B run (`view`, None when never read), and
+    the channel's budget on the session (`amount`, None when none is set)."""
     if not subscription_ids:
         return []
     rows = await db.execute(
@@ -179,9 +190,16 @@ async def card_settings(
             Subscription.stall_after_minutes,
             WatchedSession.progress,
             SessionMetrics.view,
+            Budget.amount,
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
         .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)
+        .outerjoin(
+            Budget,
+            (Budget.team_id == Subscription.team_id)
+            & (Budget.channel_id == Subscription.channel_id)
+            & (Budget.session_id == Subscription.session_id),
+        )
         .where(Subscription.id.in_(list(subscription_ids)))
     )
     return rows.all()
