@@ -21,13 +21,13 @@ EVERY = "*"
 MAX_METRIC_NAME = 64
 MAX_HOLD = timedelta(days=30)
 ALERT_USAGE = (
-    "Use `alert <id>|* <metric> <op> <value> [for <duration>] [page]`, e.g. "
-    "`alert <id> reward < 0.2 for 10m page` (`op` is `<`, `<=`, `>` or `>=`; the metric is "
-    "a W&B metric of the session's run, or `steps_per_min`), or `alert <id>|* off [<metric>]`."
+    "Use `alert &lt;id&gt;|* &lt;metric&gt; &lt;op&gt; &lt;value&gt; [for &lt;duration&gt;] [page]`, e.g. "
+    "`alert &lt;id&gt; reward &lt; 0.2 for 10m page` (`op` is `&lt;`, `&lt;=`, `&gt;` or `&gt;=`; the metric is "
+    "a W&B metric of the session's run, or `steps_per_min`), or `alert &lt;id&gt;|* off [&lt;metric&gt;]`."
 )
 BUDGET_USAGE = (
-    "Use `budget <id> $<amount>` (the session's estimated spend), `budget * $<amount>/day` "
-    "(the channel's daily spend over its sessions) or `budget <id>|* off`; amounts are "
+    "Use `budget &lt;id&gt; $&lt;amount&gt;` (the session's estimated spend), `budget * $&lt;amount&gt;/day` "
+    "(the channel's daily spend over its sessions) or `budget &lt;id&gt;|* off`; amounts are "
     "positive, at most $1,000,000."
 )
 _METRIC_RE = re.compile(r"^[A-Za-z0-9_./-]+$")
@@ -73,7 +73,7 @@ def parse_alert(args: list[str]) -> RuleSpec | str:
         return f"{code_span(args[0], _ECHO)} is not a session id or `*`. {ALERT_USAGE}"
     if args[1].lower() == "off":
         if len(args) > 3:
-            return f"`alert <id> off` takes at most one metric. {ALERT_USAGE}"
+            return f"`alert &lt;id&gt; off` takes at most one metric. {ALERT_USAGE}"
         metric = args[2] if len(args) == 3 else None
         if metric is not None and (problem := _metric_problem(metric)):
             return problem
@@ -85,7 +85,7 @@ def parse_alert(args: list[str]) -> RuleSpec | str:
         return problem
     known = next((o for o in OPS if o == op), None)
     if known is None:
-        return f"{code_span(op, _ECHO)} is not an operator: use `<`, `<=`, `>` or `>=`."
+        return f"{code_span(op, _ECHO)} is not an operator: use `&lt;`, `&lt;=`, `&gt;` or `&gt;=`."
     threshold = _number(value)
     if threshold is None:
         return f"{code_span(value, _ECHO)} is not a finite number."
@@ -131,8 +131,8 @@ def parse_budget(args: list[str]) -> BudgetSpec | str:
     daily = match.group(2) is not None
     if daily != (target == EVERY):
         return (
-            "A daily budget (`$<amount>/day`) is the channel's, over every session: "
-            f"give it as `budget * $<amount>/day`; a session's budget has no `/day`. {BUDGET_USAGE}"
+            "A daily budget (`$&lt;amount&gt;/day`) is the channel's, over every session: "
+            f"give it as `budget * $&lt;amount&gt;/day`; a session's budget has no `/day`. {BUDGET_USAGE}"
         )
     return BudgetSpec(target, amount, daily=daily)
 

@@ -45,7 +45,7 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
     if not added:
         return (
             f":no_entry_sign: This channel already has {MAX_METRIC_RULES} rules, the most it "
-            "may hold: remove one with `/rl-session alert <id> off [<metric>]`."
+            "may hold: remove one with `/rl-session alert &lt;id&gt; off [&lt;metric&gt;]`."
         )
     words = rule_words(
         RuleWords(
