@@ -123,11 +123,11 @@ async def read_metrics(rt: Runtime) -> int:
             ).all()
         )
     read = told = 0
+    readings: dict[str, dict[str, Reading]] = {}
     try:
         async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
             for session_id in due:
                 bad: list[BadMetric] = []
-                readings: dict[str, Reading] = {}
                 extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
                 snapshot = snapshots.get(session_id)
                 metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
@@ -147,21 +147,24 @@ async def read_metrics(rt: Runtime) -> int:
                         view = old.model_copy(update={"error": exc.user_message})
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
-                        readings = rule_readings(wanted.get(session_id, set()), latest, recent)
+                        if session_id in wanted:
+                            readings[session_id] = rule_readings(wanted[session_id], latest, recent)
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
                     await write_view(db, session_id, view, read_at=now)
                     if bad:
                         await _tell(db, rt, session_id, snapshot, bad)
                         told += len(bad)
-                    if readings:
-                        await judge_rules(
-                            db,
-                            {session_id: readings},
-                            now=now,
-                            oncall_channel=settings.oncall_channel,
-                            snapshots={session_id: snapshot},
-                        )
+            # the channels' rules on what this pass read: one judgement for the batch
+            if readings:
+                async with rt.sessionmaker() as db, db.begin():
+                    await judge_rules(
+                        db,
+                        readings,
+                        now=now,
+                        oncall_channel=settings.oncall_channel,
+                        snapshots=snapshots,
+                    )
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, JOB, owner=rt.owner)
