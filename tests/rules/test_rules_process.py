@@ -9,6 +9,7 @@ on the channel's local day."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -221,3 +222,23 @@ def test_a_daily_budget_is_counted_anew_on_the_channels_local_day(
     assert days == [(today.isoformat(), 100)]
     keys = [k for (k,) in query(db_url, "SELECT dedupe_key FROM outbox WHERE kind = 'budget'")]
     assert len(keys) == 2 and all(today.isoformat() in k for k in keys)
+
+
+def test_a_rule_with_for_waits_until_the_crossing_has_held_that_long(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    bot = start_bot()
+    answer = say(bot, slack, f"alert {SID} steps_per_min <= 4 for 10s")
+    assert "`steps_per_min &lt;= 4` for 10 s" in answer, answer
+    together.add(SID, "RUNNING", step="100")
+    root = subscribe(bot, slack, SID)
+    for step in (600, 1100, 1600):  # a measured rate of thousands a minute
+        together.set_status(SID, "RUNNING", step=str(step))
+        polls(together, 2)
+    # the step stands still: the rate reads <= 4 after 15 s, and must hold 10 s more
+    [alert] = wait_until(lambda: told(slack, CHANNEL, root, "`steps_per_min` is"), timeout=60)
+    held = re.search(r", for (\d+) s", text_of(alert))
+    assert held is not None and int(held.group(1)) >= 10, text_of(alert)
+    assert "for 10 s" in json.dumps(alert.blocks)  # the rule, as given
+    [(since, fired)] = query(db_url, "SELECT since, fired FROM metric_rule_states")
+    assert fired in (True, 1) and since is not None
