@@ -16,10 +16,10 @@ from sqlalchemy import event
 
 from bench.env import database, make_due, seed
 from bench.scenarios import Sizes
-from bot.config import Settings
 from bot.poll import cycle as poller
 from bot.poll import isolate
 from bot.runtime import build_runtime
+from bot.settings.model import Settings
 from tests.fakes import FakeTogether
 
 

@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy import insert, select, text
 
 from bench.env import database, seed
-from bot.config import Settings
 from bot.jobs import metric_reads
 from bot.jobs.metric_reads import read_metrics
 from bot.runtime import build_runtime
+from bot.settings.model import Settings
 from bot.store.queries.session_metrics import due_sessions
 from bot.store.rule_tables import MetricRule
 from bot.store.tables import db_now, utcnow

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from bot.config import Mode, Settings
+from bot.settings.model import Mode, Settings
 
 log = logging.getLogger("bot")
 EXIT_CONFIG = 2
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command: Mode = args.command
     settings = _settings(command)
-    from bot.logs import configure_logging
+    from bot.ops.logs import configure_logging
 
     configure_logging(settings.log_level, settings.log_format, settings.secrets())
     if command == "migrate":
@@ -104,7 +104,7 @@ def _lock_sqlite(url: str) -> str | None:
     global _sqlite_lock
     from sqlalchemy.engine import make_url
 
-    from bot.database_url import async_url, is_sqlite
+    from bot.settings.database_url import async_url, is_sqlite
 
     if not is_sqlite(url):
         return None
@@ -139,7 +139,7 @@ def _lock_sqlite(url: str) -> str | None:
 
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
-    from bot.database_url import is_sqlite
+    from bot.settings.database_url import is_sqlite
     from bot.store.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):

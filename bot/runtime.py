@@ -18,9 +18,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from bot.config import Settings
-from bot.metrics import Metrics, get_metrics, status_code_label
-from bot.rate_limits import SlackRateLimitRetry
+from bot.ops.metrics import Metrics, get_metrics, status_code_label
+from bot.ops.retry_after import SlackRateLimitRetry
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient

@@ -32,7 +32,7 @@ from pathlib import Path
 #: what `rl-bot serve`, `socket` and `migrate` import, so a fork has it already
 PRELOAD = (
     "bot.cli",
-    "bot.logs",
+    "bot.ops.logs",
     "bot.runtime",
     "bot.slack.app",
     "bot.slack.web",

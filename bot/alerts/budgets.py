@@ -21,12 +21,12 @@ from bot.outbox.contract.payloads import BudgetPayload
 from bot.outbox.contract.rows import OutboxRow, Thread
 from bot.outbox.contract.rule_rows import budget_rows
 from bot.outbox.queue import insert_outbox
-from bot.store.progress import SpendRead, WatchProgress
 from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_budget_state
 from bot.store.tables import Subscription, WatchedSession
 from bot.training.rules import estimated_spend
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
+from bot.training.watch_progress import SpendRead, WatchProgress
 
 
 def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:

@@ -21,7 +21,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.payloads import IdlePayload
@@ -29,10 +28,9 @@ from bot.outbox.contract.rows import Thread, dm_row, idle_rows
 from bot.outbox.creator_dm import creator_dms
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job, renewing
+from bot.store.job_locks import exclusive_job
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.subscriptions import threads_of_sessions
-from bot.store.tables import db_now
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
@@ -66,25 +64,19 @@ async def watch_idle_resources(rt: Runtime) -> int:
     after = timedelta(minutes=settings.idle_resource_alert_minutes)
     if not settings.oncall_channel or after <= timedelta(0):
         return 0
-    async with rt.sessionmaker() as db, db.begin():
-        job = await claim_job(
-            db, "watch_idle_resources", owner=rt.owner, lease=settings.lease_seconds
-        )
-        if job is None:
-            return 0
-        now = (await db.execute(select(db_now()))).scalar_one()
-    async with renewing(
+    async with exclusive_job(
         rt.sessionmaker, "watch_idle_resources", owner=rt.owner, lease=settings.lease_seconds
-    ):
-        payloads = await _idle(rt, now=now, after=after)
-    async with rt.sessionmaker() as db, db.begin():
-        written = await write_idle_alerts(
-            db,
-            payloads,
-            oncall_channel=settings.oncall_channel,
-            user_map=settings.created_by_user_map,
-        )
-        await release_job(db, "watch_idle_resources", owner=rt.owner)
+    ) as run:
+        if run is None:
+            return 0
+        payloads = await _idle(rt, now=run.now, after=after)
+        async with rt.sessionmaker() as db, db.begin():
+            written = await write_idle_alerts(
+                db,
+                payloads,
+                oncall_channel=settings.oncall_channel,
+                user_map=settings.created_by_user_map,
+            )
     return written
 
 

@@ -31,7 +31,6 @@ from bot.alerts.resource_reader import ResourceReader
 from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
-from bot.store.progress import IdleCheck, SpendRead, WatchProgress
 from bot.store.queries.personal_alerts import listeners
 from bot.store.tables import WatchedSession, db_now
 from bot.together.errors import TogetherError
@@ -39,6 +38,7 @@ from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
 from bot.training.status import STATUS_PREFIX, ResourceStatus, status_of
 from bot.training.time_bounds import later, naive_utc
+from bot.training.watch_progress import IdleCheck, SpendRead, WatchProgress
 
 log = logging.getLogger(__name__)
 

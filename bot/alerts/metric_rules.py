@@ -20,10 +20,10 @@ from bot.outbox.contract.payloads import RulePayload
 from bot.outbox.contract.rows import OutboxRow, Thread
 from bot.outbox.contract.rule_rows import rule_rows
 from bot.outbox.queue import insert_outbox
-from bot.store.progress import WatchProgress
 from bot.store.queries.metric_rules import rule_states, rules_reaching, write_rule_states
 from bot.store.tables import WatchedSession
 from bot.training.thresholds import OPS, STEPS_PER_MIN, Op, RuleState, judge_reading
+from bot.training.watch_progress import WatchProgress
 
 
 @dataclass(frozen=True)

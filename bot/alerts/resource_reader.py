@@ -208,12 +208,15 @@ class ResourceReader:
             self._listed = True
             known = {v[1] for v in self._sessions.values()}
             listed, complete = 0, False
+            full_rows, full_pages = 0, 0  # pages followed by another: a page's size
             async for page, last in live_resource_pages(
                 self._together, max_pages=max_pages(projected)
             ):
                 self.pages += 1
                 listed += len(page)
                 complete = last
+                if not last:
+                    full_rows, full_pages = full_rows + len(page), full_pages + 1
                 for r in page:
                     if coming:
                         self._listed_now[r.id] = r
@@ -229,6 +232,7 @@ class ResourceReader:
                 missing=len(left),
                 at=now,
                 before=self._seen,
+                per_page=full_rows / full_pages if full_pages else None,
             )
         gate = asyncio.Semaphore(_CONCURRENCY)
 
@@ -271,7 +275,7 @@ class ResourceReader:
 async def live_resource_pages(
     together: TogetherClient, *, max_pages: int
 ) -> AsyncIterator[tuple[list[ModelResource], bool]]:
-    """Pages of the live (pending, creating, ready) resources, 100 a page, with
+    """Pages of the live (pending, creating, ready) resources, 100 asked a page, with
     whether each is the last (Together's `meta` says), up to `max_pages`. A page
     that fails ends the pass after the pages read."""
     cursor: str | None = None

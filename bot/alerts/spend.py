@@ -16,9 +16,9 @@ import json
 from datetime import datetime
 
 from bot.alerts.resource_reader import Read
-from bot.store.progress import SpendRead, WatchProgress
 from bot.training.rules import rate_words
 from bot.training.status import ResourceStatus
+from bot.training.watch_progress import SpendRead, WatchProgress
 
 #: the card's spend estimate is redrawn once per this much READY time
 SPEND_REDRAW_SECONDS = 900.0

@@ -24,7 +24,6 @@ from datetime import datetime, timedelta
 
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, progress_row, stall_page_row
-from bot.store.progress import SpendRead, WatchProgress
 from bot.training.rules import (
     STALL_AFTER,
     Progress,
@@ -38,6 +37,7 @@ from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus, Status
 from bot.training.time_bounds import naive_utc, utc
+from bot.training.watch_progress import SpendRead, WatchProgress
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from bot import rendering, root_card
+from bot import rendering
 from bot.alerts.stall import threshold
 from bot.commands.asker import Asker, Sessionmaker
-from bot.config import Settings
+from bot.rendering import root_card
 from bot.rendering.blocks import Message
 from bot.rendering.resource_line import with_resource_line
-from bot.store.progress import CardView
+from bot.settings.model import Settings
 from bot.store.queries.budgets import card_budget
 from bot.store.queries.session_metrics import view_of
 from bot.store.queries.subscriptions import active_subscription
@@ -25,6 +25,7 @@ from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.resource_cache import ResourceCache
 from bot.training.sessions import TrainingSession, is_session_id
+from bot.training.watch_progress import CardView
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.charting.cache import shared_cache
-from bot.charting.gather import chart_of
-from bot.charting.upload import UploadRefused, upload_chart
+from bot.charts.cache import shared_cache
+from bot.charts.gather import chart_of
+from bot.charts.upload import UploadRefused, upload_chart
 from bot.commands.asker import Asker
 from bot.commands.subscriptions import fetch_for_user
 from bot.runtime import Runtime

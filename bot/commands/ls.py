@@ -21,10 +21,9 @@ from bot.alerts.resource_reader import live_resource_pages
 from bot.commands.asker import Sessionmaker
 from bot.commands.card import stall_threshold
 from bot.commands.ls_query import ListQuery, More, creators, more_value
-from bot.config import Settings
 from bot.rendering.blocks import Message
 from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_page
-from bot.store.progress import WatchProgress
+from bot.settings.model import Settings
 from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
@@ -33,6 +32,7 @@ from bot.training.resources import ModelResource
 from bot.training.rules import stalled_for
 from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
+from bot.training.watch_progress import WatchProgress
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
 ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, WatchProgress]]]

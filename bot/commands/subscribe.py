@@ -18,8 +18,8 @@ from bot.commands.as_poll import AsPoll
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, unsubscribe
 from bot.commands.thread import post_in_thread, refusal_logged
-from bot.config import Settings
 from bot.outbox.queue import end_subscriptions, in_flight
+from bot.settings.model import Settings
 from bot.store.queries.chart_subscriptions import set_chart_on_end
 from bot.store.queries.routing import set_routing
 from bot.store.queries.subscriptions import channel_subscriptions, set_stall, set_target

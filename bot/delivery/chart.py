@@ -1,5 +1,5 @@
 """Sending a chart row: draw the chart from the data of this moment and upload
-it into the row's thread (`bot.charting`).
+it into the row's thread (`bot.charts`).
 
 A chart takes seconds (the first one imports matplotlib), so it is drawn and
 uploaded beside the delivery pass, not in it: the row is marked sent when the
@@ -18,14 +18,14 @@ import logging
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.charting.cache import shared_cache
-from bot.charting.gather import PROGRESS, chart_of
-from bot.charting.upload import UploadRefused, upload_chart
+from bot.charts.cache import shared_cache
+from bot.charts.gather import PROGRESS, chart_of
+from bot.charts.upload import UploadRefused, upload_chart
 from bot.delivery.messages import session_of
 from bot.delivery.outcome import SendResult
 from bot.outbox.contract.payloads import ChartPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 from bot.training.thresholds import STEPS_PER_MIN
 

@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery.outcome import PERMANENT_ERRORS
 from bot.outbox.contract.payloads import Kind
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 
 log = logging.getLogger(__name__)
 

@@ -35,28 +35,28 @@ import logging
 from datetime import timedelta
 
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
-from bot.config import Settings
 from bot.delivery.chart import send_chart
 from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
 from bot.delivery.routing import thread_modes
 from bot.delivery.send import post_one, posts_message, redraw_root
-from bot.faults import crash_point
-from bot.metrics import Metrics
+from bot.ops.faults import crash_point
+from bot.ops.metrics import Metrics
 from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, claim_due, fence, hand_back, renew
-from bot.root_card import CardWatch, metric_lines
+from bot.outbox.queue import claim_due, fence, hand_back, renew
+from bot.outbox.table import OutboxMessage
+from bot.rendering.root_card import CardWatch, metric_lines
 from bot.runtime import Runtime
+from bot.settings.model import Settings
 from bot.store.heartbeats import held_for, renew_while
-from bot.store.progress import CardView
 from bot.store.queries.subscriptions import card_settings
-from bot.store.tables import db_now
+from bot.store.tables import database_now
 from bot.together.client import TogetherClient
+from bot.training.watch_progress import CardView
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def deliver_due(
         )
         watches = await card_watches(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
-        now = (await db.execute(select(db_now()))).scalar_one() if adopted else None
+        now = await database_now(db) if adopted else None
         modes = await thread_modes(db, rows) if rows else {}
     if not rows:
         return []

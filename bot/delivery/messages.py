@@ -12,7 +12,6 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.config import Settings
 from bot.outbox.contract.payloads import (
     BudgetPayload,
     ChartPayload,
@@ -31,7 +30,7 @@ from bot.outbox.contract.payloads import (
     RulePayload,
     TransitionPayload,
 )
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.rendering import actions as rendering_actions
 from bot.rendering import watch as rendering_watch
 from bot.rendering.actions import with_actions
@@ -39,6 +38,7 @@ from bot.rendering.follow import personal_heading
 from bot.rendering.metric_alert import metric_alert
 from bot.rendering.rules import RuleWords, budget_alert, rule_alert
 from bot.rendering.words import session_label
+from bot.settings.model import Settings
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
 
+from bot.ops.retry_after import parse_retry_after
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
-from bot.rate_limits import parse_retry_after
+from bot.outbox.table import OutboxMessage
 
 log = logging.getLogger(__name__)
 

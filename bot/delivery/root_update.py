@@ -7,7 +7,7 @@ import logging
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import rendering, root_card
+from bot import rendering
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
     Payload,
@@ -15,9 +15,10 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
+from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
-from bot.root_card import CardWatch
+from bot.rendering.root_card import CardWatch
 from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)

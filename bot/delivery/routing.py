@@ -15,7 +15,7 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.store.queries.routing import broadcast_modes
 from bot.training.status import Status, status_of
 

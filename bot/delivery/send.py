@@ -13,7 +13,6 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import Settings
 from bot.delivery.duplicates import METADATA_EVENT, already_posted
 from bot.delivery.messages import render_row
 from bot.delivery.outcome import SendResult, classify, retry_later
@@ -21,8 +20,9 @@ from bot.delivery.root_update import update_root
 from bot.delivery.routing import default_mode, reply_broadcast
 from bot.outbox.contract.payloads import RootPayload
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
-from bot.root_card import CardWatch
+from bot.outbox.table import OutboxMessage
+from bot.rendering.root_card import CardWatch
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from bot.outbox.contract.payloads import (
     read_payload,
 )
 from bot.outbox.contract.rows import digest_row
-from bot.outbox.queue import OutboxMessage, insert_outbox
+from bot.outbox.queue import insert_outbox
+from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.subscriptions import channel_watched
 from bot.store.tables import ChannelSettings, db_now

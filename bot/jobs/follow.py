@@ -172,7 +172,9 @@ async def live_sessions(
     if (
         not state.filter_refused
         and creators is not None
-        and filter_saves(creators, lister.last_size(LIVE_STATUSES))
+        and filter_saves(
+            creators, lister.last_size(LIVE_STATUSES), lister.last_per_page(LIVE_STATUSES)
+        )
     ):
         found = Found()
         for creator in sorted(creators):

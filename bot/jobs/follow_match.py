@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.together.list_pass import Listed
-from bot.together.poll_plan import pages_for
+from bot.together.poll_plan import PAGE_SIZE, pages_for
 from bot.training.status import STATUS_PREFIX, Status
 from bot.training.time_bounds import naive_utc
 
@@ -91,10 +91,12 @@ def creators_of(wanted: Sequence[Wanted]) -> frozenset[str] | None:
     return frozenset(out)
 
 
-def filter_saves(creators: frozenset[str] | None, last_size: int | None) -> bool:
+def filter_saves(
+    creators: frozenset[str] | None, last_size: int | None, per_page: float = PAGE_SIZE
+) -> bool:
     """Whether one `created_by` pass per creator costs fewer requests than one pass
     of everyone: only with no `all` rule and a known project size (each filtered
     pass costs at least one page; the size of each creator's part is not known)."""
     if creators is None or last_size is None:
         return False
-    return 0 < len(creators) < pages_for(last_size)
+    return 0 < len(creators) < pages_for(last_size, per_page)

@@ -26,10 +26,10 @@ from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
-from bot.store.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.store.queries.metric_rules import metrics_by_session, rules_reaching
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
+from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.training.thresholds import STEPS_PER_MIN
 from bot.wandb.errors import WandbError
 from bot.wandb.history import Series

@@ -12,7 +12,7 @@ from datetime import timedelta
 from sqlalchemy import delete, exists, func, select
 
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.follow_rules import prune_claims
 from bot.store.queries.progress_points import prune_orphans

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.outbox.pages import unacknowledged
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
-from bot.store.job_locks import claim_job, release_job
+from bot.store.job_locks import exclusive_job
 
 JOB = "repage_unacknowledged"
 
@@ -20,10 +20,12 @@ async def repage_unacknowledged(rt: Runtime) -> int:
     minutes, channel = settings.oncall_repage_minutes, settings.oncall_channel
     if minutes <= 0 or not channel:
         return 0
-    async with rt.sessionmaker() as db, db.begin():
-        if await claim_job(db, JOB, owner=rt.owner, lease=settings.lease_seconds) is None:
+    async with exclusive_job(
+        rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds
+    ) as run:
+        if run is None:
             return 0
-        rows = await unacknowledged(db, channel=channel, minutes=minutes)
-        await insert_outbox(db, rows)
-        await release_job(db, JOB, owner=rt.owner)
+        async with rt.sessionmaker() as db, db.begin():
+            rows = await unacknowledged(db, channel=channel, minutes=minutes)
+            await insert_outbox(db, rows)
     return len(rows)

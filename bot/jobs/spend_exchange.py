@@ -28,20 +28,17 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.settings.timings import REPORT_STALE_SECONDS, Timings
 from bot.store.engine import upsert
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import Ledger
 
-# A report older than this is a replica gone, for the budget (six missed reports
-# at the longest heartbeat); its row is then deleted.
-STALE_SECONDS = 30.0
-
 
 def stale_after(lease_seconds: float) -> float:
-    """How old a report is when it is ignored and deleted: at least STALE_SECONDS,
-    and two leases, so the row that says a holder's heartbeat stopped outlives
-    every lease it held."""
-    return max(STALE_SECONDS, 2 * lease_seconds)
+    """How old a report is when it is ignored and deleted: at least 30 s (six
+    missed reports at the longest heartbeat), and two leases, so the row that
+    says a holder's heartbeat stopped outlives every lease it held."""
+    return Timings.of_lease(lease_seconds).report_stale
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,7 @@ async def exchange(
     *,
     owner: str,
     local: Spend,
-    stale_seconds: float = STALE_SECONDS,
+    stale_seconds: float = REPORT_STALE_SECONDS,
 ) -> list[Spend]:
     """Report `owner`'s spend; the other live replicas' last reports."""
     async with sessionmaker() as db, db.begin():

@@ -26,31 +26,30 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy import func, select, update
 
+from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
 from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
-from bot.jobs.error_watch import page_new_errors
 from bot.jobs.follow import DiscoveryState, discover
 from bot.jobs.metric_reads import read_metrics
 from bot.jobs.prune import prune_follow, prune_outbox, prune_watches
 from bot.jobs.repage import repage_unacknowledged
-from bot.jobs.spend_exchange import Spend, deployment, exchange, forget, stale_after
+from bot.jobs.spend_exchange import Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage, pending_count
+from bot.outbox.queue import pending_count
+from bot.outbox.table import OutboxMessage
 from bot.poll.cycle import poll_cycle
 from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
-from bot.store.heartbeats import heartbeat_every
+from bot.settings.timings import Timings
 from bot.store.tables import Subscription, WatchedSession
 from bot.together.budget import charged_to
 from bot.training.status import status_of
 
 log = logging.getLogger(__name__)
-POLL_TICK_MAX_SECONDS = 5.0
-POLL_TICK_MIN_SECONDS = 0.25
 #: how often unacknowledged pages are looked for (a repage is at most this late)
 REPAGE_CHECK_SECONDS = 10.0
 
@@ -98,12 +97,8 @@ class Ticker:
         # tick stretches every round past the interval the budget allows (at 2.5 s,
         # 16.5 s rounds on a 14.75 s interval in the bench). A tick that finds
         # nothing due costs one claim query.
-        tick = min(
-            settings.poll_interval_seconds,
-            POLL_TICK_MAX_SECONDS,
-            max(POLL_TICK_MIN_SECONDS, settings.poll_min_interval_seconds / 5),
-        )
-        self._every("poll", self.poll, tick)
+        timings = Timings.of(settings)
+        self._every("poll", self.poll, timings.poll_tick)
         self._every("digest", self.digest, 30)
         if settings.watch_all_errors:
             if not settings.oncall_channel:
@@ -132,7 +127,7 @@ class Ticker:
         if self.rt.wandb is not None:
             # the card's W&B reads: each session at most every WANDB_REFRESH_SECONDS
             self._every("read_wandb", self.read_wandb, 5)
-        self._every("share_spend", self.share_spend, heartbeat_every(settings.lease_seconds))
+        self._every("share_spend", self.share_spend, timings.heartbeat_every)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)
         self.scheduler.start()
@@ -168,7 +163,7 @@ class Ticker:
 
     async def _delivery_loop(self) -> None:
         """Deliver when rung, or every DELIVERY_INTERVAL_SECONDS at the latest."""
-        every = self.rt.settings.delivery_interval_seconds
+        every = Timings.of(self.rt.settings).delivery_every
         while not self.stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.deliver_soon.wait(), timeout=every)
@@ -252,7 +247,7 @@ class Ticker:
                 rt.sessionmaker,
                 owner=rt.owner,
                 local=local,
-                stale_seconds=stale_after(rt.settings.lease_seconds),
+                stale_seconds=Timings.of(rt.settings).report_stale,
             )
         except Exception as exc:
             # The poller goes on with this replica's own count alone.

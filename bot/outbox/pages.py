@@ -20,7 +20,7 @@ from bot.outbox.contract.payloads import (
     RulePayload,
 )
 from bot.outbox.contract.rows import OutboxRow, State, repage_row
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.store.tables import AlertAck, db_now
 
 #: kinds a page can be (a PROGRESS or IDLE row is one only outside a thread)

@@ -1,5 +1,5 @@
-"""The notification outbox: its table, and the queries that write, claim and
-fence its rows.
+"""The notification outbox's queue: the queries that write, claim and fence its
+rows (the table is `bot.outbox.table`).
 
 A row is written with the state that caused it, claimed by whichever replica
 gets there first, and sent at most one message per channel per
@@ -15,105 +15,23 @@ live lease nor holds on to a dead one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from enum import StrEnum
-from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import (
-    JSON,
-    ColumnElement,
-    CursorResult,
-    DateTime,
-    Enum,
-    ForeignKey,
-    Index,
-    Integer,
-    String,
-    Text,
-    exists,
-    func,
-    or_,
-    select,
-    update,
-)
+from sqlalchemy import ColumnElement, CursorResult, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import Mapped, aliased, mapped_column
+from sqlalchemy.orm import aliased
 
-from bot.outbox.contract.payloads import Kind, Payload, read_payload
 from bot.outbox.contract.rows import OutboxRow, State
+from bot.outbox.table import OutboxMessage
 from bot.store.engine import insert_ignoring
 from bot.store.heartbeats import holder_gone
 from bot.store.tables import (
     SESSION_ENDED,
-    AlertSent,
-    Base,
-    BigId,
     PersonalWatch,
     Subscription,
     WatchedSession,
     db_now,
     utcnow,
 )
-
-
-def _enum_column(enum: type[StrEnum], length: int) -> Enum:
-    """A StrEnum stored as its value in a plain string column (no native enum type,
-    no CHECK): the schema stays what it was, and Python sees the enum."""
-    return Enum(
-        enum,
-        native_enum=False,
-        create_constraint=False,
-        length=length,
-        values_callable=lambda members: [m.value for m in members],
-    )
-
-
-# -- the table ----------------------------------------------------------------------------------
-
-
-class OutboxMessage(Base):
-    """One Slack message owed: a transition told in a thread, or an alert.
-
-    `dedupe_key` is unique, so writing the same transition twice is a no-op,
-    and it rides along in the message metadata so a retry after a crash can
-    see that Slack already has it.
-    """
-
-    __tablename__ = "outbox"
-    __table_args__ = (
-        Index("ix_outbox_pending_due", "state", "next_attempt_at"),
-        Index("ix_outbox_channel_state", "channel_id", "state"),
-        Index("ix_outbox_channel_sent", "channel_id", "sent_at"),
-        Index("ix_outbox_subscription", "subscription_id"),
-    )
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    dedupe_key: Mapped[str] = mapped_column(String(400), unique=True)
-    kind: Mapped[Kind] = mapped_column(_enum_column(Kind, 32))
-    subscription_id: Mapped[int | None] = mapped_column(
-        ForeignKey("subscriptions.id", ondelete="CASCADE"), nullable=True
-    )
-    # Text: on-call rows carry ids from Together's list endpoint, of any length.
-    session_id: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    channel_id: Mapped[str] = mapped_column(String(32))
-    thread_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    payload: Mapped[dict[str, Any]] = mapped_column(JSON())
-    state: Mapped[State] = mapped_column(_enum_column(State, 16), default=State.PENDING)
-    attempts: Mapped[int] = mapped_column(Integer(), default=0)
-    next_attempt_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
-    lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    lease_until: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    last_error: Mapped[str | None] = mapped_column(Text(), nullable=True)
-    sent_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    # Set the moment Slack takes the row's post: a pending row with a sent_ts owes
-    # only its root card's redraw, and is never posted again.
-    sent_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)
-
-    @property
-    def typed_payload(self) -> Payload:
-        return read_payload(self.kind, self.payload)
-
 
 # -- writing ------------------------------------------------------------------------------------
 
@@ -126,56 +44,6 @@ async def insert_outbox(db: AsyncSession, rows: Sequence[OutboxRow]) -> None:
         next_attempt_at=db_now(), created_at=db_now()
     )
     await db.execute(stmt, [row.values() for row in rows])
-
-
-class Alert(Protocol):
-    """What `alerts_sent` keeps of an on-call alert."""
-
-    @property
-    def dedupe_key(self) -> str: ...
-
-    @property
-    def session_id(self) -> str | None: ...
-
-
-A = TypeVar("A", bound=Alert)
-
-
-async def unalerted(db: AsyncSession, alerts: Sequence[A], *, now: datetime) -> list[A]:
-    """The alerts among `alerts` not alerted before, now remembered as alerted.
-
-    Written in the caller's transaction with the outbox rows themselves, and
-    kept past the outbox's pruning, so an error that stays an error is paged once."""
-    if not alerts:
-        return []
-    keys = {a.dedupe_key: a for a in alerts}
-    seen = set(
-        (await db.execute(select(AlertSent.key).where(AlertSent.key.in_(list(keys))))).scalars()
-    )
-    fresh = [a for k, a in keys.items() if k not in seen]
-    await remember_alerts(db, fresh, now=now, alerted=True)
-    return fresh
-
-
-async def remember_alerts(
-    db: AsyncSession, alerts: Sequence[Alert], *, now: datetime, alerted: bool
-) -> None:
-    """Remember alerts' keys (`alerted=False`: errors that were history)."""
-    if not alerts:
-        return
-    await db.execute(
-        insert_ignoring(db, AlertSent, conflict=["key"]),
-        [
-            {
-                "key": a.dedupe_key,
-                "session_id": a.session_id,
-                "alerted": alerted,
-                "sent_at": now,
-                "last_seen_at": now,
-            }
-            for a in alerts
-        ],
-    )
 
 
 # -- claiming -----------------------------------------------------------------------------------

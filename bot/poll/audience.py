@@ -24,11 +24,11 @@ from bot.outbox.contract.rows import (
     status_row,
     watch_row,
 )
-from bot.store.progress import CardView, WatchProgress
 from bot.training.rules import eta
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import Transition
+from bot.training.watch_progress import CardView, WatchProgress
 
 
 @dataclass

@@ -25,8 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.resource_reader import ResourceReader
-from bot.config import Settings
-from bot.faults import crash_point
+from bot.ops.faults import crash_point
 from bot.poll.fetch import (
     MAX_LIST_PAGES,
     Fetched,
@@ -40,6 +39,7 @@ from bot.poll.incidents import track_incidents
 from bot.poll.isolate import store_apart
 from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
+from bot.settings.model import Settings
 from bot.store.tables import db_now
 from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
 from bot.together.client import TogetherClient
@@ -320,7 +320,7 @@ async def _work_batch(
             planner,
             ids,
             plan=result.plan,
-            pages=_pages(len(ids), watched, planner, settings, forced=forced),
+            pages=pass_pages(len(ids), watched, planner, settings, forced=forced),
             since=cycle_started,
             settings=settings,
             write=write,
@@ -335,7 +335,7 @@ async def _work_batch(
     result.transitions = sum(result.to_status.values())
 
 
-def _pages(
+def pass_pages(
     due: int, watched: int, planner: Planner, settings: Settings, *, forced: Plan | None
 ) -> int:
     """The most pages this batch's list pass may take: what the project's known size

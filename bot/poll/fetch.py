@@ -3,10 +3,15 @@
 Each cycle learns them the cheaper way (`bot.together.poll_plan`): one GET each,
 or the list pages of the live statuses (shared through
 `bot.together.list_pass.Lister`) plus one GET for each due session not listed,
-since only a direct GET may say a session ended or is gone. A list pass cut
-short (by a failed page, its page limit or a cursor going round) says nothing
-of the sessions it did not reach: they count as a failed poll (backed off,
-never "ended").
+since only a direct GET may say a session ended or is gone.
+
+The promise: every due session is learnt in the cycle that claimed it, read on
+a page of this pass or fetched with its own GET. A list pass cut short (by a
+failed page, its page limit, a cursor going round) or a server that sends
+fewer rows a page than asked leaves some unread: "not on the pages read" means
+"not known yet", so each is asked for, never counted as failed. Only an answer
+about that session itself (an error, a timeout) is a failed poll, backed off.
+The budget may make cycles rarer; it never leaves a claimed session unread.
 
 What is learnt is handed to a `write` callback a part at a time, so a cycle
 never holds thousands of sessions at once: with the list plan, each page's due
@@ -21,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from bot.config import Settings
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister, ListPass
@@ -152,6 +157,7 @@ async def list_and_write(
         missing=len(rest),
         at=listed.at,
         before=before,
+        per_page=listed.rows_per_page(),
     )
     return Listing(listed=listed, rest=rest, seen=seen)
 
@@ -165,23 +171,13 @@ async def after_the_pass(
     settings: Settings,
     write: Write,
 ) -> Learnt:
-    """Learn and write the due sessions a list pass did not show: the failure of a
-    pass cut short, else their end from the error watch's pages or a GET
-    (`previous`: what the pass before this one made of the project)."""
+    """Learn and write the due sessions a list pass did not show, each by its own
+    GET (the pages not read may hold any of them), or, after a complete pass, its
+    end from the error watch's pages (`previous`: what the pass before this one
+    made of the project). Never a failure the session's own answer did not give."""
     listed, rest = listing.listed, listing.rest
-    if listed.error is not None or not listed.complete:
-        # The pages not read may hold any of these: not known to have ended, only
-        # not learnt this time, like any failed poll. Not asked for one by one
-        # either: a pass cut short by its page limit (a list that never ends) must
-        # not turn into a GET for each session it did not reach.
-        failed = listed.error or TogetherError(
-            "bad_response", "the list pass did not reach its end"
-        )
-        for i in range(0, len(rest), RECORD_CHUNK):
-            await write(dict.fromkeys(rest[i : i + RECORD_CHUNK], failed))
-        return Learnt()
     from_error_pages = 0
-    if rest:
+    if rest and listed.complete and listed.error is None:
         # Left the live list: ended or vanished. One listed in an ERROR pass another
         # consumer (the org-wide error watch) began since our last look at the live
         # list is in ERROR for good, and that page is its final state; absence from
@@ -198,7 +194,7 @@ async def after_the_pass(
                 from_error_pages = len(ended)
                 rest = [sid for sid in rest if sid not in ended]
                 await write(dict(ended))
-    # ended or vanished (or past a pass cut short): only a GET may say
+    # ended or vanished, or on a page this pass did not read: only a GET may say
     gets = await get_and_write(together, rest, settings=settings, write=write)
     return Learnt(gets=gets, from_error_pages=from_error_pages)
 

@@ -17,9 +17,9 @@ from datetime import datetime
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.config import Settings
 from bot.poll.isolate import store_apart
 from bot.poll.leases import release
+from bot.settings.model import Settings
 from bot.store.tables import WatchedSession, db_now
 from bot.training.sessions import TrainingSession
 

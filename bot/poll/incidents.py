@@ -12,9 +12,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.config import Settings
 from bot.outbox.contract.rows import operator_row
 from bot.outbox.queue import insert_outbox
+from bot.settings.model import Settings
 from bot.store.tables import Incident
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession

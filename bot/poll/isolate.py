@@ -22,12 +22,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.resource_reader import Read
-from bot.config import Settings
 from bot.outbox.contract.rows import bounded_key, operator_row
 from bot.outbox.queue import insert_outbox
 from bot.poll.fetch import Fetched
 from bot.poll.pace import backoff
 from bot.poll.record import record_outcomes
+from bot.settings.model import Settings
 from bot.store.engine import database_gone
 from bot.store.tables import WatchedSession, db_now
 from bot.store.write_apart import write_apart

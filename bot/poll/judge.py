@@ -22,13 +22,13 @@ from bot.alerts.stall import ProgressCheck
 from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
-from bot.store.progress import WatchProgress
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import seen_state
 from bot.training.status import short_status
 from bot.training.time_bounds import later
 from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect, gone
+from bot.training.watch_progress import WatchProgress
 
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched

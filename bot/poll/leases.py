@@ -19,8 +19,8 @@ from datetime import datetime
 from sqlalchemy import CursorResult, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.config import Settings
 from bot.poll.pace import claim_size, due_slack
+from bot.settings.model import Settings
 from bot.store.heartbeats import held_for, holder_gone, renew_while
 from bot.store.tables import WatchedSession, db_now
 

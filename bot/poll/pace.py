@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.config import Settings
+from bot.settings.model import Settings
 from bot.together.poll_plan import Plan, Seen, budget_interval, budget_pages, round_cost
 
 # The longest a failing session waits for its next poll.

@@ -27,20 +27,21 @@ from bot.alerts.budgets import judge_budgets
 from bot.alerts.metric_rules import judge_rules, poll_readings
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
-from bot.config import Settings
+from bot.outbox.alerts_sent import unalerted
 from bot.outbox.creator_dm import creator_dms
-from bot.outbox.queue import insert_outbox, unalerted
+from bot.outbox.queue import insert_outbox
 from bot.poll.audience import SessionEvent, Subscriber, notifications
 from bot.poll.chart_rows import chart_rows
 from bot.poll.fetch import Fetched
 from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
 from bot.poll.personal import personal_rows
-from bot.store.progress import WatchProgress
+from bot.settings.model import Settings
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
 from bot.store.rule_tables import Budget
-from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, db_now
+from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, database_now, db_now
+from bot.training.watch_progress import WatchProgress
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ async def record_outcomes(
     if rows:
         now = rows[0].db_now
     elif incidents:
-        now = (await db.execute(select(db_now()))).scalar_one()
+        now = await database_now(db)
     else:
         return {}, 0
     judged = judge(

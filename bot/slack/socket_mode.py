@@ -18,9 +18,9 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 
-from bot.config import Settings
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.runtime import build_runtime
+from bot.settings.model import Settings
 from bot.slack.app import build_app
 from bot.slack.web import create_web_app, http_server
 

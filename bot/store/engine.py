@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
-from bot.database_url import async_url
+from bot.settings.database_url import async_url
 
 
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:

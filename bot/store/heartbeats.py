@@ -8,13 +8,13 @@ stamped by the database's clock: a lease whose holder has stopped writing it,
 and has stopped renewing that lease too, is taken without waiting for the
 lease to run out.
 
-The times are sized from one lease (`LEASE_SECONDS`) so that they stay in step
-when it is changed:
+The times are sized from one lease (`LEASE_SECONDS`, `bot.settings.timings`) so
+that they stay in step when it is changed:
 
 - the work renews its leases every third of a lease (`renew_every`), so two
   renewals in a row may fail (a database blip) before the lease runs out;
 - the heartbeat is written every fifth of a lease, at most every
-  `MAX_HEARTBEAT_SECONDS` (`heartbeat_every`);
+  five seconds (`heartbeat_every`);
 - a holder is gone when its heartbeat is older than half a lease
   (`silent_after`): two heartbeats and a half missed, so one slow write is
   not a death, and its work is back well before its lease would run out;
@@ -41,17 +41,15 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, select
 
+from bot.settings.timings import Timings
 from bot.store.tables import ReplicaSpend, db_now
 
 log = logging.getLogger(__name__)
 
-# The heartbeat is written at least this often, whatever the lease.
-MAX_HEARTBEAT_SECONDS = 5.0
-
 
 def renew_every(lease_seconds: float) -> float:
     """How often the work renews the leases it holds."""
-    return lease_seconds / 3
+    return Timings.of_lease(lease_seconds).renew_every
 
 
 async def renew_while(
@@ -70,17 +68,17 @@ async def renew_while(
 
 def heartbeat_every(lease_seconds: float) -> float:
     """How often a replica writes its heartbeat."""
-    return min(MAX_HEARTBEAT_SECONDS, lease_seconds / 5)
+    return Timings.of_lease(lease_seconds).heartbeat_every
 
 
 def silent_after(lease_seconds: float) -> float:
     """How old a heartbeat is when its replica counts as gone."""
-    return lease_seconds / 2
+    return Timings.of_lease(lease_seconds).silent_after
 
 
 def unrenewed_after(lease_seconds: float) -> float:
     """How long a lease of a silent holder goes without renewal before it is taken."""
-    return 2 * renew_every(lease_seconds)
+    return Timings.of_lease(lease_seconds).unrenewed_after
 
 
 def holder_gone(

@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store.engine import insert_ignoring
 from bot.store.heartbeats import renew_while
-from bot.store.tables import Job, db_now
+from bot.store.tables import Job, database_now, db_now
 
 
 async def claim_job(db: AsyncSession, name: str, *, owner: str, lease: float) -> Job | None:
@@ -79,3 +81,48 @@ async def _keep(
             )
 
     await renew_while(once, lease_seconds=lease, what=f"the {name} job's")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """What a run that holds its job knows of it, read when it was claimed."""
+
+    # The database's now at the claim: the run's clock.
+    now: datetime
+    last_run_at: datetime | None
+    baseline_at: datetime | None
+
+
+@contextlib.asynccontextmanager
+async def exclusive_job(
+    sessionmaker: async_sessionmaker[AsyncSession], name: str, *, owner: str, lease: float
+) -> AsyncIterator[JobRun | None]:
+    """Run the body as the one replica that holds job `name`: None when another
+    replica holds it. The lease is renewed while the body runs (no transaction is
+    held meanwhile) and given back when it ends, failed or not, so the next run
+    is the next tick's, never a lease later."""
+    async with sessionmaker() as db, db.begin():
+        job = await claim_job(db, name, owner=owner, lease=lease)
+        if job is not None:
+            run = JobRun(
+                now=await database_now(db), last_run_at=job.last_run_at, baseline_at=job.baseline_at
+            )
+    if job is None:
+        yield None
+        return
+    try:
+        async with renewing(sessionmaker, name, owner=owner, lease=lease):
+            yield run
+    finally:
+        async with sessionmaker() as db, db.begin():
+            await release_job(db, name, owner=owner)
+
+
+async def set_baseline(db: AsyncSession, name: str, *, owner: str, at: datetime) -> None:
+    """Note where a job's watch begins (the error watch: errors before it are history)."""
+    await db.execute(
+        update(Job)
+        .where(Job.name == name, Job.lease_owner == owner)
+        .values(baseline_at=at)
+        .execution_options(synchronize_session=False)
+    )

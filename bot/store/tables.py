@@ -27,16 +27,18 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     literal,
+    select,
     true,
 )
 from sqlalchemy.exc import CompileError
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 
-from bot.faults import clock_skew
+from bot.ops.faults import clock_skew
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -67,6 +69,12 @@ def db_now(seconds: float | ColumnElement[Any] = 0.0) -> DbNow:
     return DbNow(
         seconds if isinstance(seconds, ColumnElement) else literal(float(seconds), Float())
     )
+
+
+async def database_now(db: AsyncSession) -> datetime:
+    """The database's now (naive UTC): the one clock every replica shares, for a
+    time that is kept or compared beyond one statement."""
+    return (await db.execute(select(db_now()))).scalar_one()
 
 
 @compiles(DbNow, "postgresql")
@@ -169,7 +177,7 @@ class WatchedSession(Base):
     # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
     # session is set aside (inactive, `last_failure` says why) with one alert.
     write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
-    # The watches' view of the session (`bot.store.progress.WatchProgress`): the step
+    # The watches' view of the session (`bot.training.watch_progress.WatchProgress`): the step
     # as the polls saw it, the spend watch's last read, the idle follow-up's mark.
     progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
     # A hash of the Together row the stored state was built from (`RawSession`): a
@@ -354,7 +362,7 @@ class ProgressPoint(Base):
 
 class SessionMetrics(Base):
     """What the bot last read of a watched session's W&B run for its card: the
-    latest values and recent points (`bot.charts.metrics_view.MetricsView` as JSON),
+    latest values and recent points (`bot.rendering.charts.metrics_view.MetricsView` as JSON),
     when, and which metrics were already told to have gone NaN or infinite."""
 
     __tablename__ = "session_metrics"

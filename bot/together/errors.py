@@ -12,7 +12,7 @@ from typing import Literal
 
 import httpx
 
-from bot.rate_limits import parse_retry_after
+from bot.ops.retry_after import parse_retry_after
 
 ErrorKind = Literal[
     "invalid_id", "not_found", "auth", "rate_limited", "unavailable", "bad_response"

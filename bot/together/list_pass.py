@@ -74,6 +74,10 @@ class ListPass:
 
     pages: int = 0
     complete: bool = False
+    # Rows on the pages that had a next page, and how many such pages: what a
+    # page holds as this server sends it (the last page holds what is left).
+    full_rows: int = 0
+    full_pages: int = 0
     # The failure that cut the pass short, if one did.
     error: TogetherError | None = None
     at: float = 0.0
@@ -89,6 +93,11 @@ class ListPass:
         self._listed[row.id] = Listed(
             row.id, status, head.created_by, head.base_model, head.created_at
         )
+
+    def rows_per_page(self) -> float | None:
+        """The rows a page held, as the server sent them; None when no page was
+        followed by another (one page says nothing of a page's size)."""
+        return self.full_rows / self.full_pages if self.full_pages else None
 
     def roster(self) -> Roster:
         """Who this pass listed, for the follow rules (outlives the pass's sessions)."""
@@ -126,9 +135,10 @@ async def list_pass(
     created_by: str | None = None,
 ) -> ListPass:
     """Every session of `statuses` (of one creator, with `created_by`), at most
-    `max_pages` pages of `PAGE_SIZE`; `on_page` sees each page as it comes. The next page loads meanwhile, and no
-    further: a consumer that cannot keep up holds the pass back, so pages never
-    pile up unconsumed."""
+    `max_pages` pages, each asked for `PAGE_SIZE` rows (the server may send
+    fewer); `on_page` sees each page as it comes. The next page loads meanwhile,
+    and no further: a consumer that cannot keep up holds the pass back, so pages
+    never pile up unconsumed."""
     out = ListPass(at=clock())
     cursors: set[str] = set()
 
@@ -158,6 +168,9 @@ async def list_pass(
                 out.error = exc
                 return out
             out.pages += 1
+            if after:
+                out.full_rows += len(rows)
+                out.full_pages += 1
             loading = None
             going_round = after is not None and after in cursors
             if after and not going_round and out.pages < max_pages:
@@ -213,6 +226,7 @@ class Lister:
         self._started: dict[tuple[str, ...], float] = {}
         self._pages: dict[tuple[str, ...], int] = {}
         self._rosters: dict[tuple[str, ...], Roster] = {}
+        self._per_page: dict[tuple[str, ...], float] = {}
 
     def pages_fetched(self, statuses: Sequence[str]) -> int:
         """Pages of `statuses` this process has asked Together for, in all."""
@@ -263,6 +277,11 @@ class Lister:
         """How many sessions the last finished pass of `statuses` listed, however old."""
         roster = self._rosters.get(tuple(sorted(statuses)))
         return len(roster.listed) if roster is not None else None
+
+    def last_per_page(self, statuses: Sequence[str]) -> float:
+        """The rows a page of `statuses` held in the last pass that said (one with a
+        page followed by another), however old; `PAGE_SIZE` before any did."""
+        return self._per_page.get(tuple(sorted(statuses)), PAGE_SIZE)
 
     def forget(self, statuses: Sequence[str]) -> None:
         """Let go of the last pass of `statuses` (its sessions) once its cycle is over,
@@ -318,5 +337,7 @@ class Lister:
         if not task.cancelled() and task.exception() is None:
             done = task.result()
             self._pages[key] = self._pages.get(key, 0) + done.pages
+            if (per_page := done.rows_per_page()) is not None:
+                self._per_page[key] = per_page
             if done.error is None:
                 self._rosters[key] = done.roster()

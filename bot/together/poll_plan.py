@@ -1,11 +1,13 @@
 """The poll plan: how to learn the state of the due watched sessions for the
 fewest Together requests, and how often the request budget lets us do it.
 
-Two ways: one GET per session, or the list pages of the live statuses (100
-full sessions a page) plus one GET for each watched session not in them (it
-ended or vanished; only a direct GET may say so). Each cycle estimates both
-from what the last list pass saw and takes the cheaper. Pure: numbers in,
-a choice out.
+Two ways: one GET per session, or the list pages of the live statuses plus one
+GET for each due session not read on them (it ended or vanished, or sits on a
+page the pass did not reach; only a direct GET may say). Either way every due
+session is learnt in the cycle that claimed it. Each cycle estimates both from
+what the last list pass saw, pages as full as the server actually sent them
+(asked for 100, a server may send fewer), and takes the cheaper. Pure:
+numbers in, a choice out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from enum import StrEnum
 
 from bot.training.status import STATUS_PREFIX, Status
 
+# The rows a page is asked for; what a page holds is what the server sends.
 PAGE_SIZE = 100
 LIVE_STATUSES: tuple[str, ...] = tuple(
     STATUS_PREFIX + s.value for s in (Status.CREATING, Status.RUNNING, Status.STOPPING)
@@ -40,16 +43,17 @@ class Seen:
     complete: bool  # the last page was reached
     missing: float  # share of the due sessions it was for that were not listed
     at: float  # when (monotonic seconds)
+    per_page: float = PAGE_SIZE  # rows a page held, as the server sent them
 
 
-def pages_for(live: int) -> int:
-    return max(1, math.ceil(live / PAGE_SIZE))
+def pages_for(live: int, per_page: float = PAGE_SIZE) -> int:
+    return max(1, math.ceil(live / max(1.0, per_page)))
 
 
 def list_cost(due: int, seen: Seen) -> int:
     """Requests of a list plan: the pages, and a GET for each session expected missing."""
     live = seen.live if seen.complete else seen.live + 1  # more than were seen
-    return pages_for(live) + math.ceil(due * seen.missing)
+    return pages_for(live, seen.per_page) + math.ceil(due * seen.missing)
 
 
 def choose(due: int, seen: Seen | None, *, now: float, forced: Plan | None = None) -> Plan:
@@ -77,7 +81,8 @@ def justified_pages(watched: int, seen: Seen | None) -> int:
     pass listed), one more when that pass reached the end (the project grows),
     twice as many and one when it did not (still finding its size, at most
     doubling a cycle). A cursor that never ends costs no more than this."""
-    pages = pages_for(max(watched, seen.live if seen is not None else 0))
+    per_page = seen.per_page if seen is not None else PAGE_SIZE
+    pages = pages_for(max(watched, seen.live if seen is not None else 0), per_page)
     return pages + 1 if seen is not None and seen.complete else 2 * pages + 1
 
 
@@ -94,15 +99,27 @@ def budget_pages(
 
 
 def seen_after(
-    *, listed: int, complete: bool, due: int, missing: int, at: float, before: Seen | None
+    *,
+    listed: int,
+    complete: bool,
+    due: int,
+    missing: int,
+    at: float,
+    before: Seen | None,
+    per_page: float | None = None,
 ) -> Seen:
     """The estimate after a list pass. A pass cut short says nothing about how
-    many of the due sessions are missing: the last estimate of that is kept."""
+    many of the due sessions are missing: the last estimate of that is kept.
+    `per_page`: the rows a page held in this pass (None when no page was
+    followed by another, so a page's size is not known): the last estimate, or
+    `PAGE_SIZE`, is kept."""
     if complete:
         share = missing / due if due else 0.0
     else:
         share = before.missing if before is not None else 0.0
-    return Seen(live=listed, complete=complete, missing=share, at=at)
+    if per_page is None:
+        per_page = before.per_page if before is not None else PAGE_SIZE
+    return Seen(live=listed, complete=complete, missing=share, at=at, per_page=max(1.0, per_page))
 
 
 def round_cost(watched: int, seen: Seen | None, plan: Plan) -> int:

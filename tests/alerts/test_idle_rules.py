@@ -13,7 +13,6 @@ import pytest
 from bot.alerts.idle import attached_sessions, idle_since
 from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer, waiting
 from bot.alerts.stall import check as stall_check
-from bot.store.progress import WatchProgress
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
@@ -21,6 +20,7 @@ from bot.training.rules import Progress, idles_out_at
 from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
 from bot.training.time_bounds import later, naive_utc, span
+from bot.training.watch_progress import WatchProgress
 from tests import together_fixtures
 from tests.fakes import FakeTogether
 from tests.fakes.together import make_model_resource

@@ -10,13 +10,13 @@ from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
+from bot.rendering.root_card import CardWatch, card_facts, card_with_watch, facts
 from bot.rendering.watch import watch_blocks
-from bot.root_card import CardWatch, card_facts, card_with_watch, facts
-from bot.store.progress import CardView, WatchProgress
 from bot.together.client import TogetherClient
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
 from bot.training.sessions import TrainingSession
+from bot.training.watch_progress import CardView, WatchProgress
 from tests.fakes.together import make_model_resource, make_session
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -160,6 +160,7 @@ class StubTogether:
         self.known = {r.id: r for r in self.live} | {r: resource_with(r) for r in extra}
         self.gets: list[str] = []
         self.pages = 0
+        self.page_rows = 100  # rows a page holds, whatever `limit` asks
 
     async def get_model_resource(self, resource_id: str, *, max_wait: float) -> ModelResource:
         self.gets.append(resource_id)
@@ -170,7 +171,7 @@ class StubTogether:
     ) -> tuple[list[ModelResource], str | None]:
         self.pages += 1
         start = int(after) if after else 0
-        end = start + limit
+        end = start + min(limit, self.page_rows)
         return self.live[start:end], (str(end) if end < len(self.live) else None)
 
     async def estimate_cost(self, resource: ModelResource) -> CostEstimate:
@@ -305,6 +306,21 @@ def test_a_few_status_changes_in_a_cycle_read_in_parts_cost_a_get_each() -> None
     # Once the refresh is up, every part's resources are due again: one pass.
     clock[0] += 300
     assert in_parts() == n and stub.pages == 20 and len(stub.gets) == 2
+
+
+def test_short_resource_pages_are_costed_at_the_rows_they_held() -> None:
+    """Pages of 2 resources (a server may send fewer than asked): after one pass
+    shows it, 6 resources on the last pages are cheaper to GET than to list again."""
+    stub = StubTogether([rid(i) for i in range(20)])
+    stub.page_rows = 2
+    clock = [1000.0]
+    reader = reader_over(stub, clock)
+    sessions = [session_on(i, rid(i)) for i in range(14, 20)]
+    assert len(cycle(reader, sessions)) == 6
+    assert stub.pages == 5 and len(stub.gets) == 6  # a look, cut at what 6 GETs cost
+    clock[0] += 61
+    assert len(cycle(reader, sessions)) == 6
+    assert stub.pages == 5 and len(stub.gets) == 12  # no second look: 6 pages > 6 GETs
 
 
 def test_a_resource_absent_from_the_live_pages_is_read_with_a_get() -> None:

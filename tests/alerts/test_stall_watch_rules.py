@@ -10,8 +10,8 @@ from typing import Any
 from bot.alerts.stall import StallSettings, check, rows, threshold
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import Thread
-from bot.store.progress import WatchProgress
 from bot.training.sessions import TrainingSession
+from bot.training.watch_progress import WatchProgress
 from tests.fakes import make_session
 from tests.fakes.together import make_model_resource
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.chart_settings import metric_names
 from bot.commands.parser import Problem, parse
+from bot.settings.charts import metric_names
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from bot.charts.draw import render_png
-from bot.charts.metrics import metrics_chart
-from bot.charts.progress import progress_chart
-from bot.charts.spec import Line
-from bot.charts.words import describe, number
-from tests.charts.png import png_size
+from bot.rendering.charts.draw import render_png
+from bot.rendering.charts.metrics import metrics_chart
+from bot.rendering.charts.progress import progress_chart
+from bot.rendering.charts.spec import Line
+from bot.rendering.charts.words import describe, number
+from tests.support.png import png_size
 
 T0 = datetime(2026, 12, 1, 10, 0)
 #: matplotlib builds its font cache with `fc-list` on its first import in a fresh
@@ -85,10 +85,10 @@ def test_numbers_in_words() -> None:
 @draws
 def test_matplotlib_is_not_imported_until_the_first_chart() -> None:
     code = (
-        "import sys, bot.charts.draw, bot.charts.progress, bot.runtime;"
+        "import sys, bot.rendering.charts.draw, bot.rendering.charts.progress, bot.runtime;"
         "assert 'matplotlib' not in sys.modules, 'imported early';"
-        "from bot.charts.draw import render_png; from bot.charts.metrics import metrics_chart;"
-        "from bot.charts.spec import Line;"
+        "from bot.rendering.charts.draw import render_png; from bot.rendering.charts.metrics import metrics_chart;"
+        "from bot.rendering.charts.spec import Line;"
         "render_png(metrics_chart('r', [Line('a', (1.0,), (2.0,))]));"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot';"
         "print('ok')"

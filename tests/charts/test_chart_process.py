@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.charts.png import png_size
 from tests.conftest import _backends, fresh_database
 from tests.fakes import FakeSlack, FakeTogether
 from tests.fakes.slack_files import Upload
 from tests.fakes.wandb import FakeRun, FakeWandb
 from tests.support import BotProcess, query, wait_until
+from tests.support.png import png_size
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ import math
 from bot.jobs.metric_reads import BadMetric, next_view
 from bot.rendering.metric_alert import metric_alert
 from bot.rendering.metric_lines import MetricLine, metrics_text, sparkline, with_metrics
-from bot.root_card import metric_lines
-from bot.store.metrics_view import MetricsView
+from bot.rendering.root_card import metric_lines
+from bot.training.metrics_view import MetricsView
 from bot.wandb.history import Series
 
 NAMES = ("reward", "loss")

@@ -19,9 +19,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.commands.test_commands_http import Rig, ask, shared_rig
 from tests.fakes import sign
 from tests.support import SIGNING_SECRET, BotProcess, wait_until
+from tests.support.rig import Rig, ask, shared_rig
 
 pytestmark = pytest.mark.slow
 

@@ -162,8 +162,8 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
 
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
-    from bot.store.progress import WatchProgress
     from bot.training.sessions import TrainingSession
+    from bot.training.watch_progress import WatchProgress
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
     since = datetime(2026, 3, 1, 10, 0)
@@ -208,9 +208,9 @@ async def test_live_resources_is_one_paginated_pass_that_ends_when_all_are_found
 def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
-    from bot.store.progress import WatchProgress
     from bot.training.resources import ModelResource
     from bot.training.sessions import TrainingSession
+    from bot.training.watch_progress import WatchProgress
     from tests.fakes.together import make_model_resource
 
     at = datetime(2026, 3, 1, 10, 30)

@@ -12,7 +12,7 @@ from sqlalchemy.exc import OperationalError
 
 from bot.commands import stop as stopping
 from bot.commands.asker import Asker
-from bot.config import Settings
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from tests.fakes import FakeSlack, FakeTogether
 

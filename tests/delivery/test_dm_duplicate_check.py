@@ -14,7 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery.duplicates import already_posted
 from bot.outbox.contract.payloads import Kind
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from tests.fakes import FakeSlack
 
 

@@ -11,7 +11,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from bot.delivery.outcome import classify
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 
 
 def _refusal(error: str) -> SlackApiError:

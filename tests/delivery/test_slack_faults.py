@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.commands.test_commands_http import Rig, shared_rig
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, query, wait_until
+from tests.support.rig import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

@@ -32,7 +32,8 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
                                               training checkpoint or ADAPTER of a non-LoRA session
 
 Pagination is under `meta`: `next_cursor` is the id of the page's last item, "" when
-`has_more` is false. With `endless_list` set, the session list never ends: past the
+`has_more` is false. With `page_rows` set, a page holds at most that many rows whatever
+`limit` asks (a short page that still says `has_more`). With `endless_list` set, the session list never ends: past the
 last real page it says `has_more` with a fresh cursor each time, one made-up live
 session a page (a broken cursor). Errors are `{"error": {"message", "type", "param", "code"}}`.
 Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API;
@@ -390,6 +391,9 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
         self.on_list_page: Callable[[str], None] | None = None
         #: the session list never ends (see the module docstring)
         self.endless_list = False
+        #: at most this many rows a list page, whatever `limit` asks (None: `limit`);
+        #: a server may send fewer rows than asked, and the SDK's pagination allows it
+        self.page_rows: int | None = None
         self.resources: dict[str, dict[str, Any]] = {}
         self.requests: list[TogetherRequest] = []
         #: request targets (path + query) in arrival order
@@ -905,7 +909,9 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
             ]
             order = dict(self._order)
             items.sort(key=lambda s: order.get(str(s["id"]), 0))
-            response = _page(items, query, position=order.get, endless=self.endless_list)
+            response = _page(
+                items, query, position=order.get, endless=self.endless_list, most=self.page_rows
+            )
         hook = self.on_list_page
         if hook is not None:
             hook(target)
@@ -941,7 +947,7 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
                 if (not statuses or r.get("status") in statuses)
                 and (creator is None or r.get("created_by") == creator)
             ]
-            return _page(items, query)
+            return _page(items, query, most=self.page_rows)
 
 
 def _one(query: dict[str, list[str]], key: str) -> str | None:
@@ -969,11 +975,13 @@ def _page(
     query: dict[str, list[str]],
     position: Callable[[str], int | None] | None = None,
     endless: bool = False,
+    most: int | None = None,
 ) -> Response:
     """One cursor page: `after` is the id of the previous page's last item. With
     `position` (sessions) the page starts after that item's place in list order,
     whether or not it is still listed; without, after the item itself. `endless`:
-    the last page says there is more, under a made-up cursor."""
+    the last page says there is more, under a made-up cursor. `most`: the rows a
+    page holds at most, below `limit` (which `meta` still echoes)."""
     try:
         limit = max(1, min(100, int(_one(query, "limit") or 100)))
     except ValueError:
@@ -989,8 +997,8 @@ def _page(
     elif after:
         ids = [item["id"] for item in items]
         items = items[ids.index(after) + 1 :] if after in ids else []
-    page = items[:limit]
-    has_more = len(items) > limit
+    page = items[: min(limit, most or limit)]
+    has_more = len(items) > len(page)
     cursor = str(page[-1]["id"]) if page and has_more else ""
     if endless and not has_more:
         has_more, cursor = True, f"{ENDLESS_CURSOR}0"

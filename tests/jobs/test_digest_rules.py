@@ -12,7 +12,8 @@ from sqlalchemy import insert
 
 from bot.jobs.digests import digest_of_channel
 from bot.outbox.contract.rows import OutboxRow, Thread, status_row, watch_row
-from bot.outbox.queue import OutboxMessage, insert_outbox
+from bot.outbox.queue import insert_outbox
+from bot.outbox.table import OutboxMessage
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ChannelSettings, db_now, utcnow
 from bot.training.sessions import TrainingSession

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-import bot.jobs.error_watch as error_watch
-from bot.config import Settings
-from bot.jobs.error_watch import page_new_errors
+import bot.alerts.error_watch as error_watch
+from bot.alerts.error_watch import page_new_errors
 from bot.outbox.contract.payloads import Kind
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.list_pass import ListPass
 from bot.training.sessions import RawSession, TrainingSession

@@ -8,9 +8,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from bot.config import Settings
 from bot.jobs.follow import DiscoveryState, live_sessions
 from bot.jobs.follow_match import Wanted
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
 from bot.together.poll_plan import LIVE_STATUSES

@@ -103,5 +103,6 @@ def test_a_created_by_filter_only_where_it_saves_requests() -> None:
     assert not filter_saves(three, None)  # the project's size is not known yet
     assert not filter_saves(three, 250)  # 3 filtered passes vs 3 pages
     assert filter_saves(three, 301)  # 3 vs 4 pages
+    assert filter_saves(three, 7, per_page=2)  # 3 vs 4 pages of the 2 rows the server sends
     assert not filter_saves(None, 10_000)  # someone wants everyone
     assert not filter_saves(frozenset(), 10_000)

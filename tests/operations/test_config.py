@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from bot import cli
-from bot.config import Settings, is_placeholder
-from bot.config_doc import COMMAND, markdown
-from bot.setting_tiers import tier_of
+from bot.settings.doc import COMMAND, markdown
+from bot.settings.model import Settings, is_placeholder
+from bot.settings.tiers import tier_of
+from bot.settings.timings import Timings
 
 REPO = Path(__file__).resolve().parents[2]
 SECRETS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "TOGETHER_API_KEY")
@@ -129,3 +130,31 @@ def test_placeholders(value: str) -> None:
 )
 def test_real_looking_secrets_are_not_placeholders(value: str) -> None:
     assert not is_placeholder(value)
+
+
+def test_the_timing_table_in_the_architecture_doc_is_what_timings_computes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/architecture.md's "Leases, ticks and windows" table is `Timings` in
+    words: its default column must be what `Timings.of` gives the defaults."""
+    _clean_environment(monkeypatch)
+    timings = Timings.of(Settings(_env_file=None))
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    section = doc.split("## Leases, ticks and windows", 1)[1].split("\n## ", 1)[0]
+    defaults = {
+        row[0]: row[2]
+        for line in section.splitlines()
+        if line.startswith("| ") and (row := [c.strip() for c in line.strip("|").split("|")])
+    }
+    by_row = {
+        "lease": timings.lease,
+        "renewal": timings.renew_every,
+        "heartbeat": timings.heartbeat_every,
+        "holder gone": timings.silent_after,
+        "unrenewed": timings.unrenewed_after,
+        "poll tick": timings.poll_tick,
+        "delivery": timings.delivery_every,
+    }
+    for row, seconds in by_row.items():
+        assert defaults[row] == f"{seconds:g} s", f"architecture.md's '{row}' row"
+    assert timings.report_stale >= 2 * timings.lease

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.logs import REDACTED, configure_logging
-from bot.metrics import Metrics, get_metrics, status_code_label
+from bot.ops.logs import REDACTED, configure_logging
+from bot.ops.metrics import Metrics, get_metrics, status_code_label
 from bot.training.status import Status, status_of
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotProcess, wait_until
@@ -214,7 +214,7 @@ def test_metrics_move() -> None:
 
 
 def test_get_metrics_is_a_lazy_singleton() -> None:
-    import bot.metrics as mod
+    import bot.ops.metrics as mod
 
     assert get_metrics() is get_metrics()
     assert isinstance(mod._instance, Metrics)

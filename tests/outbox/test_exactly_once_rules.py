@@ -13,10 +13,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
-from bot.config import Settings
 from bot.delivery.duplicates import _carries
 from bot.outbox.contract.rows import MAX_KEY_LENGTH, bounded_key
 from bot.poll.pace import claim_size
+from bot.settings.model import Settings
 from bot.store.engine import make_engine
 from bot.store.tables import db_now
 from bot.together.client import TogetherClient
@@ -133,7 +133,7 @@ def test_our_listed_message_matches_its_own_key_only() -> None:
 
 
 def _row(attempts: int) -> Any:
-    from bot.outbox.queue import OutboxMessage
+    from bot.outbox.table import OutboxMessage
 
     return OutboxMessage(id=7, channel_id="C1", attempts=attempts, dedupe_key="k")
 

@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 from sqlalchemy import select, update
 
 from bot.alerts.resource_reader import MAX_PRICES, PRICE_KEEP_SECONDS, ResourceReader
-from bot.config import Settings
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.record import record_outcomes
 from bot.rendering import checkpoint_message
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now
 from bot.training.resources import CostEstimate, ModelResource

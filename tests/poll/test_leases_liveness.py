@@ -18,14 +18,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import OperationalError
 
-from bot.config import Settings
 from bot.delivery.loop import deliver_due
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.outbox.contract.rows import State, operator_row
-from bot.outbox.queue import OutboxMessage, claim_due, insert_outbox
+from bot.outbox.queue import claim_due, insert_outbox
+from bot.outbox.table import OutboxMessage
 from bot.poll.cycle import poll_cycle
 from bot.poll.from_command import poll_from_command, spacing
 from bot.poll.leases import claim_due_sessions, release_all
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.heartbeats import heartbeat_every, held_for, renew_every, silent_after
 from bot.store.tables import ReplicaSpend, WatchedSession, db_now

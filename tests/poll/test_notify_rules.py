@@ -20,9 +20,9 @@ from bot.outbox.contract.payloads import (
 )
 from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Subscriber, notifications, tells
-from bot.store.progress import WatchProgress
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import detect, gone
+from bot.training.watch_progress import WatchProgress
 from tests.fakes import make_session
 
 SID = "123e4567-e89b-12d3-a456-426614174000"

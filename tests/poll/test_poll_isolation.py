@@ -18,18 +18,18 @@ import pytest
 from sqlalchemy import select, update
 
 import bot.poll.record as record
-from bot.config import Settings
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.isolate import MAX_WRITE_FAILURES, store_apart
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.training.rules import Progress, eta, idles_out_at
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.time_bounds import clamp, later, naive_utc, span, utc
 from tests.fakes import FakeSlack, FakeTogether, make_session
-from tests.process.test_exactly_once import notifications, subscribe
 from tests.support import BotFactory, query, wait_until, watched_rows
+from tests.support.threads import notifications, subscribe
 
 T = TypeVar("T")
 INT64_MAX = 9223372036854775807

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.config import Settings
-from bot.outbox.queue import OutboxMessage
+from bot.outbox.table import OutboxMessage
 from bot.poll.fetch import Fetched
 from bot.poll.record import record_outcomes
+from bot.settings.model import Settings
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import WatchedSession, db_now, utcnow
 from bot.together.answers import raw_sessions

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.commands.test_commands_http import Rig, shared_rig
 from tests.fakes.slack import FakeSlack, SlackCall
 from tests.fakes.together import KEY_OWNER, make_session
 from tests.support import wait_until
+from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from bot.faults import STEPS
+from bot.ops.faults import STEPS
 from tests.conftest import PG_BASE, BotLauncher
 from tests.fakes import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, base_env, pg_admin, query, wait_until

@@ -14,8 +14,9 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fakes import FakeSlack, FakeTogether, make_session, sign
-from tests.support import SIGNING_SECRET, BotFactory, BotProcess, query, wait_until
+from tests.fakes import FakeSlack, FakeTogether, make_session
+from tests.support import BotFactory, BotProcess, query, wait_until
+from tests.support.home import open_home
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 SID2 = "223e4567-e89b-12d3-a456-426614174000"
@@ -596,24 +597,6 @@ def test_bad_mute_durations_are_refused(
 
 
 # --- App Home ----------------------------------------------------------------------------
-
-
-def open_home(
-    bot: BotProcess, user: str = "U123", event_id: str = "Ev1", tab: str = "home"
-) -> None:
-    body = json.dumps(
-        {
-            "token": "x",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "type": "event_callback",
-            "event_id": event_id,
-            "event_time": 1,
-            "event": {"type": "app_home_opened", "user": user, "channel": "D1", "tab": tab},
-        }
-    )
-    headers = sign(SIGNING_SECRET, body) | {"Content-Type": "application/json"}
-    assert bot.post(body, headers=headers).status_code == 200
 
 
 def home_click(bot: BotProcess, value: str, user: str) -> None:

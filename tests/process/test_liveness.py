@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from tests.fakes import FakeSlack, FakeTogether
-from tests.process.test_exactly_once import notifications, subscribe
 from tests.support import BotFactory, wait_until
+from tests.support.threads import notifications, subscribe
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 

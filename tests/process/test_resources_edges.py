@@ -18,8 +18,8 @@ import pytest
 
 from tests.conftest import BotLauncher
 from tests.fakes import FakeSlack, FakeTogether
-from tests.process.test_features import open_home
 from tests.support import BotFactory, BotProcess, query, wait_until
+from tests.support.home import open_home
 
 pytestmark = pytest.mark.slow
 

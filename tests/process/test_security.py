@@ -28,9 +28,9 @@ from starlette.responses import Response
 
 from bot.slack.body_budget import SMALL_BODY_BYTES, BodyBudget
 from bot.slack.web import SlackRequestGate
-from tests.commands.test_commands_http import Rig, shared_rig
 from tests.fakes import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
+from tests.support.rig import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 NOT_AN_ID = "not a session id"

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from tests.fakes import FakeSlack, FakeTogether, free_port
-from tests.process.test_exactly_once import subscribed_root
 from tests.support import BotFactory, BotProcess, query, wait_until
+from tests.support.threads import subscribed_root
 
 OK = "123e4567-e89b-12d3-a456-426614174000"
 UNAVAILABLE = "Together is unavailable"

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.store.engine import make_engine, make_sessionmaker
-from bot.store.job_locks import claim_job, release_job, renewing
+from bot.store.job_locks import claim_job, exclusive_job, release_job, renewing
 
 LEASE = 0.6  # renewed every 0.2 s
 
@@ -43,5 +43,26 @@ async def test_a_job_longer_than_its_lease_keeps_it_and_gives_it_back_when_its_h
         async with maker() as db, db.begin():
             await release_job(db, "job", owner="b")
         assert await _claim(maker, "a")
+    finally:
+        await engine.dispose()
+
+
+async def test_an_exclusive_job_runs_once_at_a_time_and_is_given_back_even_when_it_fails(
+    db_url: str,
+) -> None:
+    engine = make_engine(db_url)
+    maker = make_sessionmaker(engine)
+    try:
+        async with exclusive_job(maker, "job", owner="a", lease=30.0) as run:
+            assert run is not None and run.last_run_at is None
+            # another replica is refused while a holds it
+            async with exclusive_job(maker, "job", owner="b", lease=30.0) as other:
+                assert other is None
+        with pytest.raises(RuntimeError):
+            async with exclusive_job(maker, "job", owner="a", lease=30.0) as run:
+                assert run is not None and run.last_run_at is not None
+                raise RuntimeError("the body failed")
+        # given back at once, not a 30 s lease later
+        assert await _claim(maker, "b")
     finally:
         await engine.dispose()

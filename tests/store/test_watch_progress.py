@@ -1,4 +1,4 @@
-"""The `watched_sessions.progress` column (`bot.store.progress`): the JSON the
+"""The `watched_sessions.progress` column (`bot.training.watch_progress`): the JSON the
 watches have always written reads back and writes out unchanged, and odd values
 read tolerantly. Pure: no process, no database."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from bot.outbox.contract.payloads import RootPayload
-from bot.store.progress import CardView, IdleCheck, SpendRead, WatchProgress
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
+from bot.training.watch_progress import CardView, IdleCheck, SpendRead, WatchProgress
 from tests.fakes.together import make_model_resource
 
 NOW = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC

@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy import text, update
 
-from bot.config import Settings
-from bot.jobs.spend_exchange import STALE_SECONDS, Spend, deployment, exchange, forget
+from bot.jobs.spend_exchange import Spend, deployment, exchange, forget
 from bot.jobs.ticker import Ticker
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.poll.pace import SIDE_WINDOW, Planner
+from bot.settings.model import Settings
+from bot.settings.timings import REPORT_STALE_SECONDS as STALE_SECONDS
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.tables import ReplicaSpend, db_now
 from bot.together.budget import COMMAND, POLL, Ledger, charged_to

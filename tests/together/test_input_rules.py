@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot import rendering
-from bot.rate_limits import parse_retry_after
+from bot.ops.retry_after import parse_retry_after
 from bot.rendering.terminal import as_text
 from bot.slack.web import CachedCheck
 from bot.together.errors import MAX_RETRY_AFTER, retry_after_seconds

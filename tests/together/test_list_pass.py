@@ -10,11 +10,10 @@ import time
 
 import httpx
 
-from bot.config import Settings
 from bot.poll.fetch import Fetched, Listing, after_the_pass
+from bot.settings.model import Settings
 from bot.together.client import TogetherClient
-from bot.together.errors import TogetherError
-from bot.together.list_pass import SEND_WAIT, ListPass, list_pass
+from bot.together.list_pass import SEND_WAIT, Lister, ListPass, list_pass
 from bot.together.poll_plan import LIVE_STATUSES, Seen
 from bot.training.sessions import RawSession
 from tests import together_fixtures
@@ -125,25 +124,66 @@ async def test_a_transport_that_never_says_a_request_left_still_pages_through() 
     assert time.monotonic() - started < 10 * SEND_WAIT + 2.0
 
 
-async def test_the_sessions_a_pass_cut_short_did_not_show_fail_and_are_not_asked_for() -> None:
-    """A pass that stopped at its page limit (a list that never ends) says nothing
-    of the due sessions it did not reach: each is a failed poll (backed off), none
-    is asked for by a GET, none is taken to have ended."""
+async def test_the_sessions_a_pass_cut_short_did_not_show_are_each_asked_for(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    """A pass that stopped at its page limit (a list that never ends, a page that
+    failed) says nothing of the due sessions it did not reach: not known yet, so
+    each is asked for by its own GET and learnt this cycle, none counted failed."""
+    fake.add("a0000000-0000-0000-0000-000000000001")
+    fake.add("b0000000-0000-0000-0000-000000000002", status="STOPPED")
     written: dict[str, Fetched] = {}
 
     async def write(part: dict[str, Fetched]) -> None:
         written.update(part)
 
     cut = ListPass(pages=3, complete=False, at=1.0)
-    listing = Listing(listed=cut, rest=["a", "b"], seen=Seen(0, False, 0.0, 1.0))
+    rest = ["a0000000-0000-0000-0000-000000000001", "b0000000-0000-0000-0000-000000000002"]
+    listing = Listing(listed=cut, rest=rest, seen=Seen(0, False, 0.0, 1.0))
     learnt = await after_the_pass(
-        None,  # type: ignore[arg-type]  # asked for nothing: no client needed
-        None,  # type: ignore[arg-type]
+        client,
+        None,  # type: ignore[arg-type]  # no error watch's pages looked at after a cut pass
         listing,
         previous=None,
         settings=Settings(_env_file=None),
         write=write,
     )
-    assert learnt.gets == 0 and learnt.from_error_pages == 0
-    assert set(written) == {"a", "b"}
-    assert all(isinstance(r, TogetherError) and r.kind == "bad_response" for r in written.values())
+    assert learnt.gets == 2 and learnt.from_error_pages == 0
+    assert {sid: r.head.status for sid, r in written.items() if isinstance(r, RawSession)} == {
+        rest[0]: "TRAINING_SESSION_STATUS_RUNNING",
+        rest[1]: "TRAINING_SESSION_STATUS_STOPPED",
+    }
+
+
+async def test_a_pass_knows_how_many_rows_the_server_sends_a_page(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    """Asked for 100 rows, a server may send 2: a page's size is what came on the
+    pages followed by another (the last holds what is left)."""
+    _add(fake, 7)
+    fake.page_rows = 2
+    try:
+        listed = await list_pass(client, LIVE_STATUSES, max_pages=10)
+        cut = await list_pass(client, LIVE_STATUSES, max_pages=2)
+    finally:
+        fake.page_rows = None
+    assert (listed.pages, listed.complete, len(listed), listed.rows_per_page()) == (4, True, 7, 2.0)
+    assert (cut.pages, cut.complete, cut.rows_per_page()) == (2, False, 2.0)
+    one = await list_pass(client, LIVE_STATUSES, max_pages=10)
+    assert (one.pages, one.complete, one.rows_per_page()) == (1, True, None)
+
+
+async def test_the_lister_keeps_the_rows_a_page_held_for_later_estimates(
+    fake: FakeTogether, client: TogetherClient
+) -> None:
+    _add(fake, 7)
+    lister = Lister(client)
+    assert lister.last_per_page(LIVE_STATUSES) == 100  # nothing seen: what is asked
+    fake.page_rows = 3
+    try:
+        await lister.get(LIVE_STATUSES, max_pages=10, since=lister.clock())
+    finally:
+        fake.page_rows = None
+    assert lister.last_per_page(LIVE_STATUSES) == 3
+    await lister.get(LIVE_STATUSES, max_pages=10, since=lister.clock() + 1)  # one page of 7
+    assert lister.last_per_page(LIVE_STATUSES) == 3  # one page says nothing of a page's size

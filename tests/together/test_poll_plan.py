@@ -109,8 +109,8 @@ def test_the_budget_stretches_an_expensive_round_and_lets_a_cheap_one_poll_often
 
 
 def test_the_claim_slack_lengthens_the_gap_only_while_the_budget_sets_the_interval() -> None:
-    from bot.config import Settings
     from bot.poll.pace import due_slack, poll_gap
+    from bot.settings.model import Settings
 
     settings = Settings(_env_file=None, poll_interval_seconds=60, poll_min_interval_seconds=5)
     slack = due_slack(settings)
@@ -133,3 +133,20 @@ def test_a_pass_is_capped_near_what_the_watched_and_live_counts_justify() -> Non
     assert budget_pages(requests_per_minute=120, others_per_minute=20, max_seconds=60) == 100
     assert budget_pages(requests_per_minute=120, others_per_minute=200, max_seconds=60) == 1
     assert budget_pages(requests_per_minute=0, others_per_minute=0, max_seconds=60) > 10**6
+
+
+def test_a_pass_is_costed_in_the_rows_a_page_actually_held() -> None:
+    # 12 live on pages of 2 rows: 6 pages, not the 1 that pages of 100 would take.
+    short = seen_after(listed=12, complete=True, due=12, missing=0, at=NOW, before=None, per_page=2)
+    assert short.per_page == 2
+    assert list_cost(12, short) == 6
+    assert justified_pages(12, short) == 7  # the pages it fills, and one more
+    assert round_cost(12, short, Plan.LIST) == 6
+    assert choose(12, short, now=NOW) is Plan.LIST
+    assert choose(6, short, now=NOW) is Plan.GET  # 6 pages do not beat 6 GETs
+    # A pass of one page says nothing of a page's size: the last estimate is kept.
+    again = seen_after(listed=1, complete=True, due=1, missing=0, at=NOW, before=short)
+    assert again.per_page == 2
+    assert (
+        seen_after(listed=1, complete=True, due=1, missing=0, at=NOW, before=None).per_page == 100
+    )

@@ -318,6 +318,36 @@ def test_list_pages_follow_meta_cursor(fake: FakeTogether, coverage: FieldCovera
     assert pages == 3 and ids == [f"l-{i}" for i in range(7)]
 
 
+def test_short_pages_hold_at_most_page_rows_in_the_sdks_shape(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    """A server may send fewer rows than `limit` asks: each page says `has_more`
+    with the cursor of its last row until the last page."""
+    for i in range(5):
+        fake.add(f"s-{i}", "RUNNING")
+    fake.page_rows = 2
+    try:
+        ids: list[str] = []
+        sizes: list[int] = []
+        cursor = ""
+        while True:
+            params = {"limit": 100, **({"after": cursor} if cursor else {})}
+            page = strict(
+                SessionsListResponse, fetch(fake, "/rl/training-sessions", params=params), coverage
+            )
+            assert page.data is not None and page.meta is not None
+            ids += [s.id for s in page.data]
+            sizes.append(len(page.data))
+            if not page.meta.has_more:
+                assert page.meta.next_cursor == ""
+                break
+            assert page.meta.next_cursor == page.data[-1].id
+            cursor = page.meta.next_cursor
+    finally:
+        fake.page_rows = None
+    assert sizes == [2, 2, 1] and ids == [f"s-{i}" for i in range(5)]
+
+
 def test_an_endless_list_says_has_more_with_a_fresh_cursor_in_the_sdks_shape(
     fake: FakeTogether, coverage: FieldCoverage
 ) -> None:

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from bot.store.progress import CardView
 from bot.training.resources import ModelResource
 from bot.training.snapshots import SessionSnapshot
+from bot.training.watch_progress import CardView
 
 
 class Kind(StrEnum):
@@ -164,7 +164,7 @@ class CreatorDmPayload(_Payload):
 
 
 class ChartPayload(_Payload):
-    """A chart owed to a thread (`bot.charting`): drawn and uploaded when sent,
+    """A chart owed to a thread (`bot.charts`): drawn and uploaded when sent,
     from the data of that moment. `end`: the session's final chart (metrics when
     its W&B run can be read, else progress); `stall`: the progress chart that
     shows the flat line beside the stall alert."""

@@ -11,9 +11,9 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import upsert
-from bot.store.progress import WatchProgress
 from bot.store.rule_tables import EVERY_SESSION, Budget
 from bot.store.tables import Subscription, WatchedSession
+from bot.training.watch_progress import WatchProgress
 
 
 class BudgetAt(NamedTuple):

@@ -9,11 +9,11 @@ from sqlalchemy import CursorResult, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring, upsert
-from bot.store.tables import PersonalAlerts, PersonalWatch, db_now
+from bot.store.tables import PersonalAlerts, PersonalWatch, database_now
 
 
 async def set_switch(db: AsyncSession, *, team_id: str, user_id: str, enabled: bool) -> None:
-    now = (await db.execute(select(db_now()))).scalar_one()
+    now = await database_now(db)
     await db.execute(
         upsert(
             db,
@@ -54,7 +54,7 @@ async def take(
             )
         ).scalars()
     )
-    now = (await db.execute(select(db_now()))).scalar_one()
+    now = await database_now(db)
     taken: list[str] = []
     for session_id in (s for s in wanted if s not in had):
         if len(taken) >= limit:

@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.metrics_view import MetricsView
 from bot.store.tables import SessionMetrics, WatchedSession
+from bot.training.metrics_view import MetricsView
 
 
 async def view_of(db: AsyncSession, session_id: str) -> tuple[MetricsView, datetime | None]:

@@ -13,10 +13,10 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring
-from bot.store.progress import WatchProgress
 from bot.store.tables import WatchedSession, utcnow
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import seen_state
+from bot.training.watch_progress import WatchProgress
 
 
 async def start_watching(

@@ -6,7 +6,7 @@ function (`problems_for`) rather than pydantic's "required" flag: `rl-bot show`
 needs only the Together key, `rl-bot serve` needs Slack too.
 
 Every setting carries a plain-words description and a tier, so that
-`docs/configuration.md` (written by `bot.config_doc`) and `.env.example` follow
+`docs/configuration.md` (written by `bot.settings.doc`) and `.env.example` follow
 this class: "user" is what a deployment sets (secrets, the database, on-call,
 allowlists, feature switches), "tuning" has defaults that suit most teams, and
 "test-only" exists for the tests' fake servers, crash injection and shortened windows.
@@ -22,11 +22,11 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-from bot.chart_settings import ChartSettings
-from bot.database_url import async_url
-from bot.setting_tiers import test_only as _test_only
-from bot.setting_tiers import tuning as _tuning
-from bot.setting_tiers import user as _user
+from bot.settings.charts import ChartSettings
+from bot.settings.database_url import async_url
+from bot.settings.tiers import test_only as _test_only
+from bot.settings.tiers import tuning as _tuning
+from bot.settings.tiers import user as _user
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
 

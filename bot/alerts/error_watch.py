@@ -14,15 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 
+from bot.outbox.alerts_sent import remember_alerts, unalerted
 from bot.outbox.contract.rows import bounded_key, oncall_key, oncall_row, operator_row
-from bot.outbox.queue import insert_outbox, remember_alerts, unalerted
+from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.engine import database_gone
-from bot.store.job_locks import claim_job, release_job, renewing
+from bot.store.job_locks import exclusive_job, set_baseline
 from bot.store.queries.subscriptions import first_threads
-from bot.store.tables import AlertSent, db_now
+from bot.store.tables import AlertSent, database_now
 from bot.store.write_apart import write_apart
 from bot.together.list_pass import Lister, ListPass
 from bot.training.sessions import TrainingSession
@@ -30,6 +31,8 @@ from bot.training.status import STATUS_PREFIX, Status
 from bot.training.time_bounds import utc_or_none
 
 log = logging.getLogger(__name__)
+
+JOB = "watch_all_errors"
 # A watch idle longer than this was switched off, not briefly down: start afresh.
 WATCH_RESTART_AFTER = timedelta(hours=1)
 # Together's timestamps come from Together's clock, whole seconds at times; the baseline
@@ -53,21 +56,20 @@ async def page_new_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
     lister = lister or rt.lister
     if not settings.oncall_channel:
         return 0
-    async with rt.sessionmaker() as db, db.begin():
-        job = await claim_job(db, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds)
-        if job is None:
+    async with exclusive_job(
+        rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds
+    ) as run:
+        if run is None:
             return 0
         # Every time the watch keeps is the database's: replicas' clocks may disagree.
-        now = (await db.execute(select(db_now()))).scalar_one()
-        idle = now - job.last_run_at if job.last_run_at else None
-        starting = job.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER)
+        idle = run.now - run.last_run_at if run.last_run_at else None
+        starting = run.baseline_at is None or (idle is not None and idle > WATCH_RESTART_AFTER)
+        baseline = run.baseline_at or run.now
         if starting:
             # Errors from before the watch began (or was switched back on) are history.
-            job.baseline_at = now
-        baseline = job.baseline_at or now
-    async with renewing(
-        rt.sessionmaker, "watch_all_errors", owner=rt.owner, lease=settings.lease_seconds
-    ):
+            baseline = run.now
+            async with rt.sessionmaker() as db, db.begin():
+                await set_baseline(db, JOB, owner=rt.owner, at=baseline)
         listed = await lister.get(
             [ERROR_STATUS],
             max_pages=settings.watch_all_max_pages,
@@ -86,8 +88,6 @@ async def page_new_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
         paged, set_aside = await _write_apart(rt, memos, starting=starting)
         if set_aside:
             await _report_set_aside(rt, set_aside)
-    async with rt.sessionmaker() as db, db.begin():
-        await release_job(db, "watch_all_errors", owner=rt.owner)
     return paged
 
 
@@ -147,7 +147,7 @@ async def _write(rt: Runtime, memos: Sequence[_Memo], *, starting: bool) -> int:
     settings = rt.settings
     channel = settings.oncall_channel or ""
     async with rt.sessionmaker() as db, db.begin():
-        now = (await db.execute(select(db_now()))).scalar_one()
+        now = await database_now(db)
         if starting:
             # Errors from before the watch began (or was switched back on) are history.
             await remember_alerts(db, memos, now=now, alerted=False)

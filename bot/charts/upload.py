@@ -16,8 +16,8 @@ import logging
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.charting.cache import Chart
-from bot.rate_limits import parse_retry_after
+from bot.charts.cache import Chart
+from bot.ops.retry_after import parse_retry_after
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The settings of charts and of Weights & Biases, as a base class of `Settings`.
 
-They live apart from `bot.config` so that the settings class stays one
+They live apart from `bot.settings.model` so that the settings class stays one
 readable page; `Settings` inherits them, so they are read, documented and
 checked like every other setting (same tiers, same `docs/configuration.md`).
 """
@@ -12,7 +12,7 @@ from typing import Annotated
 from pydantic import BaseModel, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from bot.setting_tiers import tuning, user
+from bot.settings.tiers import tuning, user
 
 #: what a metric name may be: W&B keys are free text, but a name goes into a GraphQL
 #: variable and a message, so it is kept short

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from bot.charts.spec import ChartSpec, Line
+from bot.rendering.charts.spec import ChartSpec, Line
 
 MAX_ALT = 1000
 

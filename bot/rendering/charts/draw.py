@@ -15,7 +15,7 @@ import io
 import math
 from typing import Any
 
-from bot.charts.spec import ChartSpec
+from bot.rendering.charts.spec import ChartSpec
 
 WIDTH_IN = 10.0
 PANEL_IN = 2.6

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 from bot.rendering.blocks import Message
 from bot.rendering.metric_lines import MetricLine, with_metrics
 from bot.rendering.watch import WatchFacts, with_watch
-from bot.store.metrics_view import MetricsView
-from bot.store.progress import CardView
+from bot.training.metrics_view import MetricsView
 from bot.training.rules import eta, stalled_for
+from bot.training.watch_progress import CardView
 
 
 def facts(view: CardView) -> WatchFacts:

@@ -1,6 +1,6 @@
 """What a chart shows, as plain data (pure): panels of series over one shared x
-axis. Built by `bot.charts.progress` and `bot.charts.metrics`, drawn by
-`bot.charts.draw`, put in words by `bot.charts.words` (the message and alt text).
+axis. Built by `bot.rendering.charts.progress` and `bot.rendering.charts.metrics`, drawn by
+`bot.rendering.charts.draw`, put in words by `bot.rendering.charts.words` (the message and alt text).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from bot.charts.spec import Band, ChartSpec, Line, Panel
+from bot.rendering.charts.spec import Band, ChartSpec, Line, Panel
 
 
 def progress_chart(

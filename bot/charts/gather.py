@@ -18,18 +18,18 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bot.charting.cache import CacheKey, Chart, ChartCache
-from bot.charts.draw import render_png
-from bot.charts.metrics import metrics_chart
-from bot.charts.progress import progress_chart
-from bot.charts.spec import ChartSpec, Line
-from bot.charts.words import describe
+from bot.charts.cache import CacheKey, Chart, ChartCache
+from bot.rendering.charts.draw import render_png
+from bot.rendering.charts.metrics import metrics_chart
+from bot.rendering.charts.progress import progress_chart
+from bot.rendering.charts.spec import ChartSpec, Line
+from bot.rendering.charts.words import describe
 from bot.runtime import Runtime
-from bot.store.progress import WatchProgress
 from bot.store.queries.progress_points import steps_of
-from bot.store.tables import WatchedSession, db_now
+from bot.store.tables import WatchedSession, database_now, db_now
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status
+from bot.training.watch_progress import WatchProgress
 from bot.wandb.errors import WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
@@ -58,7 +58,7 @@ async def chart_of(
                 )
             )
         ).first()
-        now = row.now if row is not None else (await db.execute(select(db_now()))).scalar_one()
+        now = row.now if row is not None else await database_now(db)
     watch = WatchProgress.read(row.progress if row is not None else None)
     if (
         watch.step is not None

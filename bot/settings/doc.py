@@ -4,7 +4,7 @@ Every setting is listed under its tier with its environment name, type, default
 and description, all read from the field itself. Rewrite the page after
 changing a setting:
 
-    python -m bot.config_doc > docs/configuration.md
+    python -m bot.settings.doc > docs/configuration.md
 
 `tests/operations/test_config.py` fails while the page differs from what this writes.
 """
@@ -19,14 +19,14 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from bot.config import Settings
-from bot.setting_tiers import TIERS, Tier, tier_of
+from bot.settings.model import Settings
+from bot.settings.tiers import TIERS, Tier, tier_of
 
-COMMAND = "python -m bot.config_doc > docs/configuration.md"
+COMMAND = "python -m bot.settings.doc > docs/configuration.md"
 
 INTRO = f"""# Configuration
 
-<!-- Written by `{COMMAND}` from `Settings` in bot/config.py; edit those, not this page. -->
+<!-- Written by `{COMMAND}` from `Settings` in bot/settings/model.py; edit those, not this page. -->
 
 rl-bot reads every setting from the environment or from `.env` in its working
 directory (names are case-insensitive; a real environment variable wins over

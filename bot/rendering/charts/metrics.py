@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.charts.spec import ChartSpec, Line, Panel
+from bot.rendering.charts.spec import ChartSpec, Line, Panel
 
 
 def metrics_chart(name: str, lines: Sequence[Line], *, note: str = "") -> ChartSpec:

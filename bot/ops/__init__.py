@@ -1,0 +1,1 @@
+"""Operating the bot: JSON logs, Prometheus metrics, fault injection for tests, Retry-After."""
