@@ -1,10 +1,11 @@
 # syntax=docker/dockerfile:1
 #
 # rl-bot image: `docker build -t rl-bot .`
-#   docker run --env-file .env -p 3000:3000 -v rlbot-data:/app/data rl-bot            # serve (HTTP)
-#   docker run --env-file .env -v rlbot-data:/app/data rl-bot rl-bot migrate          # migrations
-#   docker run --env-file .env -v rlbot-data:/app/data rl-bot rl-bot socket           # Socket Mode
-# The default database is SQLite in the /app/data volume; set DATABASE_URL for PostgreSQL.
+#   docker run --env-file .env -p 3000:3000 -v rlbot-data:/data rl-bot            # serve (HTTP)
+#   docker run --env-file .env -v rlbot-data:/data rl-bot rl-bot migrate          # migrations
+#   docker run --env-file .env -v rlbot-data:/data rl-bot rl-bot socket           # Socket Mode
+# Data lives in the /data volume, which is also the working directory, so the SQLite
+# default of .env.example (sqlite:///./rl-bot.db) lands there; set DATABASE_URL for PostgreSQL.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
@@ -42,14 +43,13 @@ LABEL org.opencontainers.image.title="rl-bot" \
       org.opencontainers.image.description="Slack chat-ops for RL training sessions on Together's API"
 
 RUN groupadd --system --gid 10001 rlbot \
- && useradd --system --uid 10001 --gid rlbot --home-dir /app --no-create-home --shell /usr/sbin/nologin rlbot
+ && useradd --system --uid 10001 --gid rlbot --home-dir /data --no-create-home --shell /usr/sbin/nologin rlbot
 
 COPY --from=builder /opt/venv /opt/venv
 
-WORKDIR /app
-COPY alembic.ini ./
-COPY migrations ./migrations
-RUN mkdir -p /app/data && chown rlbot:rlbot /app/data
+# The migration scripts ship inside the package; the only writable place is /data.
+RUN mkdir -p /data && chown rlbot:rlbot /data
+WORKDIR /data
 
 # matplotlib's font list, built here once: the home directory is not writable, so
 # without it every process would rebuild the list (seconds) on its first chart.
@@ -62,10 +62,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     HOST=0.0.0.0 \
     PORT=3000 \
-    DATABASE_URL=sqlite:////app/data/rl-bot.db \
-    RLBOT_ALEMBIC_INI=/app/alembic.ini
+    DATABASE_URL=sqlite:////data/rl-bot.db
 
-VOLUME ["/app/data"]
+VOLUME ["/data"]
 USER rlbot:rlbot
 EXPOSE 3000
 

@@ -1,8 +1,10 @@
 """`rl-bot serve | socket | migrate | show <id>`.
 
-Configuration problems are one line each on stderr and exit code 2; an
-out-of-date schema is exit code 3 with the command that fixes it; a SQLite
-database already used by another rl-bot process is exit code 4.
+Configuration problems, and a Slack token or Together key the service refuses
+at start, are one line each on stderr and exit code 2; an out-of-date schema
+is exit code 3 with the command that fixes it; a SQLite file that cannot be
+used (another rl-bot process has it, or its directory is missing or read-only)
+is exit code 4.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from bot.settings.model import Mode, Settings
+
+if TYPE_CHECKING:
+    from bot.slack.preflight import Verdict
 
 log = logging.getLogger("bot")
 EXIT_CONFIG = 2
@@ -70,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _migrate(settings)
     if command == "show":
         return asyncio.run(_show(settings, args.session_id, as_json=args.json))
+    if (checked := _check_secrets(settings)) is None:
+        return EXIT_CONFIG
     if (problem := _lock_sqlite(settings.database_url)) is not None:
         print(f"rl-bot: {problem}", file=sys.stderr)
         return EXIT_IN_USE
@@ -80,8 +87,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "socket":
         from bot.slack.socket_mode import run_socket
 
-        return asyncio.run(run_socket(settings, host=host, port=port))
-    return _serve(settings, host=host, port=port)
+        return asyncio.run(run_socket(settings, host=host, port=port, checked=checked))
+    return _serve(settings, host=host, port=port, checked=checked)
+
+
+def _check_secrets(settings: Settings) -> list[Verdict] | None:
+    """None when Slack or Together refused a secret (said on stderr); else the
+    checks, for `/readyz`. Before anything touches the database."""
+    from bot.slack.preflight import check_secrets
+
+    verdicts = asyncio.run(check_secrets(settings))
+    refused = [v for v in verdicts if v.state == "refused"]
+    for verdict in refused:
+        print(f"rl-bot: {verdict.setting} was refused: {verdict.detail}", file=sys.stderr)
+    if refused:
+        return None
+    if unreachable := [v for v in verdicts if v.state == "unreachable"]:
+        log.warning(
+            "starting without checking %s (%s); /readyz answers 503 until a check gets through",
+            " and ".join(v.setting for v in unreachable),
+            "; ".join(v.detail for v in unreachable),
+        )
+    return verdicts
 
 
 def _migrate(settings: Settings) -> int:
@@ -116,7 +143,12 @@ def _lock_sqlite(url: str) -> str | None:
     try:
         handle = open(lock_path, "a+")  # noqa: SIM115 - held open until the process ends
     except OSError as exc:
-        return f"cannot create the lock file {lock_path}: {exc.strerror}"
+        return (
+            f"cannot use the SQLite database {path} (DATABASE_URL): its lock file "
+            f"{lock_path} cannot be created: {exc.strerror}. The directory {path.parent} "
+            f"must exist and be writable by this user (uid {os.getuid()}); in the container "
+            "image that is /data, the working directory"
+        )
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -148,8 +180,10 @@ def _check_schema(settings: Settings) -> int:
             current = asyncio.run(current_revision(settings.database_url))
         except Exception:
             current = None  # the upgrade says what is wrong
-        if current is None or current != head_revision(settings.database_url):
-            upgrade(settings.database_url)
+        head = head_revision(settings.database_url)
+        if current is None or current != head:
+            upgrade(settings.database_url, quiet=True)
+            log.info("migrated the SQLite database from %s to %s", current or "empty", head)
         return 0
     try:
         current = asyncio.run(current_revision(settings.database_url))
@@ -167,13 +201,14 @@ def _check_schema(settings: Settings) -> int:
     return 0
 
 
-def _serve(settings: Settings, *, host: str, port: int) -> int:
+def _serve(settings: Settings, *, host: str, port: int, checked: list[Verdict]) -> int:
     from bot.runtime import build_runtime
     from bot.slack.app import build_app
     from bot.slack.web import create_web_app, http_server
 
     rt = build_runtime(settings)
-    http_server(create_web_app(rt, build_app(rt)), host=host, port=port).run()
+    web = create_web_app(rt, build_app(rt), checked=checked)
+    http_server(web, host=host, port=port, replica=rt.owner).run()
     return 0
 
 
@@ -182,12 +217,13 @@ async def _show(settings: Settings, session_id: str, *, as_json: bool) -> int:
 
     from bot.rendering import card
     from bot.rendering.terminal import as_text
+    from bot.slack.preflight import together_words
     from bot.together.client import TogetherClient
     from bot.together.errors import USER_MESSAGES, TogetherError
     from bot.training.sessions import is_session_id
 
     if not is_session_id(session_id):
-        print(f"rl-bot: {USER_MESSAGES['invalid_id']}", file=sys.stderr)
+        print(f"rl-bot: {USER_MESSAGES['invalid_id'].replace('`', '')}", file=sys.stderr)
         return 1
     assert settings.together_api_key is not None
     async with httpx.AsyncClient() as http:
@@ -200,7 +236,8 @@ async def _show(settings: Settings, session_id: str, *, as_json: bool) -> int:
         try:
             session = await client.get_session(session_id, retries=2)
         except TogetherError as exc:
-            print(f"rl-bot: {exc.user_message}", file=sys.stderr)
+            words = exc.user_message if exc.kind == "not_found" else together_words(exc)
+            print(f"rl-bot: {words}", file=sys.stderr)
             return 1
     message = card(session)
     print(json.dumps(message, indent=2) if as_json else as_text(message))

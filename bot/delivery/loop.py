@@ -41,6 +41,7 @@ from bot.alerts.stall import threshold
 from bot.delivery.chart import send_chart
 from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
+from bot.delivery.root_update import INVALID_BLOCKS
 from bot.delivery.routing import thread_modes
 from bot.delivery.send import post_one, posts_message, redraw_root
 from bot.ops.faults import crash_point
@@ -49,10 +50,11 @@ from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import claim_due, fence, hand_back, renew
 from bot.outbox.table import OutboxMessage
-from bot.rendering.root_card import CardWatch, metric_lines
+from bot.rendering.root_card import CardWatch, card_chart, metric_lines
 from bot.runtime import Runtime
 from bot.settings.model import Settings
 from bot.store.heartbeats import held_for, renew_while
+from bot.store.queries.chart_refusals import remember_refusal
 from bot.store.queries.subscriptions import card_settings
 from bot.store.tables import database_now
 from bot.together.client import TogetherClient
@@ -209,6 +211,8 @@ async def card_watches(
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
             metrics=metric_lines(r.view, settings.wandb_metrics),
+            chart=card_chart(r.view) if r.refused is None else None,
+            team_id=r.team_id,
         )
         for r in found
     }
@@ -302,4 +306,27 @@ async def _send(
     outcome = await redraw_root(row, slack=slack, watch=watch)
     crash_point("deliver_after_update", settings.fault_crash_at)
     outcome.duplicate = duplicate
+    if outcome.chart_refused and watch is not None and watch.team_id:
+        await _remember_chart_refusal(sessionmaker, watch.team_id, row)
     return outcome
+
+
+async def _remember_chart_refusal(
+    sessionmaker: async_sessionmaker[AsyncSession], team_id: str, row: OutboxMessage
+) -> None:
+    """The workspace's cards are drawn without the chart from now on; a failed
+    write only means the next redraw is refused once more."""
+    try:
+        async with sessionmaker() as db, db.begin():
+            now = await database_now(db)
+            await remember_refusal(db, team_id, error=INVALID_BLOCKS, now=now)
+    except Exception:
+        log.exception(
+            "could not remember a refused chart",
+            extra={"outbox_id": row.id, "channel_id": row.channel_id},
+        )
+    else:
+        log.warning(
+            "Slack refused the card's chart block; this workspace's cards go without it",
+            extra={"team_id": team_id, "channel_id": row.channel_id},
+        )

@@ -93,6 +93,8 @@ class SendResult:
     duplicate: bool = False
     #: set aside after its retries ran out: on-call hears of it once
     tell_operators: bool = False
+    #: the root card went out only without its chart (the workspace refused it)
+    chart_refused: bool = False
 
 
 def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> SendResult:

@@ -18,33 +18,40 @@ from bot.outbox.contract.payloads import (
 from bot.outbox.table import OutboxMessage
 from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
+from bot.rendering.chart_block import has_chart, without_charts
 from bot.rendering.root_card import CardWatch
 from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)
 
 
+#: Slack's answer to a message whose blocks it does not take
+INVALID_BLOCKS = "invalid_blocks"
+
+
 async def update_root(
     row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient, watch: CardWatch | None = None
-) -> None:
+) -> bool:
     """Keep the subscription's root message showing the current card: the
     session as the row saw it, and what the watch knows (`watch`, read when the
-    row was claimed): resource and spend, steps/min, target and ETA, a stall.
-    Every kind of redraw renders it the same way, so none drops a line."""
+    row was claimed): resource and spend, steps/min, target and ETA, a stall,
+    the live chart. Every kind of redraw renders it the same way, so none drops
+    a line.
+
+    True when Slack refused the chart block and took the card without it (the
+    caller remembers that for the workspace)."""
     if not isinstance(
         payload, TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload
     ):
-        return
+        return False
     if not row.thread_ts or payload.session is None:
-        return
+        return False
     ended = isinstance(payload, TransitionPayload | RootPayload) and payload.ended
     card = rendering.card(payload.session, subscribed=not ended)
     if not ended:
         card = _with_watch(card, payload, watch)
     try:
-        await slack.chat_update(
-            channel=row.channel_id, ts=row.thread_ts, text=card["text"], blocks=card["blocks"]
-        )
+        return await _update_falling_back(slack, row, row.thread_ts, card)
     except SlackApiError as exc:
         if (
             exc.response.status_code == 429
@@ -60,6 +67,30 @@ async def update_root(
             exc.response.get("error"),
             extra={"outbox_id": row.id, "channel_id": row.channel_id},
         )
+        return False
+
+
+async def _update_falling_back(
+    slack: AsyncWebClient, row: OutboxMessage, ts: str, card: rendering.Message
+) -> bool:
+    """chat.update with the card; a card whose chart Slack refuses (an older
+    workspace) is sent again without it. True when that happened."""
+    try:
+        await _update(slack, row.channel_id, ts, card)
+        return False
+    except SlackApiError as exc:
+        if exc.response.get("error") != INVALID_BLOCKS or not has_chart(card["blocks"]):
+            raise
+        log.info(
+            "Slack refused the card's chart; sending the card without it",
+            extra={"outbox_id": row.id, "channel_id": row.channel_id},
+        )
+    await _update(slack, row.channel_id, ts, without_charts(card))
+    return True
+
+
+async def _update(slack: AsyncWebClient, channel: str, ts: str, card: rendering.Message) -> None:
+    await slack.chat_update(channel=channel, ts=ts, text=card["text"], blocks=card["blocks"])
 
 
 def _with_watch(

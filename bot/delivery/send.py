@@ -84,17 +84,18 @@ async def redraw_root(
 ) -> SendResult:
     """Redraw the row's root card (with `watch`, the watch's state). A rate limit,
     a server error or no answer at all leaves the row pending with its post
-    (`row.sent_ts`) kept, so only the redraw is retried."""
+    (`row.sent_ts`) kept, so only the redraw is retried. `chart_refused`: Slack
+    took the card only without its chart."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     sent_ts = row.sent_ts if row.sent_ts is not None else row.thread_ts
     try:
-        await update_root(row, row.typed_payload, slack=slack, watch=watch)
+        refused = await update_root(row, row.typed_payload, slack=slack, watch=watch)
     except SlackApiError as exc:
         result = classify(row, exc, extra)
     except UNREACHABLE as exc:
         log.warning("Slack unreachable for a root card; will retry", extra=extra)
         result = retry_later(row, None, type(exc).__name__)
     else:
-        return SendResult(row.id, State.SENT, sent_ts=sent_ts)
+        return SendResult(row.id, State.SENT, sent_ts=sent_ts, chart_refused=refused)
     result.sent_ts = row.sent_ts
     return result

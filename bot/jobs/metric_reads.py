@@ -2,7 +2,9 @@
 `WANDB_REFRESH_SECONDS` (one request for all its metrics: `summaryMetrics` and
 the recent points), kept in `session_metrics` for the card's next redraw; a
 metric that became NaN or infinite is told once in the session's threads (and
-on-call with `ONCALL_ON_METRIC`).
+on-call with `ONCALL_ON_METRIC`). The card's chart is kept there too, from the
+same read, or, for a session without a run (or without W&B), from the steps
+its polls saw (`card_charts`).
 
 One replica at a time (a job lock), a bounded batch per tick, and the W&B
 budget honoured: a spent budget ends the pass, and the sessions left wait for
@@ -21,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.alerts.metric_rules import Reading, judge_rules
+from bot.jobs.card_charts import metric_chart, stored_progress_chart
 from bot.outbox.contract.payloads import MetricPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
@@ -101,8 +104,6 @@ def rule_readings(
 async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
-    if wandb is None:
-        return 0
     async with rt.sessionmaker() as db, db.begin():
         job = await claim_job(db, JOB, owner=rt.owner, lease=settings.lease_seconds)
         if job is None:
@@ -134,8 +135,11 @@ async def read_metrics(rt: Runtime) -> int:
                 run = run_of(metadata if isinstance(metadata, dict) else None)
                 async with rt.sessionmaker() as db:
                     old, _ = await view_of(db, session_id)
-                if run is None:
-                    view = old  # nothing to read; looked at again after the refresh
+                    charted = run is not None and wandb is not None
+                    chart = None if charted else await stored_progress_chart(db, session_id)
+                if run is None or wandb is None:
+                    # nothing to read; looked at again after the refresh
+                    view = old.model_copy(update={"chart": chart})
                 else:
                     try:
                         names = [*settings.wandb_metrics]
@@ -147,6 +151,8 @@ async def read_metrics(rt: Runtime) -> int:
                         view = old.model_copy(update={"error": exc.user_message})
                     else:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
+                        chart = metric_chart(settings.wandb_metrics, recent)
+                        view = view.model_copy(update={"chart": chart})
                         if session_id in wanted:
                             readings[session_id] = rule_readings(wanted[session_id], latest, recent)
                         read += 1

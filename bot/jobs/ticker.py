@@ -124,9 +124,9 @@ class Ticker:
             # often enough that a repage is at most a quarter of its delay late
             check = min(REPAGE_CHECK_SECONDS, max(1.0, settings.oncall_repage_minutes * 15))
             self._every("repage", self.repage, check)
-        if self.rt.wandb is not None:
-            # the card's W&B reads: each session at most every WANDB_REFRESH_SECONDS
-            self._every("read_wandb", self.read_wandb, 5)
+        # the card's W&B reads and its chart: each session at most every
+        # WANDB_REFRESH_SECONDS (without W&B, the chart of the polls' steps alone)
+        self._every("read_wandb", self.read_wandb, 5)
         self._every("share_spend", self.share_spend, timings.heartbeat_every)
         self._every("gauges", self.gauges, 15)
         self._every("prune", self.prune, 3600)

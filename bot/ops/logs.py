@@ -39,11 +39,15 @@ __all__ = [
 REDACTED = "[redacted]"
 MIN_SECRET_LEN = 6
 
-# Loggers that are chatty at INFO and say nothing an operator needs.
+# Loggers that are chatty at INFO and say nothing an operator needs (the start-up
+# log is kept short: uvicorn's and the scheduler's start-up lines repeat "ready").
 QUIET_LOGGERS: dict[str, int] = {
     "httpx": logging.WARNING,
     "httpcore": logging.WARNING,
     "apscheduler.executors": logging.WARNING,
+    "apscheduler.scheduler": logging.WARNING,
+    "alembic.runtime.plugins": logging.WARNING,
+    "uvicorn.error": logging.WARNING,
 }
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from bot.rendering.blocks import Message
+from bot.rendering.chart_block import CardChart, chart_block, with_chart
 from bot.rendering.metric_lines import MetricLine, with_metrics
 from bot.rendering.watch import WatchFacts, with_watch
 from bot.training.metrics_view import MetricsView
@@ -45,6 +46,10 @@ class CardWatch:
     stall_after: timedelta | None = None
     #: the W&B line: the latest value and recent points of each watched metric
     metrics: tuple[MetricLine, ...] = ()
+    #: the live chart (None: none yet, or the workspace refused the block)
+    chart: CardChart | None = None
+    #: the subscription's workspace, where a refusal of the chart is remembered
+    team_id: str | None = None
 
 
 def metric_lines(stored: object, names: tuple[str, ...]) -> tuple[MetricLine, ...]:
@@ -60,6 +65,14 @@ def metric_lines(stored: object, names: tuple[str, ...]) -> tuple[MetricLine, ..
         for name in names
         if name in view.latest or view.recent.get(name)
     )
+
+
+def card_chart(stored: object) -> CardChart | None:
+    """The card's chart from the last read kept in `session_metrics`."""
+    chart = MetricsView.read(stored).chart
+    if chart is None:
+        return None
+    return CardChart(chart.kind, chart.name, tuple(chart.points))
 
 
 def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | None]:
@@ -86,6 +99,8 @@ def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | No
 
 
 def card_with_watch(card: Message, watch: CardWatch, *, now: datetime) -> Message:
-    """A watched session's card with its watch section (see `card_facts`)."""
+    """A watched session's card with its watch section (see `card_facts`), its
+    W&B line and its live chart."""
     shown, step = card_facts(watch, now=now)
-    return with_metrics(with_watch(card, shown, step=step), watch.metrics)
+    drawn = with_metrics(with_watch(card, shown, step=step), watch.metrics)
+    return with_chart(drawn, chart_block(watch.chart) if watch.chart is not None else None)

@@ -24,6 +24,9 @@ BODY_LOG_PREFIXES = (
     "A global middleware",
     "Invalid request signature detected",
 )
+# Bolt reads SLACK_BOT_TOKEN from the environment itself and warns, at every start,
+# that the client we hand it wins; nothing is wrong (slack_bolt.logger.messages).
+TOKEN_SKIPPED = "As you gave `client` as well, `token` will be unused."
 
 
 def build_app(rt: Runtime) -> AsyncApp:
@@ -78,10 +81,13 @@ def _is_home(body: dict[str, Any]) -> bool:
 
 class NoRequestBodies(logging.Filter):
     """Bolt writes request bodies into some log lines (unhandled requests, a
-    middleware that answered nothing); keep the line, drop the body."""
+    middleware that answered nothing); keep the line, drop the body. Bolt's
+    start-up warning about the token (`TOKEN_SKIPPED`) is dropped."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
+        if message == TOKEN_SKIPPED:
+            return False
         for prefix in BODY_LOG_PREFIXES:
             if message.startswith(prefix):
                 record.msg, record.args = f"{prefix} (request body not logged)", None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -22,6 +23,7 @@ from bot.ops.metrics import Metrics
 from bot.runtime import build_runtime
 from bot.settings.model import Settings
 from bot.slack.app import build_app
+from bot.slack.preflight import Verdict
 from bot.slack.web import create_web_app, http_server
 
 log = logging.getLogger(__name__)
@@ -116,7 +118,9 @@ class TimedSocketModeHandler(AsyncSocketModeHandler):
             self._metrics.ack_seconds.observe(time.monotonic() - started)
 
 
-async def run_socket(settings: Settings, *, host: str, port: int) -> int:
+async def run_socket(
+    settings: Settings, *, host: str, port: int, checked: Sequence[Verdict] = ()
+) -> int:
     assert settings.slack_app_token is not None
     rt = build_runtime(settings)
     bolt = build_app(rt)
@@ -128,12 +132,12 @@ async def run_socket(settings: Settings, *, host: str, port: int) -> int:
         except Exception:
             return False
 
-    web = create_web_app(rt, bolt, socket_connected=socket_up, http_events=False)
+    web = create_web_app(rt, bolt, socket_connected=socket_up, http_events=False, checked=checked)
     server = http_server(web, host=host, port=port)
     # uvicorn owns SIGTERM/SIGINT: its graceful shutdown stops the scheduler
     # and releases leases (the web app's lifespan); then the socket closes.
     web_task = asyncio.create_task(server.serve())
-    connection = asyncio.create_task(_keep_connected(handler.client))
+    connection = asyncio.create_task(_keep_connected(handler.client, replica=rt.owner))
     try:
         await web_task
     finally:
@@ -145,16 +149,18 @@ async def run_socket(settings: Settings, *, host: str, port: int) -> int:
     return 0
 
 
-async def _keep_connected(client: SocketModeClient) -> None:
+async def _keep_connected(client: SocketModeClient, *, replica: str = "") -> None:
     """Connect, and whenever the socket is down connect again, each time on a new URL.
 
     The SDK reconnects by itself after a close frame or a `disconnect` message, but a socket
     that died without a close (a TCP reset, a network gone) it notices only at a ping some
     seconds later, and after a failed attempt it leaves the retrying to us. Failures back off
     (doubling, capped) so a Slack that keeps refusing is not asked for a URL in a tight loop;
-    the back-off starts over once a check finds the socket up.
+    the back-off starts over once a check finds the socket up. The bot is ready
+    (and says so, once) when the socket first is: before that Slack cannot reach it.
     """
     delay, backoff = 0.0, RETRY_FIRST_SECONDS
+    ready = False
     while True:
         await asyncio.sleep(delay)
         if await client.is_connected():
@@ -169,4 +175,8 @@ async def _keep_connected(client: SocketModeClient) -> None:
                 type(exc).__name__,
                 backoff,
             )
+        else:
+            if not ready and await client.is_connected():
+                ready = True
+                log.info("rl-bot ready", extra={"replica": replica})
         delay, backoff = backoff, min(backoff * 2, RETRY_MAX_SECONDS)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import uvicorn
 from pydantic import SecretStr
@@ -26,12 +28,14 @@ from starlette.routing import Route
 from bot.jobs.ticker import Ticker
 from bot.runtime import Runtime
 from bot.slack.body_budget import BodyBudget
+from bot.slack.preflight import Verdict, recheck_together
 from bot.store.migrations import head_revision, read_revision
 
 log = logging.getLogger(__name__)
 
 # /readyz asks Slack's auth.test again this soon after a failure (seconds);
-# after a success, READYZ_SLACK_CACHE_SECONDS later.
+# after a success, READYZ_SLACK_CACHE_SECONDS later. Together's key, once a check
+# got through, is not asked again: the poller's own errors say when it fails.
 SLACK_CHECK_FAILURE_TTL = 10.0
 
 
@@ -42,12 +46,20 @@ def create_web_app(
     run_scheduler: bool = True,
     socket_connected: Callable[[], Awaitable[bool]] | None = None,
     http_events: bool = True,
+    checked: Sequence[Verdict] = (),
 ) -> Starlette:
+    """`checked`: the start-up checks of the secrets (`bot.slack.preflight`), the first
+    answers of /readyz's own."""
     ticker = Ticker(rt)
     ttl = rt.settings.readyz_slack_cache_seconds
-    slack_check = CachedCheck(
-        lambda: _slack_auth(rt), ttl=ttl, failure_ttl=min(ttl, SLACK_CHECK_FAILURE_TTL)
+    failure_ttl = min(ttl, SLACK_CHECK_FAILURE_TTL)
+    first = {v.setting: v.readiness for v in checked}
+    slack_check = CachedCheck(lambda: _slack_auth(rt), ttl=ttl, failure_ttl=failure_ttl).seeded(
+        first.get("SLACK_BOT_TOKEN")
     )
+    together_check = CachedCheck(
+        lambda: recheck_together(rt.settings), ttl=math.inf, failure_ttl=failure_ttl
+    ).seeded(first.get("TOGETHER_API_KEY"))
     settings = rt.settings
     gate = SlackRequestGate(
         settings.slack_signing_secret,
@@ -89,6 +101,7 @@ def create_web_app(
         except Exception as exc:
             checks["database"] = f"unreachable ({type(exc).__name__})"
         checks["slack"] = await slack_check.result()
+        checks["together"] = await together_check.result()
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse({"ok": ok, "checks": checks}, status_code=200 if ok else 503)
 
@@ -100,7 +113,6 @@ def create_web_app(
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         if run_scheduler:
             ticker.start()
-        log.info("rl-bot ready", extra={"replica": rt.owner})
         try:
             yield
         finally:
@@ -226,6 +238,13 @@ class CachedCheck:
         self._until = 0.0
         self._lock = asyncio.Lock()
 
+    def seeded(self, value: str | None) -> CachedCheck:
+        """Start from an answer already known (the start-up check), for its ttl."""
+        if value is not None:
+            self._value = value
+            self._until = self._clock() + (self._ttl if value == "ok" else self._failure_ttl)
+        return self
+
     async def result(self) -> str:
         async with self._lock:  # concurrent probes wait for one check
             if self._value is None or self._clock() >= self._until:
@@ -245,9 +264,28 @@ async def _slack_auth(rt: Runtime) -> str:
     return "ok"
 
 
-def http_server(app: Starlette, *, host: str, port: int) -> uvicorn.Server:
-    """uvicorn with our logging, no access log, and time for leases on SIGTERM."""
-    return uvicorn.Server(
+class _Server(uvicorn.Server):
+    """uvicorn that says "rl-bot ready" once it listens (after the app's start-up),
+    when told whose replica it serves."""
+
+    def __init__(self, config: uvicorn.Config, *, replica: str | None) -> None:
+        super().__init__(config)
+        self._replica = replica
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and self._replica is not None:
+            url = f"http://{self.config.host}:{self.config.port}"
+            log.info("rl-bot ready on %s", url, extra={"replica": self._replica})
+
+
+def http_server(
+    app: Starlette, *, host: str, port: int, replica: str | None = None
+) -> uvicorn.Server:
+    """uvicorn with our logging, no access log, and time for leases on SIGTERM.
+    With `replica`, it logs "rl-bot ready" once it listens; without (Socket Mode),
+    the socket says when the bot is ready."""
+    return _Server(
         uvicorn.Config(
             app,
             host=host,
@@ -256,5 +294,6 @@ def http_server(app: Starlette, *, host: str, port: int) -> uvicorn.Server:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=25,
-        )
+        ),
+        replica=replica,
     )

@@ -9,9 +9,9 @@ to find the head when the scripts are not one straight line."""
 from __future__ import annotations
 
 import ast
-import configparser
-import os
+import logging
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,32 +24,42 @@ from bot.store.engine import make_engine
 if TYPE_CHECKING:
     from alembic.config import Config
 
-# Alembic's default, which migrations/env.py keeps.
+# Alembic's default, which bot/migrations/env.py keeps.
 VERSION_TABLE = "alembic_version"
 
 
-def alembic_ini() -> Path:
-    ini = os.environ.get("RLBOT_ALEMBIC_INI") or str(
-        Path(__file__).resolve().parent.parent.parent / "alembic.ini"
-    )
-    if not Path(ini).is_file():
-        raise FileNotFoundError(f"alembic.ini not found at {ini}; set RLBOT_ALEMBIC_INI")
-    return Path(ini)
+def scripts_dir() -> Path:
+    """The migration scripts, shipped inside the package (`bot/migrations`), so an
+    installed wheel migrates as a checkout does."""
+    return Path(str(resources.files("bot") / "migrations"))
 
 
 def alembic_config(database_url: str) -> Config:
+    """Alembic's configuration in code: an installed package has no alembic.ini
+    (the repository's, for the `alembic` command, points at the same scripts)."""
     from alembic.config import Config
 
-    config = Config(str(alembic_ini()))
+    config = Config()
+    config.set_main_option("script_location", str(scripts_dir()))
+    config.set_main_option("path_separator", "os")
     config.attributes["database_url"] = database_url
     config.attributes["configure_logger"] = False
     return config
 
 
-def upgrade(database_url: str) -> None:
+def upgrade(database_url: str, *, quiet: bool = False) -> None:
+    """`quiet`: Alembic's line per script is left out (the bot migrating its own
+    SQLite file at start says so in one line)."""
     from alembic import command
 
-    command.upgrade(alembic_config(database_url), "head")
+    alembic_log = logging.getLogger("alembic")
+    level = alembic_log.level
+    if quiet:
+        alembic_log.setLevel(logging.WARNING)
+    try:
+        command.upgrade(alembic_config(database_url), "head")
+    finally:
+        alembic_log.setLevel(level)
 
 
 def head_revision(database_url: str) -> str | None:
@@ -65,16 +75,11 @@ def _alembic_head(database_url: str) -> str | None:
 
 @cache
 def _scripts_head() -> str | None:
-    """The head as the scripts in `script_location/versions` say it, when they form
-    one line of plain `revision = "…"` / `down_revision = …` assignments; else None
-    (Alembic decides). The scripts do not change while the process runs."""
-    ini = alembic_ini()
-    parser = configparser.ConfigParser(defaults={"here": str(ini.parent)})
+    """The head as the scripts in `versions` say it, when they form one line of
+    plain `revision = "…"` / `down_revision = …` assignments; else None (Alembic
+    decides). The scripts do not change while the process runs."""
+    versions = scripts_dir() / "versions"
     try:
-        parser.read(ini)
-        if parser.has_option("alembic", "version_locations"):
-            return None
-        versions = Path(parser.get("alembic", "script_location")) / "versions"
         revisions: set[str] = set()
         parents: set[str] = set()
         for script in versions.glob("*.py"):
@@ -85,7 +90,7 @@ def _scripts_head() -> str | None:
             revisions.add(revision)
             if down is not None:
                 parents.add(down)
-    except (configparser.Error, OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError):
         return None
     heads = revisions - parents
     return heads.pop() if len(heads) == 1 and parents <= revisions else None

@@ -370,3 +370,15 @@ class SessionMetrics(Base):
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     read_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
     view: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
+
+
+class ChartRefusal(Base):
+    """A Slack workspace that refused the root card's chart block
+    (`invalid_blocks`): its cards are drawn without the chart from then on, on
+    every replica and after a restart, so no redraw is refused for it again."""
+
+    __tablename__ = "chart_refusals"
+
+    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    refused_at: Mapped[datetime] = mapped_column(DateTime())
+    error: Mapped[str] = mapped_column(String(64))

@@ -9,9 +9,16 @@ raises: an unreadable column reads as nothing read yet.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 #: points of the card's sparkline per metric
 SPARK_POINTS = 24
@@ -25,6 +32,23 @@ def finite_or_none(value: float | None) -> float | None:
 def bad_name(value: float) -> str:
     """W&B's name for a value that is not finite."""
     return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+#: points kept of the card's chart (Slack's chart block draws at most 20)
+CHART_POINTS = 20
+
+
+class StoredChart(BaseModel):
+    """The card's chart as last read, already reduced to what Slack draws:
+    the first watched metric over its W&B steps (`metric`), or, without a run,
+    the step over time as the polls saw it (`progress`: x in seconds since the
+    epoch). Only finite numbers: JSON holds no others."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    kind: Literal["metric", "progress"]
+    name: str = Field(max_length=128)
+    points: list[tuple[float, float]] = Field(default_factory=list, max_length=CHART_POINTS)
 
 
 class MetricsView(BaseModel):
@@ -42,6 +66,18 @@ class MetricsView(BaseModel):
     told_bad: list[str] = Field(default_factory=list)
     #: why the last read failed, in words for the card (None: it did not)
     error: str | None = None
+    #: the card's chart (None: nothing to chart yet)
+    chart: StoredChart | None = None
+
+    @field_validator("chart", mode="wrap")
+    @classmethod
+    def _chart(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> StoredChart | None:
+        """A chart that no longer reads is no chart: the rest of the view stays."""
+        try:
+            chart: StoredChart | None = handler(value)
+        except ValidationError:
+            return None
+        return chart
 
     @classmethod
     def read(cls, stored: Any) -> MetricsView:

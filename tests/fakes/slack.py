@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._http import FakeHTTPServer, Headers, Request, Response, parse_body
+from .slack_charts import blocks_problems, has_chart
 from .slack_files import SlackFiles
 
 __all__ = ["FakeSlack", "SlackCall", "SlackFault"]
@@ -142,6 +143,9 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
       require_include_all_metadata — only return message `metadata` when the caller passed
         `include_all_metadata=true` (as real Slack does); off by default.
       valid_tokens — when set, any other bearer token gets `invalid_auth`.
+      refuse_charts — a post or update carrying a `data_visualization` block answers
+        `invalid_blocks`, as a workspace without the block does. Without it, such a
+        message is taken only when its blocks validate (`slack_charts.blocks_problems`).
     """
 
     def __init__(
@@ -154,6 +158,7 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
         require_include_all_metadata: bool = False,
         usergroups: dict[str, list[str]] | None = None,
         valid_tokens: Iterable[str] | None = None,
+        refuse_charts: bool = False,
     ) -> None:
         super().__init__(port=port, latency=latency)
         self.strict_update = strict_update
@@ -161,6 +166,7 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
         self.require_include_all_metadata = require_include_all_metadata
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self.valid_tokens: set[str] | None = set(valid_tokens) if valid_tokens else None
+        self.refuse_charts = refuse_charts
         #: extra per-method latency (seconds), added to `latency`
         self.method_latency: dict[str, float] = {}
         #: extra latency (seconds) for calls whose params a predicate accepts, see `slow_when`
@@ -297,6 +303,7 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
             self._channel_errors.clear()
             self.call_latency.clear()
             self.handler_errors.clear()
+            self.refuse_charts = False
             self.max_in_flight = self.in_flight
             self._init_files()
 
@@ -527,6 +534,23 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
             }
         return fields, None
 
+    def _chart_refusal(self, fields: dict[str, Any]) -> dict[str, Any] | None:
+        """Slack's answer to a message whose chart it does not take (None: taken)."""
+        blocks = fields.get("blocks") or []
+        if not has_chart(blocks):
+            return None
+        if self.refuse_charts:
+            problems = ["unsupported type: data_visualization"]
+        else:
+            problems = blocks_problems(blocks)
+        if not problems:
+            return None
+        return {
+            "ok": False,
+            "error": "invalid_blocks",
+            "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
+        }
+
     def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = params.get("channel")
         if not channel:
@@ -534,6 +558,8 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
         fields, error = self._message_fields(params)
         if error:
             return {"ok": False, "error": error}
+        if refusal := self._chart_refusal(fields):
+            return refusal
         if not (fields.get("text") or fields.get("blocks") or fields.get("attachments")):
             return {"ok": False, "error": "no_text"}
         msg: dict[str, Any] = {
@@ -563,6 +589,8 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
         fields, error = self._message_fields(params)
         if error:
             return {"ok": False, "error": error}
+        if refusal := self._chart_refusal(fields):
+            return refusal
         with self._lock:
             found = next(
                 (m for m in self.messages.get(str(channel), []) if m["ts"] == str(ts)), None

@@ -120,6 +120,40 @@ async def test_slack_sdk_client_against_fake(slack: FakeSlack) -> None:
     assert upd["ok"] and slack.thread("C1", root["ts"])[0]["text"] == "edited"
 
 
+CHART = {
+    "type": "data_visualization",
+    "title": "reward by step",
+    "chart": {
+        "type": "line",
+        "series": [
+            {"name": "reward", "data": [{"label": "0", "value": 0.1}, {"label": "9", "value": 0.4}]}
+        ],
+        "axis_config": {"categories": ["0", "9"], "x_label": "step", "y_label": "reward"},
+    },
+}
+
+
+async def test_a_chart_block_is_taken_when_valid_and_refused_otherwise(slack: FakeSlack) -> None:
+    client = AsyncWebClient(base_url=slack.api_url, token="xoxb-test")
+    card = [{"type": "section", "text": {"type": "mrkdwn", "text": "card"}}, CHART]
+    root = await client.chat_postMessage(channel="C1", text="card", blocks=card)
+    assert slack.thread("C1", root["ts"])[0]["blocks"] == card
+    long_title = [{**CHART, "title": "t" * 51}]
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_update(channel="C1", ts=root["ts"], text="card", blocks=long_title)
+    assert refused.value.response["error"] == "invalid_blocks"
+    assert "title: 51 characters" in refused.value.response["response_metadata"]["messages"][0]
+    three = [CHART, CHART, CHART]
+    with pytest.raises(SlackApiError):
+        await client.chat_postMessage(channel="C1", text="card", blocks=three)
+    slack.refuse_charts = True  # a workspace without the block
+    with pytest.raises(SlackApiError) as older:
+        await client.chat_update(channel="C1", ts=root["ts"], text="card", blocks=card)
+    assert older.value.response["error"] == "invalid_blocks"
+    await client.chat_update(channel="C1", ts=root["ts"], text="plain", blocks=card[:1])
+    assert slack.thread("C1", root["ts"])[0]["blocks"] == card[:1]
+
+
 async def test_response_url_and_expiry(slack: FakeSlack) -> None:
     webhook = AsyncWebhookClient(slack.response_url("tok1"))
     resp = await webhook.send(text="hello", response_type="ephemeral")
@@ -171,6 +205,20 @@ def test_together_bad_key_is_401(together: FakeTogether) -> None:
     assert bad.status_code == 401
     assert bad.json()["error"]["code"] == "invalid_api_key"
     assert httpx.get(url).status_code == 401
+
+
+def test_together_key_check_is_kept_apart_from_the_counts(together: FakeTogether) -> None:
+    """The bot's start-up check of its key: answered as the list it is, recorded in
+    `key_checks` only, and faulted only by a fault scripted for it."""
+    url = f"{together.base_url}/rl/training-sessions?limit=1"
+    together.fail(None, status=500)  # every other request
+    assert httpx.get(url, headers=AUTH).json()["data"] == []
+    assert httpx.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    together.fail(None, status=503, route="key_check", times=1)
+    assert httpx.get(url, headers=AUTH).status_code == 503
+    assert [r.route for r in together.key_checks] == ["key_check"] * 3
+    assert together.total_requests == 0 and together.paths == []
+    assert httpx.get(f"{together.base_url}/rl/training-sessions?limit=2").status_code == 500
 
 
 def test_together_old_shape_stop_and_list(together: FakeTogether) -> None:

@@ -39,6 +39,11 @@ session a page (a broken cursor). Errors are `{"error": {"message", "type", "par
 Faults (`fail`) are applied before authentication, like a proxy or gateway in front of the API;
 one scripted with `after=True` replaces the answer of a request that was served (a stop that
 took effect, then an odd body or no answer in time). `route` limits a fault to one route.
+
+`GET /v1/rl/training-sessions?limit=1` is the bot's start-up check of its key
+(`bot.slack.preflight`): answered as the list it is, but kept in `key_checks`, out of
+`requests`, `paths` and the counts, so tests counting the bot's work do not count it;
+only faults scripted with `route="key_check"` apply to it.
 """
 
 from __future__ import annotations
@@ -95,6 +100,8 @@ KEY_OWNER = "user_123"
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"
 _CHECKPOINTS = "/v1/rl/checkpoints"
+#: the one request the bot's start-up check of its key sends
+KEY_CHECK = _BASE + "?limit=1"
 #: hourly price per GPU group (trainer or one generator replica) in `estimate-cost`
 DEFAULT_PRICES = {"H100-80GB": 12.5, "B200-SXM": 21.0}
 #: the cursors of the made-up pages past the end of an endless session list
@@ -396,6 +403,8 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
         self.page_rows: int | None = None
         self.resources: dict[str, dict[str, Any]] = {}
         self.requests: list[TogetherRequest] = []
+        #: the bot's start-up checks of its key (see the module docstring)
+        self.key_checks: list[TogetherRequest] = []
         #: request targets (path + query) in arrival order
         self.paths: list[str] = []
         #: Authorization header values in arrival order (None when absent)
@@ -570,6 +579,7 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.key_checks.clear()
             self.paths.clear()
             self.auth_headers.clear()
             self.stop_requests.clear()
@@ -667,7 +677,8 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
                 f
                 for f in self._faults
                 if f.after == after
-                and f.route in (None, route)
+                # A fault for every route is not one for the start-up check.
+                and (f.route == route if route == "key_check" else f.route in (None, route))
                 and (f.matching is None or f.matching in target)
             ]
             candidates = [f for f in usable if f.session_id == session_id and session_id]
@@ -732,6 +743,7 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
     def _handle(self, request: Request) -> Response:
         route, session_id = self._route(request.path)
         auth = request.headers.get("authorization")
+        key_check = request.method == "GET" and request.target == KEY_CHECK
         record = TogetherRequest(
             method=request.method,
             path=request.target,
@@ -739,16 +751,24 @@ class FakeTogether(AlertActionRoutes, FakeHTTPServer):
             authorization=auth,
             at=request.at,
             body=request.body,
-            route=route,
+            route="key_check" if key_check else route,
         )
         with self._cond:
-            self.requests.append(record)
-            self.paths.append(request.target)
-            self.auth_headers.append(auth)
-            if session_id is not None:
-                self._counts[session_id] += 1
+            if key_check:
+                self.key_checks.append(record)
+            else:
+                self.requests.append(record)
+                self.paths.append(request.target)
+                self.auth_headers.append(auth)
+                if session_id is not None:
+                    self._counts[session_id] += 1
             self._cond.notify_all()
-        response = self._respond(request, route, session_id, auth)
+        if key_check:
+            fault = self._take_fault(None, "key_check", request.target)
+            faulted = self._faulted(fault) if fault is not None else None
+            response = faulted or self._serve(request, route, session_id, auth)
+        else:
+            response = self._respond(request, route, session_id, auth)
         with self._cond:
             record.status = response.status if not response.disconnect else 0
             self._cond.notify_all()

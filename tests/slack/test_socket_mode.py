@@ -279,10 +279,16 @@ def test_unhealthy_until_slack_hands_out_a_socket(
     # The database and Slack auth are fine: only the socket is missing.
     assert httpx.get(f"{bot.url}/readyz").status_code == 200
     assert bot.proc.poll() is None
+    wait_until(lambda: "Socket Mode connection failed" in bot.log(), what="a failed attempt")
+    assert "rl-bot ready" not in bot.log()  # Slack cannot reach it yet
 
     slack.socket_url = ws.url
     wait_until(lambda: healthz(bot) == 200, timeout=20, what="connected once Slack answers")
     assert len(ws.open_connections()) == 1
+    wait_until(lambda: "rl-bot ready" in bot.log(), timeout=10, what="ready, once connected")
+    log = bot.log()
+    assert log.count("rl-bot ready") == 1
+    assert log.index("Socket Mode connected") < log.index("rl-bot ready")
 
 
 def test_apps_connections_open_refuses_a_bot_token(slack: SocketModeSlack) -> None:

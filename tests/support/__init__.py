@@ -24,7 +24,7 @@ from tests.forked_bot import ForkedProcess
 
 SIGNING_SECRET = "test-signing-secret-0123456789"
 BOT_TOKEN = "xoxb-test-bot-token-0123456789"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def free_tcp_port() -> int:

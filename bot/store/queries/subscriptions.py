@@ -13,7 +13,14 @@ from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.rule_tables import Budget
-from bot.store.tables import SESSION_ENDED, SessionMetrics, Subscription, WatchedSession, utcnow
+from bot.store.tables import (
+    SESSION_ENDED,
+    ChartRefusal,
+    SessionMetrics,
+    Subscription,
+    WatchedSession,
+    utcnow,
+)
 
 
 async def subscription_row(
@@ -174,13 +181,17 @@ async def card_settings(
         int | None,
         dict[str, object] | None,
         dict[str, object] | None,
+        str,
+        str | None,
         float | None,
     ]
 ]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
-    what the bot last read of its W&B run (`view`, None when never read), and
-    the channel's budget on the session (`amount`, None when none is set)."""
+    what the bot last read of its W&B run (`view`, None when never read), its
+    workspace, whether that workspace refused the chart block (`refused` holds
+    the team then), and the channel's budget on the session (`amount`, None
+    when none is set)."""
     if not subscription_ids:
         return []
     rows = await db.execute(
@@ -190,10 +201,13 @@ async def card_settings(
             Subscription.stall_after_minutes,
             WatchedSession.progress,
             SessionMetrics.view,
+            Subscription.team_id,
+            ChartRefusal.team_id.label("refused"),
             Budget.amount,
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
         .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)
+        .outerjoin(ChartRefusal, ChartRefusal.team_id == Subscription.team_id)
         .outerjoin(
             Budget,
             (Budget.team_id == Subscription.team_id)
