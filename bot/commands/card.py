@@ -16,6 +16,7 @@ from bot.rendering import root_card
 from bot.rendering.blocks import Message
 from bot.rendering.resource_line import with_resource_line
 from bot.settings.model import Settings
+from bot.store.queries.budgets import card_budget
 from bot.store.queries.session_metrics import view_of
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.queries.watched_sessions import stored_progress
@@ -56,10 +57,13 @@ async def watched_card(
             else None
         )
         metrics, _ = await view_of(db, session.id)
+        budget = await card_budget(
+            db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session.id
+        )
     if progress is not None and not session.terminal:
         own = sub.stall_after_minutes if sub is not None else None
         watch = root_card.CardWatch(
-            CardView.of(progress),
+            CardView.of(progress, budget=budget.amount if budget is not None else None),
             target=sub.target_step if sub is not None else None,
             stall_after=threshold(own, stall_threshold(settings)),
             metrics=root_card.metric_lines(metrics.dump(), settings.wandb_metrics),

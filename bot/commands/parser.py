@@ -20,6 +20,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.commands.follow_query import EVERYONE, FOLLOW_USAGE, FollowSpec
 from bot.commands.ls_query import MAX_MODEL, ListQuery, parse_args, slack_user
+from bot.commands.rule_query import (
+    BudgetSpec,
+    RuleSpec,
+    parse_alert,
+    parse_alerts,
+    parse_budget,
+)
 from bot.rendering.text import code_span
 from bot.training.sessions import is_session_id
 
@@ -36,6 +43,9 @@ Verb = Literal[
     "follow",
     "unfollow",
     "chart",
+    "alert",
+    "alerts",
+    "budget",
 ]
 MAX_COMMAND_TEXT = 4000
 FILTERS = ("status", "checkpoints", "errors-only")
@@ -111,6 +121,12 @@ class Command:
     chart_on_end: bool | None = None
     # `chart <id> [metric …]`: the metrics named (empty: WANDB_METRICS)
     metrics: tuple[str, ...] = ()
+    # `alert …`: the rule to add or remove (`bot.commands.rule_query`)
+    metric_rule: RuleSpec | None = None
+    # `alerts [<id>|*]`: whose rules to list (None: all of the channel's)
+    rules_of: str | None = None
+    # `budget …`: the budget to set or remove
+    budget: BudgetSpec | None = None
 
 
 def parse(text: str | None) -> Command:
@@ -142,9 +158,29 @@ def parse(text: str | None) -> Command:
         return _parse_digest(words[1:])
     if head == "chart":
         return _parse_chart(words[1:])
+    if head in ("alert", "alerts", "budget"):
+        return _parse_rules(head, words[1:])
     if len(words) > 1:
         return _usage("help", "I did not understand that.")
     return _with_id("show", words[0])
+
+
+def _parse_rules(head: str, args: list[str]) -> Command:
+    """`alert`, `alerts` and `budget` (grammar in `bot.commands.rule_query`)."""
+    if head == "alert":
+        rule = parse_alert(args)
+        return (
+            _usage("alert", rule) if isinstance(rule, str) else Command("alert", metric_rule=rule)
+        )
+    if head == "budget":
+        budget = parse_budget(args)
+        if isinstance(budget, str):
+            return _usage("budget", budget)
+        return Command("budget", budget=budget)
+    whose = parse_alerts(args)
+    if whose is False:
+        return _usage("alerts", "`alerts` takes at most one session id (or `*`).")
+    return Command("alerts", rules_of=whose if isinstance(whose, str) else None)
 
 
 def _usage(verb: Verb, reason: str) -> Command:

@@ -27,6 +27,7 @@ from bot.outbox.contract.payloads import ChartPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
+from bot.training.thresholds import STEPS_PER_MIN
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def _draw_and_upload(
             runtime,
             shared_cache(),
             session_of(payload.session, row),
-            metrics=(PROGRESS,) if payload.reason == "stall" else (),
+            metrics=_metrics(payload),
             stall_minutes=payload.stall_minutes,
         )
         await upload_chart(slack, chart, channel=row.channel_id, thread_ts=row.thread_ts)
@@ -66,6 +67,16 @@ async def _draw_and_upload(
         log.exception("could not draw or upload a chart", extra=extra)
     else:
         runtime.metrics.charts.labels(outcome="uploaded").inc()
+
+
+def _metrics(payload: ChartPayload) -> tuple[str, ...]:
+    """A stall's chart is the progress chart; a rule's, its metric (`steps_per_min`:
+    progress); the end's, WANDB_METRICS."""
+    if payload.reason == "stall":
+        return (PROGRESS,)
+    if payload.reason == "rule":
+        return tuple(PROGRESS if m == STEPS_PER_MIN else m for m in payload.metrics)
+    return ()
 
 
 async def _tell(slack: AsyncWebClient, row: OutboxMessage, text: str) -> None:

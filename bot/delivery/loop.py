@@ -207,7 +207,7 @@ async def card_watches(
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {
         r.id: CardWatch(
-            progress=CardView.read(r.progress),
+            progress=CardView.read(r.progress).model_copy(update={"budget": r.amount}),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
             metrics=metric_lines(r.view, settings.wandb_metrics),

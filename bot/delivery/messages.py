@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.outbox.contract.payloads import (
+    BudgetPayload,
     ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
@@ -26,6 +27,7 @@ from bot.outbox.contract.payloads import (
     ProgressPayload,
     RepagePayload,
     RootPayload,
+    RulePayload,
     TransitionPayload,
 )
 from bot.outbox.table import OutboxMessage
@@ -34,6 +36,7 @@ from bot.rendering import watch as rendering_watch
 from bot.rendering.actions import with_actions
 from bot.rendering.follow import personal_heading
 from bot.rendering.metric_alert import metric_alert
+from bot.rendering.rules import RuleWords, budget_alert, rule_alert
 from bot.rendering.words import session_label
 from bot.settings.model import Settings
 from bot.store.tables import utcnow
@@ -93,9 +96,15 @@ def action_buttons(payload: Payload, *, alert_id: int | None) -> list[dict[str, 
     on-call page (`alert_id` names it), Keep alive 1 h on a stall or idle alert
     whose resource may be kept up."""
     page = isinstance(payload, OncallPayload) or (
-        isinstance(payload, ProgressPayload | IdlePayload) and payload.page
+        isinstance(payload, ProgressPayload | IdlePayload | RulePayload | BudgetPayload)
+        and payload.page
     )
     out = [rendering_actions.ack_button(alert_id)] if page and alert_id is not None else []
+    if isinstance(payload, BudgetPayload) and payload.page and payload.resource_id:
+        if is_session_id(payload.resource_id):  # the same id alphabet
+            out.append(rendering_watch.stop_resource_button(payload.resource_id))
+            out.append(rendering_actions.keep_alive_button(payload.resource_id))
+        return out
     resource_id = None
     if isinstance(payload, ProgressPayload) and payload.event == "stalled" and payload.session:
         resource_id = payload.session.model_resources_id or ""
@@ -171,6 +180,39 @@ async def _render(
                 p.metric,
                 p.value,
                 p.step,
+                mention=settings.oncall_mention if p.page else None,
+                permalink=permalink,
+            )
+        case RulePayload() as p:
+            permalink = None
+            if p.page and p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            return rule_alert(
+                session_label(session_of(p.session, row)),
+                RuleWords(
+                    row.session_id or "", p.metric, p.op, p.threshold, p.hold_seconds, p.page
+                ),
+                value=p.value,
+                step=p.step,
+                held=timedelta(seconds=p.held_seconds),
+                mention=settings.oncall_mention if p.page else None,
+                permalink=permalink,
+            )
+        case BudgetPayload() as p:
+            permalink = None
+            if p.page and p.thread_channel and p.thread_ts:
+                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            what = "This channel's spend today"
+            if not p.daily:
+                what = session_label(session_of(p.session, row))
+            return budget_alert(
+                what,
+                level=p.level,
+                spent=p.spent,
+                amount=p.amount,
+                per_hour=p.per_hour,
+                reaches_at=p.reaches_at,
+                currency=p.currency,
                 mention=settings.oncall_mention if p.page else None,
                 permalink=permalink,
             )

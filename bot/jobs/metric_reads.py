@@ -28,15 +28,18 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.alerts.metric_rules import Reading, judge_rules
 from bot.jobs.card_charts import metric_chart, stored_progress_chart
 from bot.outbox.contract.payloads import MetricPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
+from bot.store.queries.metric_rules import metrics_by_session, rules_reaching
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.training.thresholds import STEPS_PER_MIN
 from bot.training.time_bounds import later
 from bot.wandb.errors import USER_MESSAGES, WandbError
 from bot.wandb.history import Series
@@ -107,6 +110,19 @@ def next_read_at(now: datetime, *, failures: int, refresh: timedelta) -> datetim
     return later(now, wait - refresh)
 
 
+def rule_readings(
+    metrics: set[str], latest: Mapping[str, float], recent: Mapping[str, Series]
+) -> dict[str, Reading]:
+    """What a read says of the rules' W&B metrics (pure): each one's latest
+    value (None when the run has none) at its newest sampled step."""
+    out: dict[str, Reading] = {}
+    for name in metrics - {STEPS_PER_MIN}:
+        series = recent.get(name)
+        step = series.steps[-1] if series is not None and series.steps else None
+        out[name] = Reading(latest.get(name), step)
+    return out
+
+
 async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
@@ -118,6 +134,8 @@ async def read_metrics(rt: Runtime) -> int:
         due = await due_sessions(
             db, before=now - timedelta(seconds=settings.wandb_refresh_seconds), limit=BATCH
         )
+        # the channels' rules ride on the same request: their metrics are asked for too
+        wanted = metrics_by_session(await rules_reaching(db, due))
         snapshots = dict(
             (
                 await db.execute(
@@ -129,10 +147,12 @@ async def read_metrics(rt: Runtime) -> int:
         )
     read = told = 0
     refresh = timedelta(seconds=settings.wandb_refresh_seconds)
+    readings: dict[str, dict[str, Reading]] = {}
     try:
         async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
             for session_id in due:
                 bad: list[BadMetric] = []
+                extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
                 snapshot = snapshots.get(session_id)
                 metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
                 run = run_of(metadata if isinstance(metadata, dict) else None)
@@ -145,7 +165,9 @@ async def read_metrics(rt: Runtime) -> int:
                     view = old.model_copy(update={"chart": chart})
                 else:
                     try:
-                        latest, recent = await wandb.card(run, settings.wandb_metrics)
+                        names = [*settings.wandb_metrics]
+                        names += [m for m in extra if m not in names]
+                        latest, recent = await wandb.card(run, names)
                     except WandbError as exc:
                         if exc.kind == "budget":
                             break
@@ -165,6 +187,8 @@ async def read_metrics(rt: Runtime) -> int:
                         view, bad = next_view(old, settings.wandb_metrics, latest, recent)
                         chart = metric_chart(settings.wandb_metrics, recent)
                         view = view.model_copy(update={"chart": chart})
+                        if session_id in wanted:
+                            readings[session_id] = rule_readings(wanted[session_id], latest, recent)
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
                     threads = await _threads(db, session_id) if bad else []
@@ -175,6 +199,16 @@ async def read_metrics(rt: Runtime) -> int:
                     if threads:
                         await _tell(db, rt, threads, snapshot, bad)
                         told += len(bad)
+            # the channels' rules on what this pass read: one judgement for the batch
+            if readings:
+                async with rt.sessionmaker() as db, db.begin():
+                    await judge_rules(
+                        db,
+                        readings,
+                        now=now,
+                        oncall_channel=settings.oncall_channel,
+                        snapshots=snapshots,
+                    )
     finally:
         async with rt.sessionmaker() as db, db.begin():
             await release_job(db, JOB, owner=rt.owner)

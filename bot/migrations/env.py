@@ -12,6 +12,7 @@ from bot.outbox.table import OutboxMessage
 from bot.settings.database_url import async_url
 from bot.settings.model import Settings
 from bot.store.engine import make_engine
+from bot.store.rule_tables import MetricRule
 from bot.store.tables import Base
 
 config = context.config
@@ -20,6 +21,7 @@ if config.config_file_name is not None and config.attributes.get("configure_logg
 
 # Every table: `bot.store.tables`'s, and the outbox's, which lives with its contract.
 assert OutboxMessage.__table__.metadata is Base.metadata
+assert MetricRule.__table__.metadata is Base.metadata
 target_metadata = Base.metadata
 
 

@@ -12,17 +12,19 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from bot.outbox.contract.payloads import (
+    BudgetPayload,
     IdlePayload,
     Kind,
     OncallPayload,
     ProgressPayload,
+    RulePayload,
 )
 from bot.outbox.contract.rows import OutboxRow, State, repage_row
 from bot.outbox.table import OutboxMessage
 from bot.store.tables import AlertAck, db_now
 
 #: kinds a page can be (a PROGRESS or IDLE row is one only outside a thread)
-_PAGE_KINDS = (Kind.ONCALL, Kind.PROGRESS, Kind.IDLE)
+_PAGE_KINDS = (Kind.ONCALL, Kind.PROGRESS, Kind.IDLE, Kind.RULE, Kind.BUDGET)
 #: a page older than the repage delay by more than this is not paged again (one
 #: sent before ONCALL_REPAGE_MINUTES was set, or while the bot was down for long)
 REPAGE_WINDOW_SECONDS = 3600.0
@@ -35,7 +37,10 @@ def is_page(row: OutboxMessage) -> bool:
     payload = row.typed_payload
     if isinstance(payload, OncallPayload):
         return True
-    return isinstance(payload, ProgressPayload | IdlePayload) and payload.page
+    return (
+        isinstance(payload, ProgressPayload | IdlePayload | RulePayload | BudgetPayload)
+        and payload.page
+    )
 
 
 async def page_row(db: AsyncSession, outbox_id: int) -> OutboxMessage | None:
@@ -67,6 +72,10 @@ def what_paged(row: OutboxMessage) -> str:
     name = name or row.session_id or "a session"
     if isinstance(payload, ProgressPayload):
         return f"training session {name} making no progress"
+    if isinstance(payload, RulePayload):
+        return f"training session {name}: {payload.metric} {payload.op} {payload.threshold:g}"
+    if isinstance(payload, BudgetPayload):
+        return f"a spend budget of {payload.amount:g} reached"
     return f"training session {name} entered Error"
 
 

@@ -63,6 +63,7 @@ class Subscriber(NamedTuple):
     muted_until: datetime | None = None
     stall_after_minutes: int | None = None  # `stall=`: 0 off, None the default
     target_step: int | None = None  # `target=`: the step the card gives an ETA for
+    budget: float | None = None  # `budget <id> $…`: the card's "≈ $X of $Y"
 
     def muted(self, now: datetime) -> bool:
         return self.muted_until is not None and self.muted_until > now
@@ -87,12 +88,14 @@ def _card_watch(
 ) -> list[tuple[str, CardView]]:
     """What one subscription's card shows of the watch: the resource (spend
     watch) and, with its own `target=`, the target and ETA; nothing when neither."""
+    budgeted = f":b{sub.budget:g}" if sub.budget is not None else ""
     if sub.target_step is None:
-        return [(key, CardView.of(watch))] if watch.spend is not None else []
+        shown = CardView.of(watch, budget=sub.budget)
+        return [(key + budgeted, shown)] if watch.spend is not None else []
     progress = watch.progress()
     when = eta(progress, sub.target_step, now) if progress is not None else None
-    shown = CardView.of(watch, target=sub.target_step, eta=when)
-    return [(f"{key}:t{sub.target_step}", shown)]
+    shown = CardView.of(watch, target=sub.target_step, eta=when, budget=sub.budget)
+    return [(f"{key}:t{sub.target_step}{budgeted}", shown)]
 
 
 def notifications(

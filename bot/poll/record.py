@@ -23,6 +23,8 @@ from typing import Any
 from sqlalchemy import Table, and_, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.alerts.budgets import judge_budgets
+from bot.alerts.metric_rules import judge_rules, poll_readings
 from bot.alerts.resource_reader import Read
 from bot.alerts.stall import StallSettings
 from bot.outbox.alerts_sent import unalerted
@@ -37,6 +39,7 @@ from bot.poll.personal import personal_rows
 from bot.settings.model import Settings
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
+from bot.store.rule_tables import Budget
 from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, database_now, db_now
 from bot.training.watch_progress import WatchProgress
 
@@ -120,6 +123,17 @@ async def record_outcomes(
     if judged.updates:
         await _update_states(db, judged.updates, owner=owner)
         await record_steps(db, moved_steps(owned, judged.updates), now=now)
+        # the channels' rules on steps/min and their budgets, judged on this poll
+        outbox_rows += await judge_rules(
+            db, poll_readings(judged.updates), now=now, oncall_channel=settings.oncall_channel
+        )
+        outbox_rows += await judge_budgets(
+            db,
+            judged.updates,
+            now=now,
+            zone=settings.default_timezone,
+            oncall_channel=settings.oncall_channel,
+        )
     ended = judged.ended()
     if ended:
         await db.execute(
@@ -192,6 +206,13 @@ async def _write_events(
             Subscription.stall_after_minutes,
             Subscription.target_step,
             Subscription.chart_on_end,
+            Budget.amount,
+        )
+        .outerjoin(
+            Budget,
+            (Budget.team_id == Subscription.team_id)
+            & (Budget.channel_id == Subscription.channel_id)
+            & (Budget.session_id == Subscription.session_id),
         )
         .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
         .order_by(Subscription.id)
@@ -207,6 +228,7 @@ async def _write_events(
             muted_until=sub.muted_until,
             stall_after_minutes=sub.stall_after_minutes,
             target_step=sub.target_step,
+            budget=sub.amount,
         )
         for sub in found
     ]

@@ -88,6 +88,15 @@ _USAGE = [
         "the live ones too)",
     ),
     ("/rl-session unfollow mine|@user|all [model=<name>]", "remove that rule"),
+    (
+        "/rl-session alert <id>|* <metric> <op> <value> [for 10m] [page]",
+        "tell the thread when a W&B metric (or `steps_per_min`) crosses a threshold; "
+        "`alert &lt;id&gt;|* off [&lt;metric&gt;]` removes, `alerts` lists (at most 20 a channel)",
+    ),
+    (
+        "/rl-session budget <id> $<amount> | budget * $<amount>/day",
+        "warn at 80 % and 100 % of a session's (or this channel's daily) estimated spend",
+    ),
     ("/rl-session list", "this channel's subscriptions and follow rules"),
     (
         "/rl-session ls [running|creating|error|all] [mine|@user] [model=<name>]",

@@ -31,6 +31,7 @@ def facts(view: CardView) -> WatchFacts:
         rate=view.rate,
         target=view.target,
         eta=view.eta,
+        budget=view.budget,
     )
 
 

@@ -69,6 +69,8 @@ class WatchFacts:
     rate: float | None = None
     target: int | None = None
     eta: datetime | None = None
+    #: the channel's budget on the session: the spend shown "of" it
+    budget: float | None = None
     #: set while the session is stalled: the frozen step was first seen then
     stalled_since: datetime | None = None
     #: set while the resource is READY with no active session attached
@@ -110,7 +112,10 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
         pairs.append(("Price", f"{per_hour}/h"))
         spend = _spend(facts)
         if spend is not None:
-            pairs.append(("Spend so far (estimate)", f"≈ {spend}"))
+            currency = price.currency if price is not None else None
+            budget = money_words(facts.budget, currency) if facts.budget else None
+            of = f" of {budget} budget" if budget is not None else ""
+            pairs.append(("Spend so far (estimate)", f"≈ {spend}{of}"))
     rate = rate_words(facts.rate)
     if rate is not None:
         pairs.append(("Progress", rate))

@@ -243,18 +243,27 @@ class CardView(WatchProgress):
 
     target: StrictInt | None = None
     eta: datetime | None = None
+    #: the channel's budget on the session (`budget <id> $…`): "≈ $X of $Y"
+    budget: float | None = None
 
     @classmethod
     def of(
-        cls, watch: WatchProgress, *, target: int | None = None, eta: datetime | None = None
+        cls,
+        watch: WatchProgress,
+        *,
+        target: int | None = None,
+        eta: datetime | None = None,
+        budget: float | None = None,
     ) -> CardView:
         """The column's view for one card."""
-        return cls(**dict(watch), target=target, eta=eta)
+        return cls(**dict(watch), target=target, eta=eta, budget=budget)
 
     def _fields(self) -> dict[str, Any]:
         out = super()._fields()
         if self.target is not None:
             out |= {"target": self.target, "eta": _iso(self.eta)}
+        if self.budget is not None:
+            out["budget"] = self.budget
         return out
 
 

@@ -80,6 +80,8 @@ VERBS = ["subscribe", "unsubscribe", "show", "list", "help", "SUBSCRIBE", "Help"
 # Words of the rest of the grammar, so hypothesis reaches its deeper branches.
 GRAMMAR = ["mute", "unmute", "digest", "on", "off", "30m", "1h30m", "09:00", "23:59", "UTC"]
 GRAMMAR += ["Europe/Berlin", "America", "Etc", "x" * 300, "status", "checkpoints", "errors-only"]
+GRAMMAR += ["alert", "alerts", "budget", "*", "<", "&lt;=", ">", "0.2", "nan", "for", "page"]
+GRAMMAR += ["steps_per_min", "$200", "$5/day", "$0", "31d"]
 ID_VERBS = ("show", "subscribe", "unsubscribe", "mute", "unmute")
 
 _piece = st.one_of(

@@ -518,4 +518,6 @@ def test_manifest_usage_hint_lists_every_verb_and_which_take_an_id() -> None:
         "mute",
         "unmute",
         "chart",
+        "alert",
+        "budget",
     }

@@ -35,6 +35,8 @@ class Kind(StrEnum):
     REPAGE = "repage"  # an on-call alert nobody acknowledged, paged once more
     CHART = "chart"  # a chart uploaded into the thread: the session ended, or stalled
     METRIC = "metric"  # a watched W&B metric became NaN or infinite (thread, on-call)
+    RULE = "rule"  # a channel's metric rule fired (thread, on-call with `page`)
+    BUDGET = "budget"  # a spend budget reached 80 % or 100 % (thread; on-call at 100 %)
 
 
 class _Payload(BaseModel):
@@ -168,8 +170,10 @@ class ChartPayload(_Payload):
     shows the flat line beside the stall alert."""
 
     kind: Literal[Kind.CHART] = Kind.CHART
-    reason: Literal["end", "stall"]
+    reason: Literal["end", "stall", "rule"]
     session: SessionSnapshot | None = None
+    #: `rule`: the metric the rule watches (`steps_per_min`: the progress chart)
+    metrics: list[str] = []
     #: the thread's stall threshold in minutes (None: STALL_AFTER_MINUTES)
     stall_minutes: int | None = None
 
@@ -183,6 +187,44 @@ class MetricPayload(_Payload):
     value: str
     step: float | None = None
     session: SessionSnapshot | None = None
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class RulePayload(_Payload):
+    """A metric rule's crossing, told once (the dedupe key names the rule, the
+    session and when the crossing began)."""
+
+    kind: Literal[Kind.RULE] = Kind.RULE
+    metric: str
+    op: str
+    threshold: float
+    hold_seconds: int = 0
+    value: float
+    step: float | None = None
+    since: datetime
+    held_seconds: float = 0.0
+    session: SessionSnapshot | None = None
+    page: bool = False
+    thread_channel: str | None = None
+    thread_ts: str | None = None
+
+
+class BudgetPayload(_Payload):
+    """A budget's level reached (80 or 100), with the forecast at the current rate."""
+
+    kind: Literal[Kind.BUDGET] = Kind.BUDGET
+    level: int
+    spent: float
+    amount: float
+    daily: bool = False
+    day: str | None = None  # a daily budget's local day (ISO)
+    per_hour: float | None = None
+    reaches_at: datetime | None = None
+    currency: str = "USD"
+    session: SessionSnapshot | None = None  # a session budget's session
+    resource_id: str | None = None  # a session budget's model resource (Stop, Keep alive)
     page: bool = False
     thread_channel: str | None = None
     thread_ts: str | None = None
@@ -211,7 +253,9 @@ Payload = Annotated[
     | CreatorDmPayload
     | RepagePayload
     | ChartPayload
-    | MetricPayload,
+    | MetricPayload
+    | RulePayload
+    | BudgetPayload,
     Field(discriminator="kind"),
 ]
 _PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Payload)

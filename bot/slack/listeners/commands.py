@@ -20,6 +20,7 @@ from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
 from bot.commands.parser import Command, Problem, Verb, parse
 from bot.commands.routing import routing_words
+from bot.commands.rules import alert_here, alerts_here, budget_here
 from bot.commands.subscribe import (
     first_poll_seconds,
     listed_here,
@@ -263,6 +264,32 @@ async def chart(req: Request, command: Command) -> str:
     )
 
 
+async def alert(req: Request, command: Command) -> str:
+    assert command.metric_rule is not None  # the parser gives `alert` its rule
+    answer = await alert_here(
+        sessionmaker=req.rt.sessionmaker, asker=req.asker, spec=command.metric_rule
+    )
+    await req.say(answer)
+    return "refused" if answer.startswith(":no_entry_sign:") else "ok"
+
+
+async def alerts(req: Request, command: Command) -> str:
+    await req.answer(
+        await alerts_here(
+            sessionmaker=req.rt.sessionmaker, asker=req.asker, session_id=command.rules_of
+        )
+    )
+    return "ok"
+
+
+async def budget(req: Request, command: Command) -> str:
+    assert command.budget is not None  # the parser gives `budget` its amount
+    await req.say(
+        await budget_here(sessionmaker=req.rt.sessionmaker, asker=req.asker, spec=command.budget)
+    )
+    return "ok"
+
+
 HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
     "chart": chart,
     "show": show,
@@ -275,4 +302,7 @@ HANDLERS: dict[Verb, Callable[[Request, Command], Awaitable[str]]] = {
     "ls": list_org,
     "follow": follow,
     "unfollow": unfollow,
+    "alert": alert,
+    "alerts": alerts,
+    "budget": budget,
 }

@@ -12,6 +12,7 @@ from datetime import datetime
 from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.rule_tables import Budget
 from bot.store.tables import (
     SESSION_ENDED,
     ChartRefusal,
@@ -182,13 +183,15 @@ async def card_settings(
         dict[str, object] | None,
         str,
         str | None,
+        float | None,
     ]
 ]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
     what the bot last read of its W&B run (`view`, None when never read), its
-    workspace, and whether that workspace refused the chart block (`refused`
-    holds the team then)."""
+    workspace, whether that workspace refused the chart block (`refused` holds
+    the team then), and the channel's budget on the session (`amount`, None
+    when none is set)."""
     if not subscription_ids:
         return []
     rows = await db.execute(
@@ -200,10 +203,17 @@ async def card_settings(
             SessionMetrics.view,
             Subscription.team_id,
             ChartRefusal.team_id.label("refused"),
+            Budget.amount,
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
         .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)
         .outerjoin(ChartRefusal, ChartRefusal.team_id == Subscription.team_id)
+        .outerjoin(
+            Budget,
+            (Budget.team_id == Subscription.team_id)
+            & (Budget.channel_id == Subscription.channel_id)
+            & (Budget.session_id == Subscription.session_id),
+        )
         .where(Subscription.id.in_(list(subscription_ids)))
     )
     return rows.all()

@@ -1,0 +1,135 @@
+"""The budget watch: each poll's spend reads judged against the channels'
+budgets (a session's, and a channel's daily one), the 80 % and 100 % warnings
+written with the budget's new state in the poll's own transaction.
+
+The spend is the card's estimate (price × READY time the bot saw); the
+forecast is that price per hour while the resource is READY. A daily budget
+sums, over every session the channel is subscribed to, what the bot saw each
+one spend since local midnight in DEFAULT_TIMEZONE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.outbox.contract.payloads import BudgetPayload
+from bot.outbox.contract.rows import OutboxRow, Thread
+from bot.outbox.contract.rule_rows import budget_rows
+from bot.outbox.queue import insert_outbox
+from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_budget_state
+from bot.store.tables import Subscription, WatchedSession
+from bot.training.rules import estimated_spend
+from bot.training.status import ResourceStatus
+from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
+from bot.training.watch_progress import SpendRead, WatchProgress
+
+
+def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:
+    """The estimate so far, the price per hour while it runs on (0 unless READY),
+    and the currency; None without a price (pure)."""
+    if spend is None:
+        return None
+    price = spend.cost()
+    if price is None or price.price_per_hour is None:
+        return None
+    spent = estimated_spend(spend.ready_seconds or 0.0, price.price_per_hour)
+    if spent is None:
+        return None
+    ready = spend.status == ResourceStatus.READY.value
+    return spent, price.price_per_hour if ready else 0.0, price.currency
+
+
+async def judge_budgets(
+    db: AsyncSession,
+    updates: Mapping[str, Mapping[str, Any]],
+    *,
+    now: datetime,
+    zone: str,
+    oncall_channel: str | None,
+) -> int:
+    """Judge the budgets these polls touch; returns the outbox rows written."""
+    polled = {sid for sid, values in updates.items() if "progress" in values}
+    reaching = await budgets_reaching(db, polled) if polled else []
+    rows: list[OutboxRow] = []
+    for at in reaching:
+        budget = at.budget
+        if budget.daily:
+            progress = await channel_progress(
+                db, team_id=budget.team_id, channel_id=budget.channel_id
+            )
+            costs: dict[str, float] = {}
+            per_hour, currency = 0.0, "USD"
+            for sid, watch in progress.items():
+                found = spend_of(watch.spend)
+                if found is not None:
+                    costs[sid], rate, currency = found[0], found[1], found[2]
+                    per_hour += rate
+            prev = None
+            if budget.day and isinstance(budget.baseline, dict):
+                prev = DailySpend(date.fromisoformat(budget.day), budget.baseline)
+            count = daily_spend(prev, costs, now=now, zone=zone)
+            spent = count.spent(costs)
+            told = budget.told_level if prev is not None and prev.day == count.day else 0
+            day: date | None = count.day
+            baseline: dict[str, Any] | None = dict(count.baseline)
+        else:
+            found = spend_of(WatchProgress.read(updates[at.session_id]["progress"]).spend)
+            if found is None:
+                continue
+            spent, per_hour, currency = found
+            told, day, baseline = budget.told_level, None, None
+        level = budget_level(spent, budget.amount)
+        if level > told:
+            payload = BudgetPayload(
+                level=level,
+                spent=spent,
+                amount=budget.amount,
+                daily=budget.daily,
+                day=day.isoformat() if day is not None else None,
+                per_hour=per_hour or None,
+                reaches_at=reaches_at(spent, budget.amount, per_hour, now),
+                currency=currency,
+                session=None if budget.daily else await _snapshot(db, at.session_id),
+                resource_id=None if budget.daily else _resource(updates[at.session_id]),
+            )
+            muted = not budget.daily and await _muted(db, at.subscription_id, now)
+            thread = Thread(at.subscription_id, at.session_id, budget.channel_id, at.root_ts)
+            rows += budget_rows(
+                payload,
+                budget_id=budget.id,
+                thread=thread,
+                muted=muted,
+                oncall_channel=oncall_channel,
+            )
+        new_told = max(level, told)
+        moved = day is not None and (budget.day != day.isoformat() or budget.baseline != baseline)
+        if new_told != budget.told_level or moved:
+            await keep_budget_state(db, budget.id, told_level=new_told, day=day, baseline=baseline)
+    await insert_outbox(db, rows)
+    return len(rows)
+
+
+def _resource(values: Mapping[str, Any]) -> str | None:
+    spend = WatchProgress.read(values["progress"]).spend
+    return spend.resource_id if spend is not None else None
+
+
+async def _snapshot(db: AsyncSession, session_id: str) -> Any:
+    found = await db.execute(
+        select(WatchedSession.snapshot).where(WatchedSession.session_id == session_id)
+    )
+    snapshot = found.scalar_one_or_none()
+    return snapshot if isinstance(snapshot, dict) else None
+
+
+async def _muted(db: AsyncSession, subscription_id: int, now: datetime) -> bool:
+    found = await db.execute(
+        select(Subscription.muted_until).where(Subscription.id == subscription_id)
+    )
+    until = found.scalar_one_or_none()
+    return until is not None and until > now

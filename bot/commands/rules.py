@@ -1,0 +1,104 @@
+"""`alert`, `alerts` and `budget`: a channel's metric rules and spend budgets
+kept (their grammar is `bot.commands.rule_query`), answered only to the person
+who asked. The watches judge them (`bot.alerts.metric_rules`, `bot.alerts.budgets`)."""
+
+from __future__ import annotations
+
+from bot import rendering
+from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.rule_query import BudgetSpec, RuleSpec
+from bot.rendering.rules import RuleWords, budget_words, rule_words, rules_list
+from bot.store.queries.budgets import channel_budgets, remove_budget, set_budget
+from bot.store.queries.metric_rules import (
+    MAX_METRIC_RULES,
+    add_rule,
+    channel_metric_rules,
+    remove_rules,
+)
+
+
+async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec) -> str:
+    """Add or remove this channel's rules; the answer, `:no_entry_sign:` when refused."""
+    async with sessionmaker() as db, db.begin():
+        if spec.op is None:
+            removed = await remove_rules(
+                db,
+                team_id=asker.team_id,
+                channel_id=asker.channel_id,
+                session_id=spec.session_id,
+                metric=spec.metric,
+            )
+            return f":white_check_mark: Removed {removed} rule{'s' if removed != 1 else ''}."
+        assert spec.metric is not None  # the parser gives a rule its metric
+        added = await add_rule(
+            db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            session_id=spec.session_id,
+            metric=spec.metric,
+            op=spec.op,
+            threshold=spec.threshold,
+            hold_seconds=int(spec.hold.total_seconds()),
+            page=spec.page,
+            created_by=asker.user_id,
+        )
+    if not added:
+        return (
+            f":no_entry_sign: This channel already has {MAX_METRIC_RULES} rules, the most it "
+            "may hold: remove one with `/rl-session alert &lt;id&gt; off [&lt;metric&gt;]`."
+        )
+    words = rule_words(
+        RuleWords(
+            spec.session_id,
+            spec.metric,
+            spec.op,
+            spec.threshold,
+            int(spec.hold.total_seconds()),
+            spec.page,
+        )
+    )
+    return (
+        f":white_check_mark: Rule {words}: told once per crossing in the session's thread here "
+        "(muted threads stay quiet)."
+    )
+
+
+async def alerts_here(
+    *, sessionmaker: Sessionmaker, asker: Asker, session_id: str | None
+) -> rendering.Message:
+    async with sessionmaker() as db:
+        rules = await channel_metric_rules(
+            db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id
+        )
+        budgets = await channel_budgets(db, team_id=asker.team_id, channel_id=asker.channel_id)
+    return rules_list(
+        [
+            RuleWords(r.session_id, r.metric, r.op, r.threshold, r.hold_seconds, r.page)
+            for r in rules
+        ],
+        [
+            budget_words(b.session_id, b.amount, daily=b.daily)
+            for b in budgets
+            if session_id is None or b.session_id == session_id
+        ],
+    )
+
+
+async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetSpec) -> str:
+    async with sessionmaker() as db, db.begin():
+        if spec.amount is None:
+            gone = await remove_budget(
+                db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
+            )
+            return ":white_check_mark: Budget removed." if gone else "There was no such budget."
+        await set_budget(
+            db,
+            team_id=asker.team_id,
+            channel_id=asker.channel_id,
+            session_id=spec.session_id,
+            amount=spec.amount,
+            daily=spec.daily,
+            created_by=asker.user_id,
+        )
+    words = budget_words(spec.session_id, spec.amount, daily=spec.daily)
+    return f":white_check_mark: Set a {words}: told at 80 % and 100 % of it."

@@ -1,0 +1,143 @@
+"""Metric rules and spend budgets in words (pure): a rule as the channel gave
+it, the crossing it fired on, a budget's warning with its forecast, and the
+list `alerts` answers with."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.rendering.blocks import Message, context_block, message_of, section_block
+from bot.rendering.text import code_span, escape, inert, safe_link, safe_mention
+from bot.rendering.words import duration_words, money_words
+from bot.training.thresholds import OPS
+
+MAX_METRIC = 64
+
+
+@dataclass(frozen=True)
+class RuleWords:
+    """What a rule is, as stored."""
+
+    session_id: str
+    metric: str
+    op: str
+    threshold: float
+    hold_seconds: int = 0
+    page: bool = False
+
+
+def rule_words(rule: RuleWords, *, with_session: bool = True) -> str:
+    """`reward < 0.2 for 10 min, pages on-call` (on `*`: every session here)."""
+    op = escape(rule.op) if rule.op in OPS else "?"
+    text = f"`{inert(rule.metric, MAX_METRIC)} {op} {rule.threshold:g}`"
+    if rule.hold_seconds:
+        text += f" for {_held(timedelta(seconds=rule.hold_seconds))}"
+    if rule.page:
+        text += ", pages on-call"
+    if with_session:
+        where = "every session here" if rule.session_id == "*" else code_span(rule.session_id, 80)
+        text += f" on {where}"
+    return text
+
+
+def _held(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    return f"{seconds} s" if seconds < 60 else duration_words(delta)
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def rule_alert(
+    session_label_text: str,
+    rule: RuleWords,
+    *,
+    value: float,
+    step: float | None,
+    held: timedelta,
+    mention: str | None = None,
+    permalink: str | None = None,
+) -> Message:
+    """`reward is 0.13 at step 1,200 (rule reward < 0.2 for 10 min), for 12 min`."""
+    name = inert(rule.metric, MAX_METRIC)
+    at = f" at step {int(step):,}" if step is not None and step == int(step) else ""
+    if step is not None and step != int(step):
+        at = f" at step {step:g}"
+    lasted = f", for {_held(held)}" if held.total_seconds() >= 1 else ""
+    words = f"`{name}` is {_number(value)}{at}{lasted}"
+    lead = f"{safe_mention(mention)} " if mention else ""
+    text = f"{lead}:rotating_light: {words} in {session_label_text}."
+    blocks = [
+        section_block(text),
+        context_block(f"Rule: {rule_words(rule, with_session=False)}"),
+    ]
+    link = safe_link(permalink, "View thread")
+    if link is not None:
+        blocks.append(section_block(link))
+    return message_of(f"{words} ({session_label_text})", blocks)
+
+
+def forecast_words(
+    spent: float,
+    amount: float,
+    *,
+    per_hour: float | None,
+    reaches_at: datetime | None,
+    currency: str,
+) -> str:
+    """`$163 of $200; at $12.50/h it reaches $200 at 14:30 UTC`."""
+    of = f"{money_words(spent, currency)} of {money_words(amount, currency)}"
+    rate = money_words(per_hour, currency) if per_hour else None
+    if rate is None:
+        return f"{of}; not billing now"
+    if reaches_at is None:
+        return f"{of}; at {rate}/h"
+    when = reaches_at.strftime("%H:%M UTC")
+    return f"{of}; at {rate}/h it reaches {money_words(amount, currency)} at {when}"
+
+
+def budget_alert(
+    what: str,
+    *,
+    level: int,
+    spent: float,
+    amount: float,
+    per_hour: float | None,
+    reaches_at: datetime | None,
+    currency: str,
+    mention: str | None = None,
+    permalink: str | None = None,
+) -> Message:
+    """A budget at 80 % or 100 % (`what`: the session's label or "this channel
+    today"), with when it reaches the amount at the current rate."""
+    emoji = ":money_with_wings:" if level >= 100 else ":warning:"
+    reached = "has reached its budget" if level >= 100 else f"is at {level} % of its budget"
+    forecast = forecast_words(
+        spent, amount, per_hour=per_hour, reaches_at=reaches_at, currency=currency
+    )
+    lead = f"{safe_mention(mention)} " if mention else ""
+    blocks = [section_block(f"{lead}{emoji} {what} {reached}: {forecast}.")]
+    link = safe_link(permalink, "View thread")
+    if link is not None:
+        blocks.append(section_block(link))
+    blocks.append(context_block("Estimated spend: price × the READY time the bot saw."))
+    return message_of(f"{what} {reached}: {forecast}", blocks)
+
+
+def rules_list(rules: Sequence[RuleWords], budgets: Sequence[str]) -> Message:
+    """`alerts`: the channel's rules and budgets, only to the person who asked."""
+    lines = [f"• {rule_words(r)}" for r in rules] or ["No metric rules in this channel."]
+    lines += [f"• {b}" for b in budgets]
+    text = "*Rules in this channel*\n" + "\n".join(lines)
+    return message_of(f"{len(rules)} rules", [section_block(text)])
+
+
+def budget_words(session_id: str, amount: float, *, daily: bool) -> str:
+    """`budget $200 on `abc`` or `budget $500 a day over every session here`."""
+    money = money_words(amount, "USD") or f"${amount:g}"
+    if daily:
+        return f"budget {money} a day over every session here"
+    return f"budget {money} on {code_span(session_id, 80)}"

@@ -1,0 +1,138 @@
+"""Metric rules and spend budgets, judged without I/O.
+
+A metric rule (`reward < 0.2 for 10m`) is a small state machine per session:
+the first reading that breaks the threshold starts a crossing, the rule fires
+once the crossing has held for its duration, and one reading back on the good
+side re-arms it. A reading that is missing, NaN or infinite changes nothing
+(the NaN alert covers those). A budget is told at 80 % and at 100 % of its
+amount, with when the spend reaches the amount at the rate it grows now. A
+channel's daily budget counts the spend the bot saw accrue since local
+midnight, so the day boundary is the channel's time zone, not UTC.
+
+Kept here, below everything, so the watches that judge and the messages that
+word them share one meaning of each rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+Op = Literal["<", "<=", ">", ">="]
+OPS: tuple[Op, ...] = ("<", "<=", ">", ">=")
+#: the bot's own metric, from the polls' step history (no W&B needed)
+STEPS_PER_MIN = "steps_per_min"
+#: the budget levels told, in percent of the amount
+LEVELS: tuple[int, ...] = (80, 100)
+MAX_BUDGET = 1_000_000.0
+
+
+def breaks(op: Op, value: float, threshold: float) -> bool:
+    """Whether `value` meets the rule's condition (the bad side)."""
+    if op == "<":
+        return value < threshold
+    if op == "<=":
+        return value <= threshold
+    if op == ">":
+        return value > threshold
+    return value >= threshold
+
+
+@dataclass(frozen=True)
+class RuleState:
+    """One rule on one session: when the current crossing began, and whether it was told."""
+
+    since: datetime | None = None
+    fired: bool = False
+
+
+@dataclass(frozen=True)
+class Fire:
+    """A crossing that has held long enough: told once (`since` names it)."""
+
+    since: datetime
+    held: timedelta
+
+
+def judge_reading(
+    state: RuleState,
+    *,
+    op: Op,
+    threshold: float,
+    value: float | None,
+    now: datetime,
+    hold: timedelta,
+) -> tuple[RuleState, Fire | None]:
+    """The rule's state after one reading, and the crossing to tell if it fires now."""
+    if value is None or not math.isfinite(value):
+        return state, None
+    if not breaks(op, value, threshold):
+        return RuleState(), None
+    since = state.since if state.since is not None and state.since <= now else now
+    if state.fired:
+        return RuleState(since, True), None
+    if now - since >= hold:
+        return RuleState(since, True), Fire(since, now - since)
+    return RuleState(since, False), None
+
+
+def budget_level(spent: float, amount: float) -> int:
+    """The highest level of `LEVELS` the spend has reached (0: none)."""
+    if amount <= 0 or not math.isfinite(spent):
+        return 0
+    reached = [level for level in LEVELS if spent >= amount * level / 100]
+    return max(reached, default=0)
+
+
+def reaches_at(
+    spent: float, amount: float, per_hour: float | None, now: datetime
+) -> datetime | None:
+    """When the spend reaches `amount` at `per_hour`; None when it has or never will."""
+    if per_hour is None or not per_hour > 0 or spent >= amount:
+        return None
+    hours = (amount - spent) / per_hour
+    if hours > 24 * 365 * 10:
+        return None
+    return now + timedelta(hours=hours)
+
+
+def local_day(now: datetime, zone: str) -> date:
+    """The day `now` (naive UTC) falls on in `zone`."""
+    return now.replace(tzinfo=UTC).astimezone(ZoneInfo(zone)).date()
+
+
+def day_start(day: date, zone: str) -> datetime:
+    """Local midnight of `day` in `zone`, as naive UTC."""
+    midnight = datetime.combine(day, time(0), tzinfo=ZoneInfo(zone))
+    return midnight.astimezone(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class DailySpend:
+    """A daily budget's count: the day, and each session's spend when the day's
+    count began for it (what it had spent before: not today's)."""
+
+    day: date
+    baseline: Mapping[str, float]
+
+    def spent(self, costs: Mapping[str, float]) -> float:
+        """Today's spend over `costs` (each session's estimate so far)."""
+        return sum(max(cost - self.baseline.get(sid, cost), 0.0) for sid, cost in costs.items())
+
+
+def daily_spend(
+    prev: DailySpend | None, costs: Mapping[str, float], *, now: datetime, zone: str
+) -> DailySpend:
+    """The count after one look at `costs`: a new day starts from what each session
+    has spent by then; a session first seen during the day counts from then on."""
+    today = local_day(now, zone)
+    if prev is None or prev.day != today:
+        return DailySpend(today, dict(costs))
+    baseline = dict(prev.baseline)
+    for sid, cost in costs.items():
+        baseline.setdefault(sid, cost)
+    return DailySpend(today, baseline)
