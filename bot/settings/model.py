@@ -24,24 +24,12 @@ from sqlalchemy.engine import make_url
 
 from bot.settings.charts import ChartSettings
 from bot.settings.database_url import async_url
+from bot.settings.placeholders import is_placeholder
 from bot.settings.tiers import test_only as _test_only
 from bot.settings.tiers import tuning as _tuning
 from bot.settings.tiers import user as _user
 
 Mode = Literal["serve", "socket", "show", "migrate", "poll"]
-
-
-def is_placeholder(value: str) -> bool:
-    """Whether a secret is a stand-in such as `.env.example`'s `xoxb-...` rather
-    than a real value: no Slack token, signing secret or API key contains an
-    ellipsis or angle brackets, or is a bare token prefix."""
-    text = value.strip()
-    return (
-        "..." in text
-        or "…" in text
-        or (text.startswith("<") and text.endswith(">"))
-        or text in ("xoxb-", "xapp-")
-    )
 
 
 def _csv(value: object) -> object:

@@ -13,128 +13,36 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ._http import FakeHTTPServer, Headers, Request, Response, parse_body
-from .slack_charts import blocks_problems, has_chart
+from ._http import FakeHTTPServer, Request, Response, parse_body
+from .slack_calls import (
+    APP_ID,
+    BOT_ID,
+    BOT_USER_ID,
+    TEAM_ID,
+    ResponseAttempt,
+    SlackCall,
+    SlackCallLog,
+    SlackFault,
+)
+from .slack_chat import SlackChat
+from .slack_conversations import SlackConversations
 from .slack_files import SlackFiles
 
-__all__ = ["FakeSlack", "SlackCall", "SlackFault"]
-
-BOT_USER_ID = "UBOT"
-BOT_ID = "B1"
-TEAM_ID = "T1"
-APP_ID = "A1"
-
-_TRUE = (True, 1, "1", "true", "True", "TRUE")
-
-
-@dataclass
-class SlackCall:
-    """One Web API call. `ok`/`error`/`status` say how the fake answered it."""
-
-    method: str
-    params: dict[str, Any]
-    headers: Headers
-    at: float
-    ok: bool = True
-    error: str | None = None
-    status: int = 200
-    response: dict[str, Any] | None = None
-
-    @property
-    def token(self) -> str | None:
-        auth = self.headers.get("authorization")
-        if isinstance(auth, str) and auth.lower().startswith("bearer "):
-            return auth[7:].strip()
-        token = self.params.get("token")
-        return token if isinstance(token, str) else None
-
-    @property
-    def channel(self) -> str | None:
-        value = self.params.get("channel")
-        return value if isinstance(value, str) else None
-
-    @property
-    def text(self) -> str | None:
-        value = self.params.get("text")
-        return value if isinstance(value, str) else None
-
-    @property
-    def thread_ts(self) -> str | None:
-        value = self.params.get("thread_ts")
-        return str(value) if value not in (None, "") else None
-
-    @property
-    def ts(self) -> str | None:
-        """`ts` sent (chat.update) or assigned (chat.postMessage)."""
-        if self.response and isinstance(self.response.get("ts"), str):
-            return str(self.response["ts"])
-        value = self.params.get("ts")
-        return str(value) if value not in (None, "") else None
-
-    @property
-    def blocks(self) -> list[Any] | None:
-        return _as_json_list(self.params.get("blocks"))
-
-    @property
-    def metadata(self) -> dict[str, Any] | None:
-        return _as_json_dict(self.params.get("metadata"))
+__all__ = [
+    "APP_ID",
+    "BOT_ID",
+    "BOT_USER_ID",
+    "TEAM_ID",
+    "FakeSlack",
+    "ResponseAttempt",
+    "SlackCall",
+    "SlackFault",
+]
 
 
-@dataclass
-class SlackFault:
-    """A scripted failure queued with `fail_next`."""
-
-    status: int = 200
-    error: Any = None
-    retry_after: int | None = None
-    remaining: int = 1
-    #: only calls whose params satisfy this take the fault (None: any call)
-    when: Callable[[dict[str, Any]], bool] | None = None
-    #: answer this JSON body verbatim instead of `{"ok": false, "error": ...}`
-    body: dict[str, Any] | None = None
-    #: carry the call out first (the post is stored), then answer with the fault
-    after: bool = False
-
-
-@dataclass
-class ResponseAttempt:
-    """A POST to a response_url, delivered (200) or refused (404 once expired)."""
-
-    token: str
-    body: Any
-    status: int
-    at: float = field(default_factory=time.monotonic)
-
-
-def _as_json_dict(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, str) and value.strip():
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, dict) else None
-
-
-def _as_json_list(value: Any) -> list[Any] | None:
-    if isinstance(value, str) and value.strip():
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None
-    return value if isinstance(value, list) else None
-
-
-def _ts_key(ts: Any) -> float:
-    try:
-        return float(ts)
-    except (TypeError, ValueError):
-        return 0.0
-
-
-class FakeSlack(SlackFiles, FakeHTTPServer):
+class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTTPServer):
     """A Slack Web API double. See the module docstring; all state access is thread-safe.
 
     Flags:
@@ -307,99 +215,6 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
             self.max_in_flight = self.in_flight
             self._init_files()
 
-    # -- queries ---------------------------------------------------------------------------------
-
-    def calls_to(self, method: str) -> list[SlackCall]:
-        with self._lock:
-            return [c for c in self.calls if c.method == method]
-
-    def successful(self, method: str) -> list[SlackCall]:
-        with self._lock:
-            return [c for c in self.calls if c.method == method and c.ok]
-
-    def successful_posts(self, channel: str | None = None) -> list[SlackCall]:
-        with self._lock:
-            return [
-                c
-                for c in self.calls
-                if c.method == "chat.postMessage" and c.ok and channel in (None, c.channel)
-            ]
-
-    def posts_in_thread(self, channel: str, thread_ts: str) -> list[SlackCall]:
-        """Successful chat.postMessage calls into that thread, in arrival order."""
-        return [c for c in self.successful_posts(channel) if c.thread_ts == thread_ts]
-
-    def updates(self, channel: str | None = None, ts: str | None = None) -> list[SlackCall]:
-        """Successful chat.update calls, optionally for one channel / message."""
-        with self._lock:
-            return [
-                c
-                for c in self.calls
-                if c.method == "chat.update"
-                and c.ok
-                and channel in (None, c.channel)
-                and ts in (None, c.ts)
-            ]
-
-    def messages_in(self, channel: str) -> list[dict[str, Any]]:
-        """Stored messages of a channel (top-level and replies), oldest first."""
-        with self._lock:
-            return [dict(m) for m in self.messages.get(channel, [])]
-
-    def thread(self, channel: str, ts: str) -> list[dict[str, Any]]:
-        """Root (if known) plus replies, oldest first, as `conversations.replies` would list."""
-        with self._lock:
-            return [dict(m) for m in self._thread_messages(channel, ts)]
-
-    def wait_for_response(self, token: str, timeout: float = 20.0) -> dict[str, Any]:
-        """Block until something was POSTed to `response_url(token)`; return the first body."""
-        return self.wait_for(
-            lambda s: s.responses.get(token, [None])[0],
-            timeout,
-            message=f"no response_url POST for token {token!r}",
-        )
-
-    async def wait_for_response_async(
-        self,
-        token: str,
-        timeout: float = 20.0,  # noqa: ASYNC109
-    ) -> dict[str, Any]:
-        return await self.wait_for_async(
-            lambda s: s.responses.get(token, [None])[0],
-            timeout,
-            message=f"no response_url POST for token {token!r}",
-        )
-
-    def wait_for_calls(
-        self, method: str, count: int = 1, timeout: float = 20.0, *, ok: bool | None = True
-    ) -> list[SlackCall]:
-        """Block until at least `count` calls to `method` (only successful ones by default)."""
-        return self.wait_for(
-            self._calls_predicate(method, count, ok), timeout, message=f"{count}x {method}"
-        )
-
-    async def wait_for_calls_async(
-        self,
-        method: str,
-        count: int = 1,
-        timeout: float = 20.0,  # noqa: ASYNC109
-        *,
-        ok: bool | None = True,
-    ) -> list[SlackCall]:
-        return await self.wait_for_async(
-            self._calls_predicate(method, count, ok), timeout, message=f"{count}x {method}"
-        )
-
-    @staticmethod
-    def _calls_predicate(
-        method: str, count: int, ok: bool | None
-    ) -> Callable[[FakeSlack], list[SlackCall] | None]:
-        def predicate(fake: FakeSlack) -> list[SlackCall] | None:
-            found = [c for c in fake.calls_to(method) if ok is None or c.ok == ok]
-            return found if len(found) >= count else None
-
-        return predicate
-
     # -- server ----------------------------------------------------------------------------------
 
     def _latency_for(self, request: Request) -> float:
@@ -496,233 +311,6 @@ class FakeSlack(SlackFiles, FakeHTTPServer):
             return 200, {"ok": True}, {}
         body: dict[str, Any] = handler(params)
         return 200, body, {}
-
-    # -- Web API methods -------------------------------------------------------------------------
-
-    def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "ok": True,
-            "url": "https://example.slack.com/",
-            "team": "Example",
-            "user": "rl-bot",
-            "team_id": TEAM_ID,
-            "user_id": BOT_USER_ID,
-            "bot_id": BOT_ID,
-            "is_enterprise_install": False,
-        }
-
-    @staticmethod
-    def _message_fields(params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """Validated text/blocks/metadata of a post/update, or an error name."""
-        fields: dict[str, Any] = {}
-        if "text" in params and params["text"] is not None:
-            fields["text"] = str(params["text"])
-        if params.get("blocks") not in (None, ""):
-            blocks = _as_json_list(params["blocks"])
-            if blocks is None:
-                return {}, "invalid_blocks_format"
-            fields["blocks"] = blocks
-        if params.get("attachments") not in (None, ""):
-            fields["attachments"] = _as_json_list(params["attachments"]) or []
-        if params.get("metadata") not in (None, ""):
-            metadata = _as_json_dict(params["metadata"])
-            if metadata is None or not isinstance(metadata.get("event_type"), str):
-                return {}, "invalid_metadata_format"
-            fields["metadata"] = {
-                "event_type": metadata["event_type"],
-                "event_payload": metadata.get("event_payload") or {},
-            }
-        return fields, None
-
-    def _chart_refusal(self, fields: dict[str, Any]) -> dict[str, Any] | None:
-        """Slack's answer to a message whose chart it does not take (None: taken)."""
-        blocks = fields.get("blocks") or []
-        if not has_chart(blocks):
-            return None
-        if self.refuse_charts:
-            problems = ["unsupported type: data_visualization"]
-        else:
-            problems = blocks_problems(blocks)
-        if not problems:
-            return None
-        return {
-            "ok": False,
-            "error": "invalid_blocks",
-            "response_metadata": {"messages": [f"[ERROR] {p}" for p in problems]},
-        }
-
-    def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel = params.get("channel")
-        if not channel:
-            return {"ok": False, "error": "channel_not_found"}
-        fields, error = self._message_fields(params)
-        if error:
-            return {"ok": False, "error": error}
-        if refusal := self._chart_refusal(fields):
-            return refusal
-        if not (fields.get("text") or fields.get("blocks") or fields.get("attachments")):
-            return {"ok": False, "error": "no_text"}
-        msg: dict[str, Any] = {
-            "type": "message",
-            "ts": self._next_ts(),
-            "user": BOT_USER_ID,
-            "bot_id": BOT_ID,
-            "app_id": APP_ID,
-            "text": fields.pop("text", ""),
-            **fields,
-        }
-        thread_ts = params.get("thread_ts")
-        if thread_ts not in (None, ""):
-            msg["thread_ts"] = str(thread_ts)
-            if params.get("reply_broadcast") in _TRUE:
-                msg["subtype"] = "thread_broadcast"
-        with self._lock:
-            self.messages.setdefault(str(channel), []).append(msg)
-        return {"ok": True, "channel": channel, "ts": msg["ts"], "message": dict(msg)}
-
-    def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel, ts = params.get("channel"), params.get("ts")
-        if not channel:
-            return {"ok": False, "error": "channel_not_found"}
-        if not ts:
-            return {"ok": False, "error": "message_not_found"}
-        fields, error = self._message_fields(params)
-        if error:
-            return {"ok": False, "error": error}
-        if refusal := self._chart_refusal(fields):
-            return refusal
-        with self._lock:
-            found = next(
-                (m for m in self.messages.get(str(channel), []) if m["ts"] == str(ts)), None
-            )
-            if found is None and self.strict_update:
-                return {"ok": False, "error": "message_not_found"}
-            message = {"type": "message", "ts": str(ts), "text": "", **fields}
-            if found is not None:
-                found.update(fields)
-                found["edited"] = {"user": BOT_USER_ID, "ts": self._next_ts()}
-                message = dict(found)
-        return {
-            "ok": True,
-            "channel": channel,
-            "ts": str(ts),
-            "text": message.get("text", ""),
-            "message": message,
-        }
-
-    def _m_chat_postEphemeral(self, params: dict[str, Any]) -> dict[str, Any]:
-        if not params.get("channel"):
-            return {"ok": False, "error": "channel_not_found"}
-        if not params.get("user"):
-            return {"ok": False, "error": "user_not_in_channel"}
-        return {"ok": True, "message_ts": self._next_ts()}
-
-    def _m_chat_getPermalink(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel, ts = params.get("channel"), str(params.get("message_ts") or "")
-        if not channel or not ts:
-            return {"ok": False, "error": "message_not_found"}
-        return {
-            "ok": True,
-            "channel": channel,
-            "permalink": f"https://example.slack.com/archives/{channel}/p{ts.replace('.', '')}",
-        }
-
-    def _visible(self, msg: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-        out = dict(msg)
-        if (
-            "metadata" in out
-            and self.require_include_all_metadata
-            and params.get("include_all_metadata") not in _TRUE
-        ):
-            del out["metadata"]
-        return out
-
-    def _thread_messages(self, channel: str, ts: str) -> list[dict[str, Any]]:
-        msgs = self.messages.get(channel, [])
-        root = next((m for m in msgs if m["ts"] == ts), None)
-        replies = [m for m in msgs if m.get("thread_ts") == ts and m["ts"] != ts]
-        out: list[dict[str, Any]] = []
-        if root is not None:
-            root = dict(root)
-            if replies:
-                root["thread_ts"] = ts
-                root["reply_count"] = len(replies)
-                root["latest_reply"] = replies[-1]["ts"]
-            out.append(root)
-        out.extend(sorted(replies, key=lambda m: _ts_key(m["ts"])))
-        return out
-
-    @staticmethod
-    def _page(
-        items: list[dict[str, Any]], params: dict[str, Any], default_limit: int
-    ) -> dict[str, Any]:
-        try:
-            start = int(params.get("cursor") or 0)
-        except ValueError:
-            return {"ok": False, "error": "invalid_cursor"}
-        try:
-            limit = int(params.get("limit") or default_limit) or default_limit
-        except ValueError:
-            limit = default_limit
-        page = items[start : start + limit]
-        more = start + limit < len(items)
-        return {
-            "ok": True,
-            "messages": page,
-            "has_more": more,
-            "response_metadata": {"next_cursor": str(start + limit) if more else ""},
-        }
-
-    def _m_conversations_replies(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
-        if not channel:
-            return {"ok": False, "error": "channel_not_found"}
-        with self._lock:
-            msgs = [self._visible(m, params) for m in self._thread_messages(channel, ts)]
-        if not msgs and self.strict_threads:
-            return {"ok": False, "error": "thread_not_found"}
-        # The parent is always listed first; oldest/latest only trim the replies.
-        head = [m for m in msgs[:1] if m["ts"] == ts]
-        msgs = head + self._window(msgs[len(head) :], params)
-        return self._page(msgs, params, 1000)
-
-    def _m_conversations_history(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel = str(params.get("channel") or "")
-        if not channel:
-            return {"ok": False, "error": "channel_not_found"}
-        with self._lock:
-            msgs = [
-                self._visible(m, params)
-                for m in self.messages.get(channel, [])
-                if m.get("thread_ts") in (None, m["ts"]) or m.get("subtype") == "thread_broadcast"
-            ]
-        msgs = self._window(msgs, params)
-        msgs.sort(key=lambda m: _ts_key(m["ts"]), reverse=True)
-        return self._page(msgs, params, 100)
-
-    @staticmethod
-    def _window(msgs: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
-        inclusive = params.get("inclusive") in _TRUE
-        oldest, latest = params.get("oldest"), params.get("latest")
-        out = []
-        for m in msgs:
-            t = _ts_key(m["ts"])
-            if oldest not in (None, ""):
-                o = _ts_key(oldest)
-                if t < o or (t == o and not inclusive):
-                    continue
-            if latest not in (None, ""):
-                la = _ts_key(latest)
-                if t > la or (t == la and not inclusive):
-                    continue
-            out.append(m)
-        return out
-
-    def _m_usergroups_users_list(self, params: dict[str, Any]) -> dict[str, Any]:
-        group = str(params.get("usergroup") or "")
-        with self._lock:
-            users = list(self.usergroups.get(group, []))
-        return {"ok": True, "users": users}
 
     # -- response_url ----------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The Together-shaped server's routes for acting from an alert: a model
 resource's extend-expiry and a checkpoint's download (presigned-looking URLs),
-in the SDK's shapes (`ModelResources`, `CheckpointDownloadResponse`). Mixed into
-`FakeTogether`, whose store and helpers they use."""
+in the SDK's shapes (`ModelResources`, `CheckpointDownloadResponse`), over the
+store `FakeTogether` holds."""
 
 from __future__ import annotations
 
@@ -9,28 +9,22 @@ import copy
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._http import Response
-
-if TYPE_CHECKING:
-    from .together import FakeTogether
+from .together_lists import _one
+from .together_shapes import _parse_iso, error_body
+from .together_store import TogetherStore
 
 #: where the fake's presigned download URLs point
 DOWNLOAD_HOST = "https://storage.fake-together.test"
 RESOURCE_READY = "MODEL_RESOURCES_STATUS_READY"
 
 
-class AlertActionRoutes:
+class AlertActionRoutes(TogetherStore):
     """`_extend_expiry` and `_download`, served by `FakeTogether._serve`."""
 
-    def _fake(self) -> FakeTogether:
-        return self  # type: ignore[return-value]
-
     def _extend_expiry(self, resource_id: str, raw: bytes) -> Response:
-        fake = self._fake()
-        from .together import _parse_iso, error_body  # circular at import time
-
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
@@ -43,7 +37,7 @@ class AlertActionRoutes:
                 ),
                 status=400,
             )
-        resource = fake.resource(resource_id)
+        resource = self.resource(resource_id)
         if resource is None:
             return Response.json(error_body("Model resource not found", "not_found"), status=404)
         if resource["status"] != RESOURCE_READY:
@@ -57,17 +51,16 @@ class AlertActionRoutes:
             )
         wanted = datetime.now(UTC) + timedelta(seconds=seconds)
         current = _parse_iso(resource.get("expires_at"))
-        with fake._lock:
-            fake.extend_requests.append((resource_id, seconds))
+        with self._lock:
+            self.extend_requests.append((resource_id, seconds))
         return Response.json(
-            fake.set_resource(resource_id, expires_at=max(wanted, current or wanted))
+            self.set_resource(resource_id, expires_at=max(wanted, current or wanted))
         )
 
     def _checkpoint(self, checkpoint_id: str) -> tuple[str, dict[str, Any]] | None:
         """(kind, session) of a stored checkpoint: "inference" or "training"."""
-        fake = self._fake()
-        with fake._lock:
-            for session in fake.sessions.values():
+        with self._lock:
+            for session in self.sessions.values():
                 for kind in ("inference", "training"):
                     for cp in session.get(f"{kind}_checkpoints") or []:
                         if isinstance(cp, dict) and cp.get("id") == checkpoint_id:
@@ -75,9 +68,6 @@ class AlertActionRoutes:
         return None
 
     def _download(self, checkpoint_id: str, query: dict[str, list[str]]) -> Response:
-        fake = self._fake()
-        from .together import _one, error_body  # circular at import time
-
         variant = _one(query, "variant") or ""
         if variant not in ("CHECKPOINT_VARIANT_ADAPTER", "CHECKPOINT_VARIANT_MERGED"):
             return Response.json(
@@ -86,7 +76,7 @@ class AlertActionRoutes:
                 ),
                 status=400,
             )
-        found = fake._checkpoint(checkpoint_id)
+        found = self._checkpoint(checkpoint_id)
         if found is None:
             return Response.json(error_body("Checkpoint not found", "not_found"), status=404)
         kind, session = found
@@ -112,11 +102,11 @@ class AlertActionRoutes:
             else [("model-00001-of-00002.safetensors", 4_965_000_000), ("config.json", 1_204)]
         )
         files = []
-        with fake._lock:
-            fake.download_requests.append((checkpoint_id, variant))
+        with self._lock:
+            self.download_requests.append((checkpoint_id, variant))
             for name, size in names:
                 signature = uuid.uuid4().hex
-                fake.download_signatures.append(signature)
+                self.download_signatures.append(signature)
                 files.append(
                     {
                         "filename": name,
