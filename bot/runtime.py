@@ -19,8 +19,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.ops.metrics import Metrics, get_metrics, status_code_label
-from bot.ops.retry_after import SlackRateLimitRetry
 from bot.settings.model import Settings
+from bot.slack_web import SlackWeb
+from bot.slack_web.retry import SlackRateLimitRetry
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
@@ -38,10 +39,10 @@ class Runtime:
     sessionmaker: async_sessionmaker[AsyncSession]
     http: httpx.AsyncClient
     together: TogetherClient
-    slack: AsyncWebClient
+    slack: SlackWeb
     # Delivery has its own dedupe check, so its client must not retry a post
     # that Slack may already have accepted (a 500 after the write).
-    delivery_slack: AsyncWebClient
+    delivery_slack: SlackWeb
     metrics: Metrics
     # One per process: the list passes every consumer shares (poller, error watch, ls).
     lister: Lister
@@ -98,18 +99,20 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         ledger=Ledger(window=window, on_spend=spent),
     )
     token = _secret(settings.slack_bot_token)
-    slack = AsyncWebClient(
-        token=token,
-        base_url=settings.slack_api_base,
-        timeout=10,
-        retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=2),
-            SlackRateLimitRetry(max_retry_count=2),
-            AsyncServerErrorRetryHandler(max_retry_count=2),
-        ],
+    slack = SlackWeb(
+        AsyncWebClient(
+            token=token,
+            base_url=settings.slack_api_base,
+            timeout=10,
+            retry_handlers=[
+                AsyncConnectionErrorRetryHandler(max_retry_count=2),
+                SlackRateLimitRetry(max_retry_count=2),
+                AsyncServerErrorRetryHandler(max_retry_count=2),
+            ],
+        )
     )
-    delivery_slack = AsyncWebClient(
-        token=token, base_url=settings.slack_api_base, timeout=10, retry_handlers=[]
+    delivery_slack = SlackWeb(
+        AsyncWebClient(token=token, base_url=settings.slack_api_base, timeout=10, retry_handlers=[])
     )
     return Runtime(
         wandb=_wandb(settings, http, metrics),

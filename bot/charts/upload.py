@@ -13,11 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.charts.cache import Chart
 from bot.ops.retry_after import parse_retry_after
+from bot.slack_web import SlackApiError, SlackClientError, SlackWeb
+from bot.slack_web.refusals import UPLOAD_FINAL
 
 log = logging.getLogger(__name__)
 
@@ -27,20 +26,6 @@ MISSING_SCOPE = (
     "I cannot upload charts: the app lacks the `files:write` scope. An admin adds it under "
     "*OAuth & Permissions → Bot Token Scopes* (or in `manifest.yml`) and reinstalls the app. "
     "Cards and alerts keep working meanwhile."
-)
-#: Slack's refusals that no retry changes
-FINAL = frozenset(
-    {
-        "missing_scope",
-        "not_in_channel",
-        "channel_not_found",
-        "is_archived",
-        "invalid_auth",
-        "not_authed",
-        "account_inactive",
-        "token_revoked",
-        "restricted_action",
-    }
 )
 
 
@@ -54,7 +39,7 @@ class UploadRefused(Exception):
 
 
 async def upload_chart(
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     chart: Chart,
     *,
     channel: str,
@@ -65,7 +50,7 @@ async def upload_chart(
     error = "unknown"
     for attempt in range(attempts):
         try:
-            await slack.files_upload_v2(
+            await slack.upload(
                 channel=channel,
                 thread_ts=thread_ts,
                 content=chart.png,
@@ -79,7 +64,7 @@ async def upload_chart(
             error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
             if error == "missing_scope":
                 raise UploadRefused(error, MISSING_SCOPE) from exc
-            if error in FINAL:
+            if error in UPLOAD_FINAL:
                 raise UploadRefused(error, _refused(error)) from exc
             wait = 0.5 * 2**attempt
             if exc.response.status_code == 429 or error == "ratelimited":

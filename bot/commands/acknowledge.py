@@ -9,13 +9,12 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.thread import refusal_logged
 from bot.outbox.pages import cancel_repage, page_row
 from bot.rendering.actions import acknowledged
 from bot.rendering.blocks import Message
+from bot.slack_web import SlackWeb
 from bot.store.queries.alert_acks import alert_ack, take_alert
 
 log = logging.getLogger(__name__)
@@ -38,7 +37,7 @@ class Ack:
 async def acknowledge(
     *,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     alert_id: int,
     message_ts: str | None,
@@ -63,7 +62,7 @@ async def acknowledge(
     if taken and message_ts and clicked.get("blocks"):
         updated = acknowledged(clicked, result.user_id, result.at)
         with refusal_logged("show who took the alert", asker.channel_id):
-            await slack.chat_update(
+            await slack.update(
                 channel=asker.channel_id,
                 ts=message_ts,
                 text=updated["text"],

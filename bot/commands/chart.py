@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.charts.cache import shared_cache
 from bot.charts.gather import chart_of
 from bot.charts.upload import UploadRefused, upload_chart
 from bot.commands.asker import Asker
 from bot.commands.subscriptions import fetch_for_user
 from bot.runtime import Runtime
+from bot.slack_web import SlackWeb
 from bot.store.queries.chart_subscriptions import chart_thread
 from bot.store.tables import WatchedSession
 from bot.training.sessions import TrainingSession
@@ -30,7 +29,7 @@ Say = Callable[[str], Awaitable[None]]
 
 async def chart_here(
     rt: Runtime,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     session_id: str,
     metrics: Sequence[str],

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import logging
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
 from bot.commands.subscriptions import fetch_for_user
 from bot.rendering.actions import NOT_DOWNLOADABLE, FileLink, download_answer
 from bot.rendering.blocks import Message
 from bot.rendering.text import VALUE_LIMIT, inert, sentence
 from bot.settings.model import Settings
+from bot.slack_web import SlackWeb
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
@@ -48,7 +47,7 @@ async def checkpoint_download(
     *,
     settings: Settings,
     together: TogetherClient,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     user_id: str,
     session_id: str,
     checkpoint_id: str,

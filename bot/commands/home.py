@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import logging
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot import rendering
 from bot.commands.asker import Sessionmaker
 from bot.commands.follow import home_follow
 from bot.commands.subscribe import display_name
 from bot.rendering.blocks import MAX_BLOCKS
 from bot.rendering.follow import home_blocks
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.queries.subscriptions import user_subscriptions
 from bot.store.queries.watched_sessions import created_watches
 
@@ -24,7 +22,7 @@ log = logging.getLogger(__name__)
 async def publish_home(
     *,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     created_by_user_map: dict[str, str],
     user_id: str,
 ) -> None:
@@ -57,6 +55,6 @@ async def publish_home(
     # the switch first: it is the part a person acts on, and must survive the block limit
     view["blocks"] = [*extra[:MAX_BLOCKS], *view["blocks"]][:MAX_BLOCKS]
     try:
-        await slack.views_publish(user_id=user_id, view=view)
+        await slack.publish_home(user_id=user_id, view=view)
     except SlackApiError as exc:
         log.warning("views.publish failed: %s", exc.response.get("error"))

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.commands.asker import Asker
 from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
 from bot.commands.thread import refusal_logged
@@ -18,6 +16,7 @@ from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
 from bot.rendering.blocks import Message
 from bot.rendering.text import VALUE_LIMIT, inert, sentence
 from bot.settings.model import Settings
+from bot.slack_web import SlackWeb
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
@@ -43,7 +42,7 @@ async def keep_alive(
     *,
     settings: Settings,
     together: TogetherClient,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     resource_id: str,
     message_ts: str | None,
@@ -67,7 +66,7 @@ async def keep_alive(
     if message_ts and clicked.get("blocks"):
         updated = kept_alive(clicked, asker.user_id, resource)
         with refusal_logged("show the new expiry", asker.channel_id):
-            await slack.chat_update(
+            await slack.update(
                 channel=asker.channel_id,
                 ts=message_ts,
                 text=updated["text"],

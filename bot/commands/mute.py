@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.thread import post_in_thread
+from bot.slack_web import SlackWeb
 from bot.store.queries.subscriptions import set_mute
 
 
@@ -25,7 +24,7 @@ class MuteChange:
 async def mute_here(
     *,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     session_id: str,
     until: datetime | None,

@@ -10,8 +10,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot import rendering
@@ -20,6 +18,7 @@ from bot.commands.thread import post_in_thread
 from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
 from bot.settings.model import Settings
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
 from bot.together.client import TogetherClient
@@ -50,7 +49,7 @@ class StopRequest:
     said_in_thread: bool = False
 
 
-async def may_stop(*, settings: Settings, slack: AsyncWebClient, user_id: str) -> str | None:
+async def may_stop(*, settings: Settings, slack: SlackWeb, user_id: str) -> str | None:
     """None when the user may stop sessions, else the reason they may not."""
     if not settings.stop_allowed_user_ids and not settings.stop_allowed_usergroup:
         return STOP_NOT_CONFIGURED
@@ -58,7 +57,7 @@ async def may_stop(*, settings: Settings, slack: AsyncWebClient, user_id: str) -
         return None
     if settings.stop_allowed_usergroup:
         try:
-            members = await slack.usergroups_users_list(usergroup=settings.stop_allowed_usergroup)
+            members = await slack.usergroup_members(usergroup=settings.stop_allowed_usergroup)
         except SlackApiError as exc:
             log.error("cannot read the stop user group: %s", exc.response.get("error"))
             return "I could not check the allowed user group just now; try again shortly."
@@ -74,7 +73,7 @@ async def stop_session(
     settings: Settings,
     together: TogetherClient,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     session_id: str,
     message_ts: str | None,
@@ -115,7 +114,7 @@ async def stop_resource(
     *,
     settings: Settings,
     together: TogetherClient,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     resource_id: str,
     message_ts: str | None,
@@ -230,7 +229,7 @@ async def _subscription(
 
 
 async def _may_stop_logged(
-    settings: Settings, slack: AsyncWebClient, user_id: str, what: str, who: dict[str, Any]
+    settings: Settings, slack: SlackWeb, user_id: str, what: str, who: dict[str, Any]
 ) -> str | None:
     """`may_stop`, with a refusal logged as `<what> refused`."""
     refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot import rendering
@@ -20,6 +19,7 @@ from bot.commands.subscriptions import Subscribed, fetch_for_user, subscribe, un
 from bot.commands.thread import post_in_thread, refusal_logged
 from bot.outbox.queue import end_subscriptions, in_flight
 from bot.settings.model import Settings
+from bot.slack_web import SlackWeb
 from bot.store.queries.chart_subscriptions import set_chart_on_end
 from bot.store.queries.routing import set_routing
 from bot.store.queries.subscriptions import channel_subscriptions, set_stall, set_target
@@ -39,7 +39,7 @@ async def subscribe_here(
     *,
     together: TogetherClient,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     session_id: str,
     first_poll_in: float,
@@ -82,7 +82,7 @@ async def subscribe_here(
 async def subscribe_session(
     *,
     sessionmaker: Sessionmaker,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     asker: Asker,
     session: TrainingSession,
     first_poll_in: float,
@@ -132,7 +132,7 @@ def first_poll_seconds(settings: Settings) -> float:
 
 
 async def unsubscribe_here(
-    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, asker: Asker, session_id: str
+    *, sessionmaker: Sessionmaker, slack: SlackWeb, asker: Asker, session_id: str
 ) -> Subscription | None:
     """End this channel's subscription, say so in its thread, turn its root back.
     None when the channel was not subscribed."""
@@ -152,7 +152,7 @@ async def unsubscribe_here(
 
 
 async def unsubscribe_from_home(
-    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, subscription_id: int, user_id: str
+    *, sessionmaker: Sessionmaker, slack: SlackWeb, subscription_id: int, user_id: str
 ) -> Subscription | None:
     """End a subscription from its subscriber's Home tab; None (and nothing
     changed) unless it is active and `user_id` is the one who subscribed."""
@@ -166,7 +166,7 @@ async def unsubscribe_from_home(
 
 
 async def _announce_unsubscribed(
-    *, sessionmaker: Sessionmaker, slack: AsyncWebClient, sub: Subscription, user_id: str
+    *, sessionmaker: Sessionmaker, slack: SlackWeb, sub: Subscription, user_id: str
 ) -> None:
     """Say so in the thread and turn the root's button back into Subscribe, once
     nothing of the subscription is in flight: so nothing follows the goodbye and
@@ -180,7 +180,7 @@ async def _announce_unsubscribed(
         return
     card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
     with refusal_logged("turn the root card back", sub.channel_id):
-        await slack.chat_update(
+        await slack.update(
             channel=sub.channel_id, ts=sub.root_ts, text=card["text"], blocks=card["blocks"]
         )
 

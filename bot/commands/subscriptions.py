@@ -14,14 +14,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot import rendering
 from bot.commands.parser import DEFAULT_FILTERS
 from bot.outbox.queue import end_subscriptions
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.queries.subscriptions import active_subscription, subscription_row
 from bot.store.queries.watched_sessions import start_watching
 from bot.store.tables import Subscription, utcnow
@@ -73,7 +72,7 @@ def slack_problem(exc: SlackApiError) -> str:
 async def subscribe(
     *,
     sessionmaker: async_sessionmaker[AsyncSession],
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     session: TrainingSession,
     team_id: str,
     channel_id: str,
@@ -143,13 +142,11 @@ async def subscribe(
     return Subscribed(sub_id, root, already=False, filters=wanted)
 
 
-async def _take_back(
-    slack: AsyncWebClient, channel_id: str, root: str, root_ts: str | None
-) -> None:
+async def _take_back(slack: SlackWeb, channel_id: str, root: str, root_ts: str | None) -> None:
     """Delete the root card this attempt posted (not the clicked card it adopted)."""
     if root != root_ts:
         with contextlib.suppress(SlackApiError, OSError, TimeoutError):
-            await slack.chat_delete(channel=channel_id, ts=root)
+            await slack.delete(channel=channel_id, ts=root)
 
 
 async def _store(
@@ -189,12 +186,12 @@ async def _store(
 
 
 async def _root_message(
-    slack: AsyncWebClient, channel_id: str, card: rendering.Message, root_ts: str | None
+    slack: SlackWeb, channel_id: str, card: rendering.Message, root_ts: str | None
 ) -> str:
     try:
         if root_ts:
             try:
-                await slack.chat_update(
+                await slack.update(
                     channel=channel_id, ts=root_ts, text=card["text"], blocks=card["blocks"]
                 )
                 return root_ts
@@ -205,7 +202,7 @@ async def _root_message(
                     "cannot adopt the clicked card as root (%s); posting a new one",
                     exc.response.get("error"),
                 )
-        response = await slack.chat_postMessage(
+        response = await slack.post(
             channel=channel_id,
             text=card["text"],
             blocks=card["blocks"],

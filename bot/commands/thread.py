@@ -8,16 +8,14 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot import rendering
+from bot.slack_web import SlackApiError, SlackWeb
 
 log = logging.getLogger(__name__)
 
 
 async def post_in_thread(
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     channel_id: str,
     root_ts: str | None,
     message: rendering.Message,
@@ -27,7 +25,7 @@ async def post_in_thread(
     """Post in a thread (None: in the channel); a refusal is logged as `could not <what>`,
     not raised. True when Slack took it."""
     with refusal_logged(what, channel_id):
-        await slack.chat_postMessage(
+        await slack.post(
             channel=channel_id, thread_ts=root_ts, text=message["text"], blocks=message["blocks"]
         )
         return True

@@ -15,9 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot.charts.cache import shared_cache
 from bot.charts.gather import PROGRESS, chart_of
 from bot.charts.upload import UploadRefused, upload_chart
@@ -27,6 +24,7 @@ from bot.outbox.contract.payloads import ChartPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.training.thresholds import STEPS_PER_MIN
 
 log = logging.getLogger(__name__)
@@ -36,7 +34,7 @@ _pending: set[asyncio.Task[None]] = set()
 
 
 async def send_chart(
-    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: AsyncWebClient
+    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: SlackWeb
 ) -> SendResult:
     """Hand the chart to a task of its own; the row is done."""
     task = asyncio.create_task(_draw_and_upload(row, payload, runtime=runtime, slack=slack))
@@ -46,7 +44,7 @@ async def send_chart(
 
 
 async def _draw_and_upload(
-    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: AsyncWebClient
+    row: OutboxMessage, payload: ChartPayload, *, runtime: Runtime, slack: SlackWeb
 ) -> None:
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     try:
@@ -79,9 +77,9 @@ def _metrics(payload: ChartPayload) -> tuple[str, ...]:
     return ()
 
 
-async def _tell(slack: AsyncWebClient, row: OutboxMessage, text: str) -> None:
+async def _tell(slack: SlackWeb, row: OutboxMessage, text: str) -> None:
     """One line in the thread instead of the chart; a failure here is only logged."""
     try:
-        await slack.chat_postMessage(channel=row.channel_id, thread_ts=row.thread_ts, text=text)
+        await slack.post(channel=row.channel_id, thread_ts=row.thread_ts, text=text)
     except (SlackApiError, OSError, TimeoutError) as exc:
         log.warning("could not say a chart was refused: %s", type(exc).__name__)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
-from bot.delivery.outcome import PERMANENT_ERRORS
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.table import OutboxMessage
+from bot.slack_web import SlackApiError, SlackWeb
+from bot.slack_web.refusals import PERMANENT_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +27,7 @@ class CannotCheck(Exception):
     """Slack could not tell whether it already has a message (any reason)."""
 
 
-async def already_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
+async def already_posted(slack: SlackWeb, row: OutboxMessage) -> str | None:
     """The ts of a message carrying this row's dedupe key, if Slack has one.
 
     Any failure to check (no history scope, an error, an answer of an odd shape)
@@ -64,11 +62,11 @@ def addressed_to_person(row: OutboxMessage) -> bool:
     return row.kind in _PERSONAL_KINDS or row.channel_id[:1] in ("U", "W")
 
 
-async def _find_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
+async def _find_posted(slack: SlackWeb, row: OutboxMessage) -> str | None:
     cursor: str | None = None
     for _ in range(MAX_CHECK_PAGES):
         if row.thread_ts:
-            response = await slack.conversations_replies(
+            response = await slack.thread_replies(
                 channel=row.channel_id,
                 ts=row.thread_ts,
                 include_all_metadata=True,
@@ -78,7 +76,7 @@ async def _find_posted(slack: AsyncWebClient, row: OutboxMessage) -> str | None:
         else:
             # Stored times are naive UTC: say so, or .timestamp() reads them as local time.
             created = row.created_at.replace(tzinfo=UTC).timestamp() if row.created_at else 60.0
-            response = await slack.conversations_history(
+            response = await slack.history(
                 channel=row.channel_id,
                 oldest=f"{created - 60:.6f}",
                 include_all_metadata=True,

@@ -34,12 +34,11 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.alerts.stall import threshold
 from bot.delivery.chart import send_chart
-from bot.delivery.outcome import AUTH_ERRORS, LOST, SendResult, give_up, retry_later
+from bot.delivery.outcome import LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
 from bot.delivery.root_update import INVALID_BLOCKS
 from bot.delivery.routing import thread_modes
@@ -53,6 +52,8 @@ from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardWatch, card_chart, metric_lines
 from bot.runtime import Runtime
 from bot.settings.model import Settings
+from bot.slack_web import SlackWeb
+from bot.slack_web.refusals import AUTH_ERRORS
 from bot.store.heartbeats import held_for, renew_while
 from bot.store.queries.chart_refusals import remember_refusal
 from bot.store.queries.subscriptions import card_settings
@@ -66,7 +67,7 @@ log = logging.getLogger(__name__)
 async def deliver_due(
     *,
     sessionmaker: async_sessionmaker[AsyncSession],
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     owner: str,
     metrics: Metrics | None = None,
@@ -222,7 +223,7 @@ async def _deliver_one(
     row: OutboxMessage,
     *,
     sessionmaker: async_sessionmaker[AsyncSession],
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     owner: str,
     together: TogetherClient | None = None,
@@ -275,7 +276,7 @@ async def _send(
     row: OutboxMessage,
     *,
     sessionmaker: async_sessionmaker[AsyncSession],
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     owner: str,
     together: TogetherClient | None,

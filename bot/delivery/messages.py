@@ -8,8 +8,6 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.outbox.contract.payloads import (
@@ -39,6 +37,7 @@ from bot.rendering.metric_alert import metric_alert
 from bot.rendering.rules import RuleWords, budget_alert, rule_alert
 from bot.rendering.words import session_label
 from bot.settings.model import Settings
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
@@ -60,7 +59,7 @@ def session_of(snapshot: TrainingSession | None, row: OutboxMessage) -> Training
 async def render_row(
     row: OutboxMessage,
     *,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     together: TogetherClient | None = None,
 ) -> rendering.Message:
@@ -121,7 +120,7 @@ async def _render(
     payload: Payload,
     row: OutboxMessage,
     *,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     together: TogetherClient | None,
 ) -> rendering.Message:
@@ -235,7 +234,7 @@ async def _progress_message(
     row: OutboxMessage,
     p: ProgressPayload,
     *,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     together: TogetherClient | None,
 ) -> rendering.Message:
@@ -271,11 +270,9 @@ async def _progress_message(
     )
 
 
-async def _permalink(
-    slack: AsyncWebClient, channel: str, ts: str, row: OutboxMessage
-) -> str | None:
+async def _permalink(slack: SlackWeb, channel: str, ts: str, row: OutboxMessage) -> str | None:
     try:
-        link = await slack.chat_getPermalink(channel=channel, message_ts=ts)
+        link = await slack.permalink(channel=channel, ts=ts)
     except (SlackApiError, aiohttp.ClientError, TimeoutError):
         log.warning("no permalink for an on-call alert", extra={"outbox_id": row.id})
         return None

@@ -15,62 +15,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from slack_sdk.errors import SlackApiError
-
 from bot.ops.retry_after import parse_retry_after
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
+from bot.slack_web import RefusalKind, SlackApiError, refusal_of
+from bot.slack_web.refusals import AUTH_ERRORS
 
 log = logging.getLogger(__name__)
 
-PERMANENT_ERRORS = frozenset(
-    {
-        "channel_not_found",
-        "is_archived",
-        "channel_is_archived",
-        "not_in_channel",
-        "thread_not_found",
-        "cannot_reply_to_message",
-        "restricted_action",
-        "access_denied",
-        "team_access_not_granted",
-        "is_inactive",
-        "ekm_access_denied",
-        # a direct message to a person who blocked the app or cannot be written to
-        "cannot_dm_bot",
-        "messages_tab_disabled",
-        "user_not_found",
-        "user_disabled",
-    }
-)
-AUTH_ERRORS = frozenset(
-    {
-        "invalid_auth",
-        "not_authed",
-        "account_inactive",
-        "token_revoked",
-        "token_expired",
-        "no_permission",
-        "org_login_required",
-    }
-)
-#: Slack's ways of refusing a DM to a person (they blocked the app, turned its
-#: Messages tab off, left, or are not a person we can write to): the DM is set
-#: aside at once, on-call is not told, and nothing else is touched
-DM_REFUSALS = frozenset(
-    {
-        "cannot_dm_bot",
-        "user_disabled",
-        "user_not_found",
-        "messages_tab_disabled",
-        "not_allowed_token_type",
-        "channel_not_found",
-        "is_archived",
-        "restricted_action",
-        "access_denied",
-    }
-)
 MAX_OTHER_ATTEMPTS = 5
 # The longest a row waits before Slack is asked again.
 MAX_SEND_BACKOFF_SECONDS = 300.0
@@ -99,15 +52,15 @@ class SendResult:
 
 def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> SendResult:
     """What Slack's refusal of a row's post (or its root card's update) means for it."""
-    status = exc.response.status_code
-    error = str(exc.response.get("error") or f"http_{status}")
-    if status == 429 or error == "ratelimited":
+    refusal = refusal_of(exc, dm=row.kind == Kind.CREATOR_DM)
+    error = refusal.error
+    if refusal.kind is RefusalKind.RATE_LIMITED:
         retry_after = _retry_after(exc)
         log.warning("Slack rate limited delivery", extra=extra | {"retry_after": retry_after})
         return retry_later(row, retry_after, error)
-    if status >= 500:
+    if refusal.kind is RefusalKind.SERVER:
         return retry_later(row, None, error)
-    if error in AUTH_ERRORS:
+    if refusal.kind is RefusalKind.AUTH:
         log.critical(
             "Slack rejected the bot token (%s); outbox kept, retrying in %ss",
             error,
@@ -115,10 +68,10 @@ def classify(row: OutboxMessage, exc: SlackApiError, extra: dict[str, Any]) -> S
             extra=extra,
         )
         return SendResult(row.id, State.PENDING, retry_in=AUTH_RETRY_SECONDS, error=error)
-    if row.kind == Kind.CREATOR_DM and error in DM_REFUSALS:
+    if refusal.kind is RefusalKind.DM_REFUSED:
         log.warning("Slack refused a DM to a session's creator (%s); set aside", error, extra=extra)
         return SendResult(row.id, State.DEAD, error=f"DM refused: {error}")
-    if error in PERMANENT_ERRORS:
+    if refusal.kind is RefusalKind.GONE:
         log.error("Slack refused delivery for good (%s); ending subscription", error, extra=extra)
         return SendResult(
             row.id, State.DEAD, error=error, end_subscription=row.subscription_id is not None

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
-
 from bot import rendering
 from bot.outbox.contract.payloads import (
     CheckpointsPayload,
@@ -20,6 +17,7 @@ from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
 from bot.rendering.chart_block import has_chart, without_charts
 from bot.rendering.root_card import CardWatch
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.tables import utcnow
 
 log = logging.getLogger(__name__)
@@ -30,7 +28,7 @@ INVALID_BLOCKS = "invalid_blocks"
 
 
 async def update_root(
-    row: OutboxMessage, payload: Payload, *, slack: AsyncWebClient, watch: CardWatch | None = None
+    row: OutboxMessage, payload: Payload, *, slack: SlackWeb, watch: CardWatch | None = None
 ) -> bool:
     """Keep the subscription's root message showing the current card: the
     session as the row saw it, and what the watch knows (`watch`, read when the
@@ -81,7 +79,7 @@ async def update_root(
 
 
 async def _update_falling_back(
-    slack: AsyncWebClient, row: OutboxMessage, ts: str, card: rendering.Message
+    slack: SlackWeb, row: OutboxMessage, ts: str, card: rendering.Message
 ) -> bool:
     """chat.update with the card; a card whose chart Slack refuses (an older
     workspace) is sent again without it. True when that happened."""
@@ -99,8 +97,8 @@ async def _update_falling_back(
     return True
 
 
-async def _update(slack: AsyncWebClient, channel: str, ts: str, card: rendering.Message) -> None:
-    await slack.chat_update(channel=channel, ts=ts, text=card["text"], blocks=card["blocks"])
+async def _update(slack: SlackWeb, channel: str, ts: str, card: rendering.Message) -> None:
+    await slack.update(channel=channel, ts=ts, text=card["text"], blocks=card["blocks"])
 
 
 def _with_watch(

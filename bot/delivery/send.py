@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.delivery.duplicates import METADATA_EVENT, already_posted
 from bot.delivery.messages import render_row
@@ -23,6 +21,7 @@ from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardWatch
 from bot.settings.model import Settings
+from bot.slack_web import SlackApiError, SlackWeb
 from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,7 @@ def posts_message(row: OutboxMessage) -> bool:
 async def post_one(
     row: OutboxMessage,
     *,
-    slack: AsyncWebClient,
+    slack: SlackWeb,
     settings: Settings,
     together: TogetherClient | None = None,
     mode: str | None = None,
@@ -54,7 +53,7 @@ async def post_one(
             log.info("outbox row already in Slack; not posting again", extra=extra)
             return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
         message = await render_row(row, slack=slack, settings=settings, together=together)
-        response = await slack.chat_postMessage(
+        response = await slack.post(
             channel=row.channel_id,
             thread_ts=row.thread_ts,
             text=message["text"],
@@ -80,7 +79,7 @@ async def post_one(
 
 
 async def redraw_root(
-    row: OutboxMessage, *, slack: AsyncWebClient, watch: CardWatch | None = None
+    row: OutboxMessage, *, slack: SlackWeb, watch: CardWatch | None = None
 ) -> SendResult:
     """Redraw the row's root card (with `watch`, the watch's state). A rate limit,
     a server error or no answer at all leaves the row pending with its post

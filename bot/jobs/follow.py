@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from slack_sdk.errors import SlackApiError
 from sqlalchemy import select
 
 from bot.commands.asker import Asker
@@ -50,6 +49,7 @@ from bot.jobs.follow_retry import Failure, failure_of, retry_in
 from bot.rendering.blocks import Message
 from bot.rendering.follow import cap_message, switched_off_message
 from bot.runtime import Runtime
+from bot.slack_web import SlackApiError
 from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.queries.watched_sessions import start_watching
@@ -320,7 +320,7 @@ async def _switch_off(rt: Runtime, rule: FollowRule, *, reason: str) -> int:
 
 async def _post(rt: Runtime, channel: str, message: Message) -> None:
     try:
-        await rt.slack.chat_postMessage(
+        await rt.slack.post(
             channel=channel,
             text=message["text"],
             blocks=message["blocks"],

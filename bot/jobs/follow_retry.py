@@ -15,10 +15,11 @@ from __future__ import annotations
 import enum
 import math
 
-from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import DBAPIError
 
 from bot.commands.subscriptions import SubscriptionError
+from bot.slack_web import SlackApiError
+from bot.slack_web.refusals import CHANNEL_GONE
 from bot.store.engine import database_gone
 from bot.together.errors import TogetherError
 
@@ -26,10 +27,6 @@ from bot.together.errors import TogetherError
 MAX_ATTEMPTS = 6
 #: the longest wait between two tries (and between two list passes that failed)
 MAX_DELAY_SECONDS = 1800.0
-#: Slack's answers that mean the bot can no longer post in a rule's channel
-CHANNEL_GONE = frozenset(
-    {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
-)
 
 
 class Failure(enum.Enum):

@@ -40,7 +40,7 @@ def build_app(rt: Runtime) -> AsyncApp:
         # `inspect.stack()`, which reads the source of every frame (a third of a
         # second of CPU at each start). The name is the one Bolt found before.
         name="app.py",
-        client=rt.slack,
+        client=rt.slack.client,
         signing_secret=signing.get_secret_value() if signing else "socket-mode",
         # `bot.slack.web` verifies the signature over the raw bytes before Bolt parses
         # anything; Bolt's verifier would parse first and log failing bodies.

@@ -256,7 +256,7 @@ class CachedCheck:
 
 async def _slack_auth(rt: Runtime) -> str:
     try:
-        await rt.slack.auth_test()
+        await rt.slack.client.auth_test()
     except SlackApiError as exc:
         return str(exc.response.get("error") or "error")
     except Exception as exc:

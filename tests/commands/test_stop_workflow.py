@@ -14,6 +14,7 @@ from bot.commands import stop as stopping
 from bot.commands.asker import Asker
 from bot.settings.model import Settings
 from bot.simulated import FakeSlack, FakeTogether
+from bot.slack_web import SlackWeb
 from bot.together.client import TogetherClient
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -38,7 +39,7 @@ async def test_a_stop_together_accepted_is_told_when_the_database_then_fails(
             settings=settings,
             together=client,
             sessionmaker=BrokenDatabase(),  # type: ignore[arg-type]
-            slack=AsyncWebClient(base_url=slack.api_url, token="xoxb-test"),
+            slack=SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test")),
             asker=Asker("T1", "C123", "U123"),
             session_id=SID,
             message_ts=CARD_TS,

@@ -16,6 +16,7 @@ from bot.delivery.duplicates import already_posted
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.table import OutboxMessage
 from bot.simulated import FakeSlack
+from bot.slack_web import SlackWeb
 
 
 def _row(kind: Kind, channel: str) -> OutboxMessage:
@@ -33,7 +34,7 @@ def _row(kind: Kind, channel: str) -> OutboxMessage:
 @pytest.mark.parametrize("kind", [Kind.CREATOR_DM, Kind.DM])
 async def test_a_dms_refused_history_is_not_a_channel_gone(kind: Kind) -> None:
     with FakeSlack() as slack:
-        client = AsyncWebClient(token="xoxb-test", base_url=slack.api_url)
+        client = SlackWeb(AsyncWebClient(token="xoxb-test", base_url=slack.api_url))
         slack.fail_next("conversations.history", error="channel_not_found", times=2)
         assert await already_posted(client, _row(kind, "UDANA")) is None
         with pytest.raises(SlackApiError):

@@ -16,6 +16,7 @@ from bot.outbox.table import OutboxMessage
 from bot.rendering import root_card
 from bot.rendering.root_card import CardWatch
 from bot.simulated.together import make_session
+from bot.slack_web import SlackWeb
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.watch_progress import CardView
@@ -51,7 +52,9 @@ def test_a_root_card_that_cannot_be_drawn_gives_up_that_redraw_only(
 
     monkeypatch.setattr(root_card, "card_with_watch", cannot_draw)
     # Nothing listens here: a call to Slack would fail the row for another reason.
-    slack = AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:9/api/", timeout=1)
+    slack = SlackWeb(
+        AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:9/api/", timeout=1)
+    )
     watch = CardWatch(progress=CardView())
 
     result = asyncio.run(redraw_root(_row(), slack=slack, watch=watch))

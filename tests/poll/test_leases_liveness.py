@@ -28,6 +28,7 @@ from bot.poll.from_command import poll_from_command, spacing
 from bot.poll.leases import claim_due_sessions, release_all
 from bot.settings.model import Settings
 from bot.simulated import FakeSlack, FakeTogether, make_session
+from bot.slack_web import SlackWeb
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.heartbeats import heartbeat_every, held_for, renew_every, silent_after
 from bot.store.tables import ReplicaSpend, WatchedSession, db_now
@@ -237,7 +238,7 @@ async def test_the_heartbeat_renews_delivery_rows_waiting_their_turn(db_url: str
                 await insert_outbox(
                     db, [operator_row(f"C{n}", str(n), "title", "detail") for n in range(4)]
                 )
-            web = AsyncWebClient(base_url=slack.api_url, token="xoxb-test")
+            web = SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test"))
             outcomes = await deliver_due(
                 sessionmaker=maker, slack=web, settings=settings, owner=ME, metrics=metrics
             )
@@ -286,7 +287,7 @@ async def test_a_row_whose_fence_cannot_reach_the_database_is_handed_back(db_url
                     raise OperationalError("UPDATE", {}, ConnectionResetError("connection cut"))
                 return maker()
 
-            web = AsyncWebClient(base_url=slack.api_url, token="xoxb-test")
+            web = SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test"))
             outcomes = await deliver_due(sessionmaker=blip, slack=web, settings=settings, owner=ME)
             assert sorted(o.state for o in outcomes) == [State.PENDING, State.SENT]
             async with maker() as db, db.begin():

@@ -57,7 +57,7 @@ async def subscribe(req: Request) -> str:
     session, result = await subscribe_here(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         session_id=req.session_id,
         asker=req.asker,
         first_poll_in=first_poll_seconds(req.rt.settings),
@@ -77,7 +77,7 @@ async def unsubscribe(req: Request) -> str:
     """The thread says who unsubscribed; only a channel that was not subscribed is answered."""
     sub = await unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         asker=req.asker,
         session_id=req.session_id,
     )
@@ -105,7 +105,7 @@ async def refresh(req: Request) -> str:
 
 async def chart(req: Request) -> str:
     """The card's Chart button: `chart <id>` with WANDB_METRICS, from this channel."""
-    return await chart_here(req.rt, req.client, req.asker, req.session_id, (), req.say)
+    return await chart_here(req.rt, req.slack, req.asker, req.session_id, (), req.say)
 
 
 async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.StopRequest | str:
@@ -116,7 +116,7 @@ async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.Sto
             settings=req.rt.settings,
             together=req.rt.together,
             sessionmaker=req.rt.sessionmaker,
-            slack=req.client,
+            slack=req.slack,
             session_id=req.session_id,
             asker=req.asker,
             message_ts=message_ts,
@@ -204,7 +204,7 @@ async def stop_resource(req: Request) -> str:
         done = await stopping.stop_resource(
             settings=req.rt.settings,
             together=req.rt.together,
-            slack=req.client,
+            slack=req.slack,
             asker=req.asker,
             resource_id=req.value,
             message_ts=req.message_ts,

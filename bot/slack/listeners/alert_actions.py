@@ -50,7 +50,7 @@ async def acknowledge(req: Request) -> str:
     assert alert_id is not None  # ack_problem refused anything else
     ack = await acknowledge_alert(
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         asker=req.asker,
         alert_id=alert_id,
         message_ts=req.message_ts,
@@ -77,7 +77,7 @@ async def keep_alive(req: Request) -> str:
         done = await keep_resource_alive(
             settings=req.rt.settings,
             together=req.rt.together,
-            slack=req.client,
+            slack=req.slack,
             asker=req.asker,
             resource_id=req.value,
             message_ts=req.message_ts,
@@ -108,7 +108,7 @@ async def download(req: Request) -> str:
     answer = await checkpoint_download(
         settings=req.rt.settings,
         together=req.rt.together,
-        slack=req.client,
+        slack=req.slack,
         user_id=req.user_id,
         session_id=ids[0],
         checkpoint_id=ids[1],

@@ -112,7 +112,7 @@ async def subscribe(req: Request, command: Command) -> str:
     session, result = await subscribe_here(
         together=req.rt.together,
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         session_id=_session_id(command),
         asker=req.asker,
         first_poll_in=first_poll_seconds(req.rt.settings),
@@ -163,7 +163,7 @@ async def unsubscribe(req: Request, command: Command) -> str:
     session_id = _session_id(command)
     sub = await unsubscribe_here(
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         asker=req.asker,
         session_id=session_id,
     )
@@ -178,7 +178,7 @@ async def mute(req: Request, command: Command) -> str:
     session_id = _session_id(command)
     change = await mute_here(
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         asker=req.asker,
         session_id=session_id,
         until=utcnow() + command.duration if command.duration is not None else None,
@@ -260,7 +260,7 @@ async def list_org(req: Request, command: Command) -> str:
 async def chart(req: Request, command: Command) -> str:
     """`chart <id> [metric …]`: a PNG into this channel's thread of the session."""
     return await chart_here(
-        req.rt, req.client, req.asker, _session_id(command), command.metrics, req.say
+        req.rt, req.slack, req.asker, _session_id(command), command.metrics, req.say
     )
 
 

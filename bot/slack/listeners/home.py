@@ -14,6 +14,7 @@ from bot.commands.home import publish_home
 from bot.commands.subscribe import unsubscribe_from_home
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, button
+from bot.slack_web import SlackWeb
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ async def unsubscribe(req: Request) -> str:
     """Only the subscriber may end a subscription from their Home tab."""
     sub = await unsubscribe_from_home(
         sessionmaker=req.rt.sessionmaker,
-        slack=req.client,
+        slack=req.slack,
         subscription_id=int(req.value),
         user_id=req.user_id,
     )
@@ -84,7 +85,7 @@ async def personal_switch(req: Request) -> str:
 async def _publish(rt: Runtime, client: AsyncWebClient, user_id: str) -> None:
     await publish_home(
         sessionmaker=rt.sessionmaker,
-        slack=client,
+        slack=SlackWeb(client),
         created_by_user_map=rt.settings.created_by_user_map,
         user_id=user_id,
     )

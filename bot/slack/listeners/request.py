@@ -23,6 +23,7 @@ from bot.commands.asker import Asker
 from bot.commands.subscriptions import SubscriptionError
 from bot.runtime import Runtime
 from bot.slack.listeners.replies import reply
+from bot.slack_web import SlackWeb
 from bot.together.errors import TogetherError
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,11 @@ class Request:
     on_root_card: bool = False  # the clicked card offers Unsubscribe
     # the clicked message as Slack sent it (text and blocks), for a redraw with a note
     clicked: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def slack(self) -> SlackWeb:
+        """The outbound calls, over Bolt's client for this request."""
+        return SlackWeb(self.client)
 
     @classmethod
     def of_command(

@@ -1,0 +1,126 @@
+"""What Slack's refusals mean: one reading of its error strings and statuses.
+
+Each caller decides what to do with a kind (delivery retries or kills a row, a
+chart upload gives up, discovery switches a rule off), but what Slack said is
+read here once. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from slack_sdk.errors import SlackApiError
+
+#: a channel or thread gone for good for the bot: no retry will post there
+PERMANENT_ERRORS = frozenset(
+    {
+        "channel_not_found",
+        "is_archived",
+        "channel_is_archived",
+        "not_in_channel",
+        "thread_not_found",
+        "cannot_reply_to_message",
+        "restricted_action",
+        "access_denied",
+        "team_access_not_granted",
+        "is_inactive",
+        "ekm_access_denied",
+        # a direct message to a person who blocked the app or cannot be written to
+        "cannot_dm_bot",
+        "messages_tab_disabled",
+        "user_not_found",
+        "user_disabled",
+    }
+)
+#: the bot's token is refused: no message gets through until it is fixed
+AUTH_ERRORS = frozenset(
+    {
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "token_expired",
+        "no_permission",
+        "org_login_required",
+    }
+)
+#: Slack's ways of refusing a DM to a person (they blocked the app, turned its
+#: Messages tab off, left, or are not a person we can write to)
+DM_REFUSALS = frozenset(
+    {
+        "cannot_dm_bot",
+        "user_disabled",
+        "user_not_found",
+        "messages_tab_disabled",
+        "not_allowed_token_type",
+        "channel_not_found",
+        "is_archived",
+        "restricted_action",
+        "access_denied",
+    }
+)
+#: refusals of a file upload that no retry changes
+UPLOAD_FINAL = frozenset(
+    {
+        "missing_scope",
+        "not_in_channel",
+        "channel_not_found",
+        "is_archived",
+        "invalid_auth",
+        "not_authed",
+        "account_inactive",
+        "token_revoked",
+        "restricted_action",
+    }
+)
+#: the bot can no longer post in a channel at all (archived, or the bot removed)
+CHANNEL_GONE = frozenset(
+    {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
+)
+
+
+class RefusalKind(enum.Enum):
+    RATE_LIMITED = "rate_limited"  # wait as long as Slack asks
+    SERVER = "server"  # Slack's own failure: back off and retry
+    AUTH = "auth"  # the token is refused: nothing gets through
+    DM_REFUSED = "dm_refused"  # a person cannot be written to
+    GONE = "gone"  # the channel or thread is gone for good
+    OTHER = "other"  # anything else: retried a few times
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: RefusalKind
+    #: Slack's error string, or `http_<status>` when it gave none
+    error: str
+
+
+def error_of(exc: SlackApiError) -> str:
+    """Slack's error string for a refusal, empty when it gave none."""
+    return str(exc.response.get("error") or "")
+
+
+def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
+    """The kind of a refusal with HTTP `status` and Slack's `error` (already
+    `http_<status>` when Slack gave none). `dm`: the message was a DM to a person,
+    whose refusals mean only that person cannot be written to."""
+    if status == 429 or error == "ratelimited":
+        kind = RefusalKind.RATE_LIMITED
+    elif status >= 500:
+        kind = RefusalKind.SERVER
+    elif error in AUTH_ERRORS:
+        kind = RefusalKind.AUTH
+    elif dm and error in DM_REFUSALS:
+        kind = RefusalKind.DM_REFUSED
+    elif error in PERMANENT_ERRORS:
+        kind = RefusalKind.GONE
+    else:
+        kind = RefusalKind.OTHER
+    return Refusal(kind, error)
+
+
+def refusal_of(exc: SlackApiError, *, dm: bool = False) -> Refusal:
+    """`classify` of an SDK refusal."""
+    status = exc.response.status_code
+    return classify(status, error_of(exc) or f"http_{status}", dm=dm)
