@@ -5,6 +5,7 @@ session subscribed once per channel, retried when a passing failure allows."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TypedDict
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -34,13 +35,21 @@ from bot.store.tables import FollowClaim, FollowRule, database_now
 from tests.support.store_rows import CHANNEL, TEAM, add_subscription
 
 Maker = async_sessionmaker[AsyncSession]
-WHERE = {"team_id": TEAM, "channel_id": CHANNEL}
+
+
+class Where(TypedDict):
+    team_id: str
+    channel_id: str
+
+
+WHERE: Where = {"team_id": TEAM, "channel_id": CHANNEL}
 
 
 async def _rule(
     db: AsyncSession, selector: str = "mine", model: str = "", **over: object
 ) -> FollowRule:
-    values: dict[str, object] = WHERE | {
+    values: dict[str, object] = {
+        **WHERE,
         "selector": selector,
         "model": model,
         "created_by": "U1",

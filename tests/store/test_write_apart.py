@@ -5,7 +5,7 @@ transactions stays near 2*log2(n) for one bad row among n."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
 from sqlalchemy import select
@@ -18,7 +18,7 @@ from bot.store.write_apart import write_apart
 Maker = async_sessionmaker[AsyncSession]
 
 
-def _writer(maker: Maker, calls: list[list[int]]):  # type: ignore[no-untyped-def]
+def _writer(maker: Maker, calls: list[list[int]]) -> Callable[[Sequence[int]], Awaitable[None]]:
     """Write each id as an acknowledgement; an id below 0 has no user (NOT NULL fails)."""
 
     async def write(ids: Sequence[int]) -> None:
@@ -29,7 +29,7 @@ def _writer(maker: Maker, calls: list[list[int]]):  # type: ignore[no-untyped-de
                     AlertAck(
                         outbox_id=abs(i),
                         channel_id="C1",
-                        user_id=None if i < 0 else "U1",  # type: ignore[arg-type]
+                        user_id=None if i < 0 else "U1",
                         acked_at=utcnow(),
                     )
                 )
@@ -101,6 +101,9 @@ async def test_a_fatal_error_is_raised_at_once_without_splitting(maker: Maker) -
 
 
 async def test_an_empty_batch_sets_nothing_aside(maker: Maker) -> None:
-    failed = await write_apart([], _writer(maker, []), fatal=lambda e: False, split_warning="%s")
+    nothing: list[int] = []
+    failed = await write_apart(
+        nothing, _writer(maker, []), fatal=lambda e: False, split_warning="%s"
+    )
     assert failed == []
     assert await _stored(maker) == []
