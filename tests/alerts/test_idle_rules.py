@@ -5,13 +5,12 @@ fast, no bot process."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
-from bot.alerts.idle_follow_up import ENDED, Candidate, candidate, final_answer, waiting
+from bot.alerts.idle_follow_up import ENDED, candidate, final_answer, waiting
 from bot.alerts.stall import check as stall_check
 from bot.simulated import FakeTogether
 from bot.simulated.together import make_model_resource
@@ -24,6 +23,7 @@ from bot.training.status import ResourceStatus
 from bot.training.time_bounds import later, naive_utc, span
 from bot.training.watch_progress import WatchProgress
 from tests import together_fixtures
+from tests.support.idle_follow_up import FRESH, NOW, RID, look, spend
 
 # the shared Together server and client fixtures (pytest finds them by these names)
 fake = together_fixtures.fake
@@ -54,31 +54,6 @@ def test_an_active_session_keeps_it_busy() -> None:
 
 
 # --- the subscribed sessions' follow-up: which watched sessions' resources to look at ----------
-
-NOW = datetime(2026, 12, 1, 10, 0)  # naive UTC, as the database's times
-RID = "7c3e4567-e89b-12d3-a456-426614174000"
-FRESH = timedelta(seconds=120)
-
-
-def spend(status: str = "READY", *, seen: datetime = NOW, rid: str = RID) -> dict[str, Any]:
-    return {
-        "resource_id": rid,
-        "status": status,
-        "resource": make_model_resource(rid, status),
-        "price": {"currency": "USD", "price_per_hour": 25.0},
-        "seen_at": seen.isoformat(),
-    }
-
-
-def look(status: str = "STOPPED", **progress: Any) -> Candidate | None:
-    return candidate(
-        "s1",
-        last_status=f"TRAINING_SESSION_STATUS_{status}",
-        progress=WatchProgress.read(progress),
-        snapshot={"model_resources_id": RID},
-        now=NOW,
-        fresh_for=FRESH,
-    )
 
 
 def test_a_running_or_creating_session_keeps_its_resource_out_of_the_follow_up() -> None:

@@ -12,7 +12,7 @@ from bot.alerts.backoff import FIRST_SECONDS, FORGET_SECONDS, MOST_SECONDS, Back
 from bot.alerts.idle_follow_up import retry_later
 from bot.jobs.metric_reads import RETRY_MOST, next_read_at
 from bot.training.watch_progress import IdleCheck, WatchProgress
-from tests.alerts.test_idle_rules import NOW, RID, look
+from tests.support.idle_follow_up import NOW, RID, look
 
 
 class Clock:

@@ -175,10 +175,6 @@ def test_durations_refused(text: str) -> None:
     assert parse_duration(text) is None
 
 
-def test_max_mute_is_thirty_days() -> None:
-    assert timedelta(days=30) == MAX_MUTE
-
-
 def test_mute_command() -> None:
     assert parse(f"mute {SID} 2h") == Command("mute", session_id=SID, duration=timedelta(hours=2))
     assert parse(f"unmute {SID}") == Command("unmute", session_id=SID)

@@ -13,7 +13,7 @@ from together.types.post_training import ModelResources, Session
 from bot.demo.world import ENTITY, PROJECT, SCRIPTS, World
 from bot.simulated import FakeTogether
 from bot.simulated.wandb import FakeWandb
-from tests.together.test_together_contract import fetch, strict
+from tests.support.together_contract import fetch, strict
 
 ID = {script.name: script.id for script in SCRIPTS}
 

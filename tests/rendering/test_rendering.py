@@ -9,13 +9,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.rendering import (
@@ -41,12 +40,25 @@ from bot.rendering import (
 from bot.rendering.terminal import as_text
 from bot.training.sessions import TrainingSession
 from tests.block_kit import block_kit_problems
-from tests.support import examples
-
-SESSION_ID = "123e4567-e89b-12d3-a456-426614174000"
-PERMALINK = "https://example.slack.com/archives/C0123/p1700000000000100?thread_ts=1700000000.000100&cid=C0123"
-PERMALINK_TOKEN = "<" + PERMALINK.replace("&", "&amp;") + "|View thread>"
-MENTION = "<!subteam^S0123ABC>"
+from tests.support.blocks import (
+    MENTION,
+    PERMALINK,
+    PERMALINK_TOKEN,
+    TRUSTED_MENTION_RE,
+    assert_inert,
+    assert_valid,
+    buttons,
+    text_fields,
+)
+from tests.support.untrusted import (
+    ERROR_PHRASES,
+    PROPERTY_SETTINGS,
+    SESSION_ID,
+    STATUSES,
+    raw_status,
+    sessions,
+    untrusted,
+)
 
 # The older API page's example (no display_name, registration{model_name, registered_at}).
 OLD_SHAPE: dict[str, Any] = {
@@ -123,90 +135,13 @@ NEW_SHAPE: dict[str, Any] = {
     "policy_state": {"pending_publish": True},
 }
 
-STATUSES = [
-    "TRAINING_SESSION_STATUS_CREATING",
-    "TRAINING_SESSION_STATUS_RUNNING",
-    "TRAINING_SESSION_STATUS_STOPPING",
-    "TRAINING_SESSION_STATUS_STOPPED",
-    "TRAINING_SESSION_STATUS_ERROR",
-    "TRAINING_SESSION_STATUS_EXPIRED",
-    "TRAINING_SESSION_STATUS_UNSPECIFIED",
-    "TRAINING_SESSION_STATUS_PAUSED",
-]
 WORDS = ["Creating", "Running", "Stopping", "Stopped", "Error", "Expired", "Unspecified", "Paused"]
-
-INJECTIONS = [
-    "<!channel>",
-    "<!here>",
-    "<!everyone>",
-    "<@U123>",
-    "<#C123>",
-    "<!subteam^S0123>",
-    "<https://evil.example|click>",
-    "<!date^1^{date}|x>",
-    "&lt;",
-    "&amp;lt;!channel&gt;",
-    "&",
-    "`",
-    "*",
-    "\x1b[31m",
-    "\u202e",
-    "\r\n",
-    "\x00",
-]
-
-TRUSTED_MENTION_RE = re.compile(r"^<(!subteam\^[A-Z0-9]+|!here|!channel|@[UW][A-Z0-9]+)>$")
-
-# Our own tokens, allowed to remain; everything else `<` must have been escaped.
-DATE_TOKEN_RE = re.compile(r"<!date\^-?\d+\^\{date_short_pretty\} at \{time\}\|[^<>]*>")
 
 
 def session(data: dict[str, Any], **changes: Any) -> TrainingSession:
     merged = copy.deepcopy(data)
     merged.update(changes)
     return TrainingSession.model_validate(merged)
-
-
-def text_fields(node: Any) -> Iterator[str]:
-    """Every string Slack parses as text: `text` values at any depth."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "text" and isinstance(value, str):
-                yield value
-            else:
-                yield from text_fields(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from text_fields(item)
-
-
-def assert_inert(message: Message, *trusted: str) -> None:
-    """No live mention or link from inputs: after removing our date tokens and
-    the trusted tokens we inserted, no `<` or `>` is left in any text."""
-    for text in text_fields(message):
-        rest = DATE_TOKEN_RE.sub("", text)
-        for token in trusted:
-            rest = rest.replace(token, "")
-        assert "<" not in rest and ">" not in rest, text[:500]
-    dumped = json.dumps(message, ensure_ascii=False)
-    for token in trusted:
-        dumped = dumped.replace(token, "")
-    for bad in ("<!channel>", "<!here>", "<!everyone>", "<@U123>", "<https://evil", "<#C123>"):
-        assert bad not in dumped
-
-
-def assert_valid(message: Message) -> None:
-    assert block_kit_problems(message) == []
-    assert isinstance(message["text"], str) and message["text"].strip()
-
-
-def buttons(message: Message) -> dict[str, dict[str, Any]]:
-    found = {}
-    for block in message["blocks"]:
-        if block["type"] == "actions":
-            for element in block["elements"]:
-                found[element["action_id"]] = element
-    return found
 
 
 # --- both API shapes -----------------------------------------------------------
@@ -404,13 +339,6 @@ def test_injection_in_every_field_is_inert() -> None:
 
 
 # --- real shapes: checkpoint kinds, error codes, policy state ------------------
-
-ERROR_PHRASES = {
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_UNAVAILABLE": "Model resource unavailable",
-    "TRAINING_SESSION_ERROR_CODE_RESOURCE_AT_CAPACITY": "Model resource at capacity",
-    "TRAINING_SESSION_ERROR_CODE_TIMED_OUT": "Timed out",
-    "TRAINING_SESSION_ERROR_CODE_SESSION_FAILED": "Session failed",
-}
 
 
 def _line_with(shown: str, needle: str) -> str:
@@ -1036,111 +964,6 @@ def test_block_kit_problems_accepts_the_limits_exactly() -> None:
 
 
 # --- properties --------------------------------------------------------------------------
-
-
-_pieces = st.one_of(st.sampled_from(INJECTIONS), st.text(max_size=40))
-untrusted = st.one_of(
-    st.text(max_size=10_000),
-    st.sampled_from(INJECTIONS),
-    st.lists(_pieces, max_size=30).map("".join),
-    st.builds(lambda piece, n: piece * n, _pieces, st.integers(1, 3000)),
-)
-raw_status = st.one_of(st.sampled_from(STATUSES), untrusted)
-timestamps = st.one_of(
-    st.none(),
-    st.sampled_from(["2026-01-02T00:00:00Z", "2026-01-02T00:00:00", "not a date", ""]),
-    st.datetimes(timezones=st.one_of(st.none(), st.timezones())).map(lambda d: d.isoformat()),
-)
-
-
-@st.composite
-def sessions(draw: st.DrawFn) -> TrainingSession:
-    def checkpoint(kind: str) -> dict[str, Any]:
-        registration: dict[str, Any]
-        if kind == "old":
-            registration = {"model_name": draw(untrusted), "registered_at": draw(timestamps)}
-        elif kind == "new":
-            registration = {
-                "model": {"id": draw(untrusted), "revision_id": draw(untrusted)},
-                "adapter": {"id": draw(untrusted)},
-            }
-        else:
-            registration = {"id": draw(untrusted), "revision_id": draw(untrusted)}
-        return {
-            "id": draw(untrusted),
-            "created_at": draw(timestamps),
-            "step": draw(st.one_of(st.none(), st.integers(), st.text(max_size=5))),
-            "registration": registration,
-        }
-
-    data: dict[str, Any] = {
-        "id": draw(st.one_of(st.just(SESSION_ID), untrusted)),
-        "status": draw(raw_status),
-        "display_name": draw(st.one_of(st.none(), untrusted)),
-        "base_model": draw(st.one_of(st.none(), untrusted)),
-        "created_by": draw(st.one_of(st.none(), untrusted)),
-        "model_resources_id": draw(st.one_of(st.none(), untrusted)),
-        "resume_from_checkpoint_id": draw(st.one_of(st.none(), untrusted)),
-        "created_at": draw(timestamps),
-        "updated_at": draw(timestamps),
-        "step": draw(st.one_of(st.none(), st.integers(), st.just("42"))),
-        "error": draw(
-            st.one_of(
-                st.none(),
-                st.fixed_dictionaries(
-                    {
-                        "code": st.one_of(
-                            st.none(), untrusted, st.sampled_from(list(ERROR_PHRASES))
-                        ),
-                        "message": st.one_of(st.none(), untrusted),
-                        "occurred_at": timestamps,
-                    }
-                ),
-            )
-        ),
-        "lora_config": draw(
-            st.one_of(
-                st.none(),
-                st.fixed_dictionaries(
-                    {
-                        "rank": st.integers(),
-                        "alpha": st.floats(allow_nan=True),
-                        "dropout": st.floats(allow_nan=True),
-                        "seed": st.one_of(st.integers(), untrusted),
-                        "train_unembed": st.booleans(),
-                    }
-                ),
-            )
-        ),
-        "metadata": {
-            "wandb": {
-                "url": draw(st.one_of(st.none(), untrusted, st.just("https://wandb.ai/r"))),
-                "entity": draw(untrusted),
-                "project": draw(untrusted),
-                "run_id": draw(untrusted),
-            }
-        },
-        "policy_state": {
-            "pending_publish": draw(st.booleans()),
-            "trainer_step": draw(st.one_of(st.integers(), st.text(max_size=25))),
-            "applied_weights_version": draw(st.one_of(st.integers(), st.text(max_size=25))),
-            "target_weights_version": draw(st.one_of(st.integers(), st.text(max_size=25))),
-        },
-        "type": draw(st.one_of(st.none(), untrusted)),
-        "training_checkpoints": [checkpoint("training") for _ in range(draw(st.integers(0, 5)))],
-        "inference_checkpoints": [
-            checkpoint(draw(st.sampled_from(["old", "new"])))
-            for _ in range(draw(st.integers(0, 5)))
-        ],
-    }
-    return TrainingSession.model_validate(data)
-
-
-PROPERTY_SETTINGS = settings(
-    max_examples=examples(150),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 @PROPERTY_SETTINGS

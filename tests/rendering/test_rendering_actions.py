@@ -34,7 +34,7 @@ from bot.rendering.watch import idle_resource_alert, stalled_message
 from bot.simulated.together import make_model_resource, make_session
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
-from tests.rendering.test_rendering import INJECTIONS, assert_inert, assert_valid, text_fields
+from tests.support.blocks import INJECTIONS, assert_inert, assert_valid, text_fields
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 AT = datetime(2026, 12, 2, 10, 42, tzinfo=UTC)

@@ -30,20 +30,18 @@ from bot.simulated.together import make_model_resource, make_session
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
 from bot.training.sessions import TrainingSession
-from tests.rendering.test_rendering import (
+from tests.support import examples
+from tests.support.blocks import (
     INJECTIONS,
     MENTION,
     PERMALINK,
     PERMALINK_TOKEN,
-    PROPERTY_SETTINGS,
     TRUSTED_MENTION_RE,
     assert_inert,
     assert_valid,
     buttons,
-    sessions,
-    untrusted,
 )
-from tests.support import examples
+from tests.support.untrusted import PROPERTY_SETTINGS, sessions, untrusted
 
 NOW = datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
 SID = "123e4567-e89b-12d3-a456-426614174000"

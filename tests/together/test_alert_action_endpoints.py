@@ -19,7 +19,7 @@ from bot.simulated import FakeTogether
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from tests import together_fixtures
-from tests.together.test_together_contract import KEY, ErrorBody, fetch, strict
+from tests.support.together_contract import KEY, ErrorBody, fetch, strict
 
 fake = together_fixtures.fake
 client = together_fixtures.client

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from bot.together.poll_plan import (
     ESTIMATE_TTL_SECONDS,
-    LIVE_STATUSES,
     Plan,
     Seen,
     budget_interval,
@@ -23,14 +22,6 @@ NOW = 1000.0
 
 def _seen(live: int, *, complete: bool = True, missing: float = 0.0, at: float = NOW) -> Seen:
     return Seen(live=live, complete=complete, missing=missing, at=at)
-
-
-def test_the_live_statuses_are_creating_running_and_stopping() -> None:
-    assert LIVE_STATUSES == (
-        "TRAINING_SESSION_STATUS_CREATING",
-        "TRAINING_SESSION_STATUS_RUNNING",
-        "TRAINING_SESSION_STATUS_STOPPING",
-    )
 
 
 def test_a_few_watched_in_a_large_project_keep_their_gets() -> None:
