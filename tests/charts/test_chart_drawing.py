@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -59,9 +58,7 @@ def test_metrics_chart_one_axis_per_metric_with_gaps() -> None:
     )
     spec = metrics_chart("demo-run", [Line("reward", steps, reward), Line("loss", steps, loss)])
     assert [p.ylabel for p in spec.panels] == ["reward", "loss"]
-    started = time.perf_counter()
-    data = render_png(spec)
-    assert time.perf_counter() - started < 5.0  # generous: the bench measures the real figure
+    data = render_png(spec)  # how long it takes is the bench's (`python -m bench --only chart`)
     width, height = png_size(data)
     assert width == 1100 and 600 <= height <= 720
     assert 20_000 < len(data) < 400_000
