@@ -261,8 +261,8 @@ async def test_latency_is_honoured(together: FakeTogether) -> None:
         )
         elapsed = time.monotonic() - started
     assert all(r.status_code == 200 for r in responses)
-    assert 0.2 <= elapsed < 1.0  # concurrent, not serialized
-    assert together.max_in_flight >= 2
+    assert elapsed >= 0.2
+    assert together.max_in_flight >= 2  # concurrent, not serialized (no wall-clock bound: load)
 
 
 def test_fault_times_counts_down(together: FakeTogether) -> None:

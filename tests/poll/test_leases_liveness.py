@@ -369,13 +369,19 @@ async def test_a_session_a_command_fetched_is_written_as_its_poll(db_url: str) -
         assert await poll_from_command(maker, seen, owner=ME, settings=settings) is None
         async with maker() as db, db.begin():
             await db.execute(update(WatchedSession).values(lease_owner=None, lease_until=None))
+        async with maker() as db:
+            before = (await db.execute(select(db_now()))).scalar_one()
         assert await poll_from_command(maker, seen, owner=ME, settings=settings) == 1
         async with maker() as db:
             row = (await db.execute(select(WatchedSession))).scalar_one()
-            now = (await db.execute(select(db_now()))).scalar_one()
+            after = (await db.execute(select(db_now()))).scalar_one()
             told = (await db.execute(select(OutboxMessage))).scalars().all()
         assert row.last_status.endswith("STOPPING") and row.lease_owner is None
-        assert timedelta(seconds=4) <= row.next_poll_at - now <= timedelta(seconds=6)
+        # the next poll is POLL_MIN_INTERVAL_SECONDS (5) after the write, which came
+        # between the two readings of the database's clock (however loaded the machine)
+        slack = timedelta(milliseconds=600)
+        assert row.next_poll_at - before >= timedelta(seconds=5) - slack
+        assert row.next_poll_at - after <= timedelta(seconds=5) + slack
         assert [m.channel_id for m in told] == ["C0"]
         # not watched: nothing to write
         other = TrainingSession.model_validate(make_session(B))

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.job_locks import claim_job, exclusive_job, release_job, renewing
 
-LEASE = 0.6  # renewed every 0.2 s
+LEASE = 2.0  # renewed every 0.67 s: a loaded machine still renews in time
 
 
 async def _claim(maker: async_sessionmaker[AsyncSession], owner: str) -> bool:
