@@ -58,9 +58,10 @@ STOP_RESOURCE = "rl_stop_resource"
 # --- the card's resource and progress section ---------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WatchFacts:
-    """What the watch knows about one session, for its card."""
+    """What the watch knows about one session, for its card. Keyword-only: its
+    fields are many and of alike types, so a new one must not shift the others."""
 
     resource: ModelResource | None = None
     price: CostEstimate | None = None

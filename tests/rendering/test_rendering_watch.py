@@ -162,7 +162,7 @@ def test_card_watch_section_pending_and_nothing() -> None:
     assert watch_blocks(WatchFacts()) == []
     trainer_only = resource(compute_config={"num_generator_replicas": 0})
     assert "GPUs: trainer only" in text(
-        {"text": "x", "blocks": watch_blocks(WatchFacts(trainer_only))}
+        {"text": "x", "blocks": watch_blocks(WatchFacts(resource=trainer_only))}
     )
 
 
@@ -341,6 +341,7 @@ def test_stall_messages_always_valid_and_inert(
     ready=st.one_of(st.none(), st.floats(allow_nan=True)),
     rate=st.one_of(st.none(), st.floats(allow_nan=True)),
     target=st.one_of(st.none(), st.integers()),
+    budget=st.one_of(st.none(), st.floats(allow_nan=True)),
     when=_times,
     waited=deltas,
     user=untrusted,
@@ -352,11 +353,22 @@ def test_watch_messages_always_valid_and_inert(
     ready: float | None,
     rate: float | None,
     target: int | None,
+    budget: float | None,
     when: datetime | None,
     waited: timedelta,
     user: str,
 ) -> None:
-    facts = WatchFacts(r, price, ready, rate, target, when, when, when)
+    facts = WatchFacts(
+        resource=r,
+        price=price,
+        ready_seconds=ready,
+        rate=rate,
+        target=target,
+        eta=when,
+        budget=budget,
+        stalled_since=when,
+        idle_since=when,
+    )
     section = {"text": "card", "blocks": watch_blocks(facts, step=s.step)}
     assert_valid(section)
     assert_inert(section)
