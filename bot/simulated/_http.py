@@ -190,6 +190,8 @@ class FakeHTTPServer(Served):
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        # set to end the latencies being slept now (`end_waits`), then replaced
+        self._waits = threading.Event()
         self._conns: set[socket.socket] = set()
         #: tracebacks of exceptions raised inside `_handle` (answered as HTTP 500)
         self.handler_errors: list[str] = []
@@ -234,6 +236,7 @@ class FakeHTTPServer(Served):
         if server is None:
             return
         self._stopping.set()
+        self.end_waits()
         server.shutdown()
         server.server_close()
         with self._lock:
@@ -261,8 +264,18 @@ class FakeHTTPServer(Served):
     # -- helpers ---------------------------------------------------------------------------------
 
     def sleep(self, seconds: float) -> None:
-        """Sleep in a handler thread; cut short when the server stops."""
-        self._stopping.wait(seconds)
+        """Sleep in a handler thread; cut short when the server stops or `end_waits`."""
+        with self._lock:
+            waits = self._waits
+        if not self._stopping.is_set():
+            waits.wait(seconds)
+
+    def end_waits(self) -> None:
+        """Answer every request now held by its latency (later ones wait as scripted):
+        a test holds calls open for as long as it looks, not for a guessed time."""
+        with self._lock:
+            waits, self._waits = self._waits, threading.Event()
+        waits.set()
 
     def _track(self, conn: socket.socket, *, add: bool) -> None:
         with self._lock:

@@ -36,6 +36,13 @@ def listed(page: Page) -> Any:
     return channel_article(page, "All sessions")
 
 
+def act_as(page: Page, person: str) -> None:
+    """Switch person, and wait for the channel as they see it: an answer drawn for the
+    one before (their ephemeral messages) must not be counted as theirs."""
+    [chosen] = page.get_by_label("Acting as").select_option(label=person)
+    page.locator(f"#messages[data-viewer='{chosen}']").wait_for(state="attached")
+
+
 def row(answer: Any, name: str) -> int:
     """The row number `ls` gave a session (its buttons are "Subscribe <n>", "Stop <n>")."""
     found = re.search(rf"^(\d+)\..*{re.escape(name)}", answer.inner_text(), re.MULTILINE)
@@ -69,10 +76,8 @@ def test_ls_all_lists_the_sessions_only_to_whoever_asked(page: Page) -> None:
     for name in ("grpo-gsm8k-main", "ppo-math-lr3e-5", "dpo-helpful-v2", "grpo-code-r1"):
         assert name in answer.inner_text()
     assert "Only visible to you" in answer.inner_text()
-    page.get_by_label("Acting as").select_option(label="gus (guest, not on the Stop allowlist)")
-    page.wait_for_function(
-        "() => !document.querySelector('#messages').innerText.includes('All sessions')"
-    )
+    act_as(page, "gus (guest, not on the Stop allowlist)")
+    assert "All sessions" not in page.locator("#messages").inner_text()
 
 
 def test_subscribe_posts_the_root_card_and_a_status_change_redraws_it(page: Page) -> None:
@@ -110,7 +115,7 @@ def test_an_error_pages_oncall(page: Page) -> None:
 
 
 def test_the_guest_is_refused_stop(page: Page) -> None:
-    page.get_by_label("Acting as").select_option(label="gus (guest, not on the Stop allowlist)")
+    act_as(page, "gus (guest, not on the Stop allowlist)")
     answer = listed(page)
     stop = f"Stop {row(answer, 'dpo-helpful-v2')}"
     answer.get_by_role("button", name=stop, exact=True).click()

@@ -40,13 +40,16 @@ def test_subscribing_while_slack_is_slow_holds_no_database_connection(
     sids = [f"slow-session-{i:02d}" for i in range(24)]
     for sid in sids:
         together.add(sid)
-    slack.method_latency["chat.postMessage"] = 6.0
+    # Each post hangs until the checks below are done (`end_waits` then answers them),
+    # at most 9.5 s: the bot's Slack client gives up after 10 s, and a subscribe whose
+    # post timed out would not answer "Subscribed" below.
+    slack.method_latency["chat.postMessage"] = 9.5
     for i, sid in enumerate(sids):
         response = bot.command(
             f"subscribe {sid}", response_url=slack.response_url(sid), channel_id=f"C{i:03d}"
         )
         assert response.status_code == 200
-    # Every subscribe is now waiting on its root post (each hangs 6 s); a
+    # Every subscribe is now waiting on its root post; a
     # transaction held across one would be over a second old a second from now.
     slack.wait_for(
         lambda s: s.in_flight >= len(sids),
@@ -69,6 +72,8 @@ def test_subscribing_while_slack_is_slow_holds_no_database_connection(
     readyz = time.monotonic() - started
     print(f"transactions held while posts hang: {held}; /readyz {readyz:.2f}s")
     assert slack.in_flight >= len(sids)  # still hanging: the check above was in time
+    slack.method_latency.pop("chat.postMessage")
+    slack.end_waits()
     assert ready.status_code == 200, ready.text
     assert readyz < 2.0  # 2.8 s when connections sat idle in transaction
     if held is not None:

@@ -132,7 +132,10 @@ function drawList(container, messages, options) {
 }
 
 async function drawChannel() {
-  const { messages } = await api(`/demo/conversation?channel=${state.channel}&user=${state.user}`);
+  const asked = { channel: state.channel, user: state.user };
+  const { messages } = await api(`/demo/conversation?channel=${asked.channel}&user=${asked.user}`);
+  // An answer asked for before a switch of person or channel is not this view's.
+  if (state.home || asked.channel !== state.channel || asked.user !== state.user) return;
   const replies = {};
   for (const m of messages) {
     if (m.thread_ts && m.thread_ts !== m.ts && !m.ephemeral) replies[m.thread_ts] = (replies[m.thread_ts] || 0) + 1;
@@ -141,6 +144,7 @@ async function drawChannel() {
     .filter((m) => !m.thread_ts || m.thread_ts === m.ts || m.subtype === "thread_broadcast")
     .map((m) => ({ ...m, replies: replies[m.ts] || 0 }));
   drawList($("messages"), top, { inThread: false });
+  $("messages").dataset.viewer = asked.user;
   if (state.thread) {
     const root = messages.find((m) => m.ts === state.thread);
     const thread = messages.filter((m) => m.thread_ts === state.thread && m.ts !== state.thread);
@@ -149,7 +153,9 @@ async function drawChannel() {
 }
 
 async function drawHome() {
-  const { view } = await api(`/demo/home?user=${state.user}`);
+  const asked = state.user;
+  const { view } = await api(`/demo/home?user=${asked}`);
+  if (!state.home || asked !== state.user) return;
   const container = $("home");
   container.replaceChildren();
   if (!view) {
@@ -225,6 +231,7 @@ function go(channel, home = false) {
   $("home").hidden = !home;
   $("composer").hidden = home;
   $("messages").replaceChildren();
+  delete $("messages").dataset.viewer;
   $("input").setAttribute("aria-label", `Message ${channelLabel(channel)}`);
   $("input").placeholder = `Message ${channelLabel(channel)}`;
   if (home) api("/demo/home/open", { user: state.user }).then(refresh);
