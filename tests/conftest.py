@@ -31,10 +31,32 @@ PROCESS_FIXTURES = frozenset(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+BACKENDS = frozenset({"sqlite", "postgresql"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark process tests `slow`; run a `backend_independent` test on the first
+    backend only (its bot's behaviour does not depend on the database: a second
+    run would only cost a bot's time on a shared machine)."""
+    first = _backends()[0] if _backends() else None
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        backend = next((p for p in params if isinstance(p, str) and p in BACKENDS), None)
+        marker = item.get_closest_marker("backend_independent")
+        if marker is not None and not marker.args:
+            raise pytest.UsageError(f"{item.nodeid}: say why it is backend_independent")
+        if marker is not None and backend is not None and backend != first:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_configure(config: pytest.Config) -> None:

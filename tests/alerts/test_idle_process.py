@@ -127,6 +127,7 @@ def test_a_resource_with_an_active_session_is_not_stopped(
 
 
 @pytest.mark.parametrize("spend_watch", ["true", "false"])
+@pytest.mark.backend_independent("which watch reads a resource")
 def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_watch(
     spend_watch: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

@@ -16,7 +16,10 @@ from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.wandb import FakeWandb
 from tests.support import BotFactory, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.backend_independent("back-off is kept in memory"),
+]
 
 SID_RUNS = "1a3e4567-e89b-12d3-a456-426614174000"  # runs on the bad resource all along
 SID_ENDS = "2b3e4567-e89b-12d3-a456-426614174000"  # ends on it: the idle follow-up's

@@ -22,7 +22,10 @@ from tests.conftest import _backends, fresh_database
 from tests.support import BotProcess, query, wait_until
 from tests.support.png import png_size
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.backend_independent("gathering, drawing and uploading charts"),
+]
 
 CHANNEL = "C123"
 OPS = "COPS"

@@ -15,7 +15,10 @@ from tests.charts import test_chart_process as charts
 from tests.charts.test_chart_process import CHANNEL, Rig, _subscribe, new_sid
 from tests.support import query, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.backend_independent("reading and drawing W&B answers"),
+]
 
 # The chart tests' bot, fakes and per-test reset, shared by name.
 rig = charts.rig

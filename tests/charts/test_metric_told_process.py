@@ -16,7 +16,12 @@ from bot.simulated.wandb import FakeRun, FakeWandb
 from tests.commands.test_follow_http import click_home
 from tests.support import BotFactory, query, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.backend_independent(
+        "W&B reads and the NaN rule; the outbox's exactly-once is tested on both"
+    ),
+]
 
 CHANNEL = "CNAN"
 

@@ -56,6 +56,7 @@ def is_card_of(channel: str, session_id: str) -> Any:
     return lambda p: p.get("channel") == channel and session_id in str(p.get("blocks"))
 
 
+@pytest.mark.backend_independent("Slack's refusals and the back-off")
 def test_a_passing_slack_refusal_of_the_card_is_tried_again(rig: Rig) -> None:
     say(rig, "follow all", channel="CPASS")
     refusals: list[dict[str, Any]] = [
@@ -78,6 +79,7 @@ def test_a_passing_slack_refusal_of_the_card_is_tried_again(rig: Rig) -> None:
         assert len(cards) == 1, session_id
 
 
+@pytest.mark.backend_independent("Slack's refusals and the back-off")
 def test_refused_sessions_are_tried_less_often_and_the_backlog_told_once(rig: Rig) -> None:
     many = [sid(400 + n) for n in range(55)]
     for session_id in many:

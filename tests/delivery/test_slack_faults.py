@@ -70,6 +70,7 @@ def as_dt(value: Any) -> datetime:
 # --- delivery ---------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("Slack's refusals and retries")
 def test_delivery_errors_are_handled_per_channel(rig: Rig) -> None:
     slack, together = rig.slack, rig.together
     channels = {
@@ -139,6 +140,7 @@ def test_delivery_errors_are_handled_per_channel(rig: Rig) -> None:
             assert "Running" in posts[0] and "Stopping" in posts[0]
 
 
+@pytest.mark.backend_independent("Slack's refusals and retries")
 def test_a_long_retry_after_is_waited_out_then_told_once(rig: Rig) -> None:
     slack = rig.slack
     rig.together.add(SID)
@@ -158,6 +160,7 @@ def test_a_long_retry_after_is_waited_out_then_told_once(rig: Rig) -> None:
 # --- the command path ---------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("Slack's refusals and retries")
 def test_slack_500_and_429_while_subscribing_are_retried(rig: Rig) -> None:
     slack = rig.slack
     rig.together.add(SID)
@@ -173,6 +176,7 @@ def test_slack_500_and_429_while_subscribing_are_retried(rig: Rig) -> None:
     ]
 
 
+@pytest.mark.backend_independent("Slack's refusals and retries")
 def test_an_expired_response_url_falls_back_to_the_web_api(rig: Rig) -> None:
     slack = rig.slack
     rig.together.add(SID)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
@@ -71,6 +73,9 @@ class _BetweenPages:
             self._act()  # type: ignore[operator]
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_the_list_plan_learns_states_from_pages_without_a_get_each(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -87,6 +92,9 @@ def test_the_list_plan_learns_states_from_pages_without_a_get_each(
     ]
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_a_session_ending_between_two_list_pages_is_told_from_its_own_get(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -125,6 +133,9 @@ def test_a_failed_list_page_ends_no_session_it_did_not_list(
     assert query(db_url, "SELECT active FROM subscriptions WHERE channel_id = 'C2'") == [(True,)]
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_the_request_budget_stretches_the_interval(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -154,6 +165,9 @@ def test_the_request_budget_stretches_the_interval(
     assert (bot.metric('rlbot_poll_requests_total{kind="get"}') or 0) >= 6
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_a_new_subscription_is_first_polled_at_the_shortest_interval_not_the_longest(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -179,6 +193,9 @@ def _lists_of(together: FakeTogether, status: str) -> int:
         return sum(1 for p in together.paths if p.startswith(LIST_PATH) and status in p)
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_ls_takes_the_pollers_fresh_pass_instead_of_listing_again(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -224,6 +241,9 @@ class _ErrorBetweenLooks:
             self.listed.wait(20)
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_a_watched_session_in_the_error_watchs_pages_is_not_asked_for_again(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -249,6 +269,9 @@ def test_a_watched_session_in_the_error_watchs_pages_is_not_asked_for_again(
     assert len(slack.successful_posts("COPS")) == 1
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -284,6 +307,9 @@ def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
 # --- a list that never ends ----------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; its claims on both backends are tested with replicas"
+)
 def test_an_endless_list_cursor_keeps_to_the_budget_and_ends_no_session(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

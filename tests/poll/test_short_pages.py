@@ -98,6 +98,9 @@ def test_every_subscription_hears_its_change_with_pages_of_two_rows(
         assert not any(_failed_polls(bot)), _failed_polls(bot)
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; pages of two rows run on both, with replicas on PostgreSQL"
+)
 def test_every_subscription_hears_its_change_with_pages_of_one_row(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -115,6 +118,9 @@ def test_every_subscription_hears_its_change_with_pages_of_one_row(
     assert not any(_failed_polls(bot)), _failed_polls(bot)
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; pages of two rows run on both, with replicas on PostgreSQL"
+)
 def test_a_subscribed_session_on_the_last_page_hears_its_change(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -139,6 +145,9 @@ def test_a_subscribed_session_on_the_last_page_hears_its_change(
     assert not any(_failed_polls(bot)), _failed_polls(bot)
 
 
+@pytest.mark.backend_independent(
+    "the poll plan; pages of two rows run on both, with replicas on PostgreSQL"
+)
 def test_a_change_past_a_list_page_that_failed_is_told_from_its_own_get(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

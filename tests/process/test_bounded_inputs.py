@@ -141,6 +141,7 @@ def raw_post(
 
 
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_a_huge_unsigned_body_is_refused_before_it_is_read(bot: BotProcess, chunked: bool) -> None:
     # Signed with the wrong secret, so the bot has to look at the body to refuse it.
     forged = sign("not-the-signing-secret", b"")
@@ -163,6 +164,7 @@ def test_a_huge_unsigned_body_is_refused_before_it_is_read(bot: BotProcess, chun
     assert httpx.get(f"{bot.url}/healthz").status_code == 200
 
 
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_unreadable_bodies_get_a_4xx_and_nothing_of_them_is_logged(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -212,6 +214,7 @@ def test_unreadable_bodies_get_a_4xx_and_nothing_of_them_is_logged(
     assert slack.wait_for_response(token)["response_type"] == "in_channel"
 
 
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_the_body_cap_is_a_setting(start_bot: BotFactory) -> None:
     bot = start_bot(MAX_REQUEST_BODY_BYTES="2048")
     form = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -289,6 +292,7 @@ def drip() -> Iterator[DripServer]:
     server.close()
 
 
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_a_together_answer_trickling_in_is_cut_off_at_the_timeout(
     db_url: str,
     slack: FakeSlack,
@@ -355,6 +359,7 @@ def acks_until_answered(
     return acks
 
 
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_a_huge_together_answer_is_refused_without_stalling_or_bloating_the_bot(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -386,6 +391,7 @@ LARGE_ANSWER_MIN_ACKS_PER_ANSWER = 4
 LARGE_ANSWER_MEDIAN_ACK_LIMIT = 1.0
 
 
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_a_large_answer_under_the_cap_is_read_off_the_event_loop(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -441,6 +447,7 @@ def test_stored_snapshots_are_trimmed_but_cards_keep_the_counts(
 
 
 @pytest.mark.parametrize("value", ["nan", "soon", "inf", "-5"])
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_odd_retry_after_from_together_is_treated_as_absent(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, value: str
 ) -> None:
@@ -468,6 +475,7 @@ def test_odd_retry_after_from_together_is_treated_as_absent(
 
 
 @pytest.mark.parametrize("value", ["nan", "soon", "-5"])
+@pytest.mark.backend_independent("HTTP input bounds")
 def test_odd_retry_after_from_slack_is_treated_as_absent(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, value: str
 ) -> None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import pytest
 
 from bot.simulated import FakeSlack, FakeTogether, free_port
 from tests.support import BotFactory, BotProcess, query, wait_until
@@ -58,6 +59,7 @@ def replies(slack: FakeSlack, channel: str, root: str) -> list[str]:
 # --- (a) commands ------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("Together's faults; the outage alert's exactly-once runs on both")
 def test_commands_survive_every_together_fault(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -125,6 +127,7 @@ def test_commands_survive_every_together_fault(
     assert '"level":"CRITICAL"' not in bot.log()
 
 
+@pytest.mark.backend_independent("Together's faults; the outage alert's exactly-once runs on both")
 def test_commands_under_rate_limits(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -156,6 +159,7 @@ def test_commands_under_rate_limits(
     assert bot.proc.poll() is None
 
 
+@pytest.mark.backend_independent("Together's faults; the outage alert's exactly-once runs on both")
 def test_connection_refused_is_told_and_the_bot_keeps_serving(
     start_bot: BotFactory, slack: FakeSlack, db_url: str
 ) -> None:
@@ -177,6 +181,7 @@ def test_connection_refused_is_told_and_the_bot_keeps_serving(
 # --- (b) the poller --------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("Together's faults; the outage alert's exactly-once runs on both")
 def test_poller_tells_healthy_sessions_while_failing_ones_back_off(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

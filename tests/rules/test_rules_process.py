@@ -116,6 +116,7 @@ def test_a_w_and_b_rule_is_told_in_the_thread_and_paged_with_acknowledge_on_the_
         assert "Removed 1 rule" in say(bot, slack, f"alert {SID} off kl")
 
 
+@pytest.mark.backend_independent("rule evaluation; the once-per-crossing row is tested on both")
 def test_a_star_rule_on_steps_per_min_reaches_a_followed_session_once_per_crossing(
     launch_bot: BotLauncher, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -194,6 +195,7 @@ def test_a_budget_warns_at_80_and_100_percent_with_the_forecast_and_pages_at_100
     assert len(told(slack, CHANNEL, root, "has reached its budget")) == 1
 
 
+@pytest.mark.backend_independent("rule evaluation; the once-per-crossing row is tested on both")
 def test_a_daily_budget_is_counted_anew_on_the_channels_local_day(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -224,6 +226,7 @@ def test_a_daily_budget_is_counted_anew_on_the_channels_local_day(
     assert len(keys) == 2 and all(today.isoformat() in k for k in keys)
 
 
+@pytest.mark.backend_independent("rule evaluation; the once-per-crossing row is tested on both")
 def test_a_rule_with_for_waits_until_the_crossing_has_held_that_long(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

@@ -277,6 +277,7 @@ def _interval(round_requests: int, others: int) -> float:
     return round_requests * WINDOW / (BUDGET - others)
 
 
+@pytest.mark.backend_independent("the request budget is kept in memory")
 def test_other_consumers_spending_stretch_the_poll_interval_within_the_budget(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
