@@ -9,25 +9,21 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from bot.simulated import FakeSlack, FakeTogether
-from bot.simulated.slack_files import Upload
-from bot.simulated.wandb import FakeRun, FakeWandb
-from tests.conftest import _backends, fresh_database
-from tests.support import BotProcess, query, wait_until
+from bot.simulated.wandb import FakeRun
+from tests.support import query, wait_until
 from tests.support.png import png_size
+from tests.support.wandb_rig import CHANNEL, fresh_rig, wandb_rig
+from tests.support.wandb_rig import WandbRig as Rig
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.backend_independent("gathering, drawing and uploading charts"),
 ]
 
-CHANNEL = "C123"
 OPS = "COPS"
 
 
@@ -46,91 +42,9 @@ def _rows(n: int) -> list[dict[str, Any]]:
     return rows
 
 
-@dataclass
-class Rig:
-    bot: BotProcess
-    slack: FakeSlack
-    together: FakeTogether
-    wandb: FakeWandb
-    db_url: str
-
-    def ask(self, text: str) -> str:
-        return self.ask_in(CHANNEL, text)
-
-    def ask_in(self, channel: str, text: str) -> str:
-        token = uuid.uuid4().hex
-        response = self.bot.command(
-            text, response_url=self.slack.response_url(token), channel_id=channel
-        )
-        assert response.status_code == 200, response.text
-        return token
-
-    def answers(self, token: str) -> list[str]:
-        return [str(r.get("text")) for r in self.slack.responses.get(token, [])]
-
-    def wait_answer(self, token: str) -> str:
-        return str(self.slack.wait_for_response(token).get("text"))
-
-    def root_ts(self, session_id: str, channel: str = CHANNEL) -> str:
-        rows = query(
-            self.db_url,
-            "SELECT root_ts FROM subscriptions WHERE session_id = :s AND channel_id = :c",
-            s=session_id,
-            c=channel,
-        )
-        return str(rows[0][0])
-
-    def wait_upload(self, count: int, thread_ts: str | None = None) -> list[Upload]:
-        return self.slack.wait_for(
-            lambda: (
-                len(self.slack.uploads_in(CHANNEL, thread_ts)) >= count
-                and self.slack.uploads_in(CHANNEL, thread_ts)
-            ),
-            timeout=30,
-        )
-
-
-@pytest.fixture(scope="module", params=_backends())
-def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with (
-        fresh_database(request, request.param) as db_url,
-        FakeSlack() as slack,
-        FakeTogether() as together,
-        FakeWandb() as wandb,
-    ):
-        bot = BotProcess.start(
-            workdir=tmp_path_factory.mktemp("bot"),
-            db_url=db_url,
-            slack=slack,
-            together=together,
-            # a stall is told after 3 s (threads that do not want one say `stall=off`)
-            env={
-                "WANDB_API_KEY": wandb.api_key,
-                "WANDB_BASE_URL": wandb.url,
-                "STALL_AFTER_MINUTES": "0.05",
-                "ONCALL_CHANNEL": OPS,
-                "ONCALL_ON_METRIC": "true",
-            },
-        )
-        bot.command("help", response_url=slack.response_url("warm-up"))
-        try:
-            yield Rig(bot, slack, together, wandb, db_url)
-        finally:
-            bot.stop()
-
-
-@pytest.fixture
-def fresh(rig: Rig) -> Iterator[Rig]:
-    rig.slack.reset()
-    rig.wandb.reset()
-    rig.wandb.runs.clear()
-    rig.wandb.projects.clear()
-    with rig.together._lock:
-        rig.together.sessions.clear()
-    for table in ("outbox", "subscriptions", "watched_sessions", "progress_points"):
-        query(rig.db_url, f"DELETE FROM {table}")
-    yield rig
-    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-60:]))
+# a stall is told after 3 s (threads that do not want one say `stall=off`)
+rig = wandb_rig(STALL_AFTER_MINUTES="0.05", ONCALL_CHANNEL=OPS, ONCALL_ON_METRIC="true")
+fresh = fresh_rig()
 
 
 def _subscribe(rig: Rig, session_id: str, options: str = "stall=off") -> str:

@@ -7,22 +7,32 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
 import pytest
 
 from bot.simulated.wandb import FakeRun
-from tests.charts import test_chart_process as charts
-from tests.charts.test_chart_process import CHANNEL, Rig, _subscribe, new_sid
 from tests.support import query, wait_until
+from tests.support.wandb_rig import CHANNEL, fresh_rig, wandb_rig
+from tests.support.wandb_rig import WandbRig as Rig
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.backend_independent("reading and drawing W&B answers"),
 ]
 
-# The chart tests' bot, fakes and per-test reset, shared by name.
-rig = charts.rig
-fresh = charts.fresh
+rig = wandb_rig(STALL_AFTER_MINUTES="0.05", ONCALL_CHANNEL="COPS", ONCALL_ON_METRIC="true")
+fresh = fresh_rig()
+
+
+def new_sid() -> str:
+    return str(uuid.uuid4())
+
+
+def _subscribe(rig: Rig, session_id: str, options: str = "stall=off") -> str:
+    token = rig.ask(f"subscribe {session_id} {options}")
+    assert "Subscribed" in rig.wait_answer(token), rig.answers(token)
+    return rig.root_ts(session_id)
 
 
 def test_a_metric_spanning_the_float_range_is_drawn_and_holds_no_channel(fresh: Rig) -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.wandb import FakeRun, FakeWandb
-from tests.commands.test_follow_http import click_home
 from tests.support import BotFactory, query, wait_until
+from tests.support.home import click_home
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from bot.jobs.follow_retry import MAX_ATTEMPTS, backoff
-from tests.commands.test_follow_http import (
-    _TABLES,
+from tests.support import wait_until
+from tests.support.follow import (
+    FOLLOW_TABLES,
     USER_MAP,
     now_iso,
     roots,
@@ -27,7 +28,6 @@ from tests.commands.test_follow_http import (
     subscribed,
     wait_subscribed,
 )
-from tests.support import wait_until
 from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
@@ -38,7 +38,7 @@ rig = shared_rig(CREATED_BY_USER_MAP=USER_MAP, TOGETHER_TIMEOUT_SECONDS="5")
 @pytest.fixture(autouse=True)
 def _fresh(rig: Rig) -> Iterator[None]:
     with rig.fresh():
-        for table in _TABLES:
+        for table in FOLLOW_TABLES:
             rig.query(f"DELETE FROM {table}")
         yield
 

@@ -9,128 +9,37 @@ bob); each test starts from empty tables.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
-from bot.simulated import sign
-from tests.support import SIGNING_SECRET, BotProcess, wait_until
-from tests.support.rig import Rig, ask, shared_rig
+from tests.support import BotProcess, wait_until
+from tests.support.follow import (
+    FOLLOW_TABLES,
+    USER_MAP,
+    now_iso,
+    roots,
+    say,
+    settle,
+    sid,
+    subscribed,
+    wait_subscribed,
+)
+from tests.support.home import click_home, home_views, open_home
+from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
 
-USER_MAP = "user_ana=U123,user_bob=U456"
 rig = shared_rig(CREATED_BY_USER_MAP=USER_MAP, TOGETHER_TIMEOUT_SECONDS="5")
-_TABLES = ("follow_rules", "follow_claims", "personal_watches", "personal_alerts", "jobs")
 
 
 @pytest.fixture(autouse=True)
 def _fresh(rig: Rig) -> Iterator[None]:
     with rig.fresh():
-        for table in _TABLES:
+        for table in FOLLOW_TABLES:
             rig.query(f"DELETE FROM {table}")
         yield
-
-
-def sid(n: int) -> str:
-    return f"{n:08x}-e89b-42d3-a456-426614174000"
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def say(rig: Rig, text: str, *, channel: str = "C123", user: str = "U123") -> str:
-    """Run a command; the bot's answer as text (usage is answered in the ack itself)."""
-    response, token = ask(rig, text, channel_id=channel, user_id=user)
-    if response.content:
-        return response.text
-    return json.dumps(rig.slack.wait_for_response(token))
-
-
-def subscribed(rig: Rig, channel: str) -> list[str]:
-    rows = rig.query(
-        "SELECT session_id FROM subscriptions WHERE channel_id = :c AND active ORDER BY id",
-        c=channel,
-    )
-    return [r[0] for r in rows]
-
-
-def roots(rig: Rig, channel: str) -> list[Any]:
-    return [c for c in rig.slack.successful_posts(channel) if c.thread_ts is None]
-
-
-def wait_subscribed(rig: Rig, channel: str, wanted: set[str]) -> None:
-    wait_until(lambda: wanted <= set(subscribed(rig, channel)), what=f"{wanted} in {channel}")
-
-
-def settle(rig: Rig) -> None:
-    """Two discovery runs after now: what a rule would take, it has taken."""
-    stamps: list[Any] = []
-
-    def two_more() -> bool:
-        rows = rig.query("SELECT last_run_at FROM jobs WHERE name = 'follow'")
-        stamp = rows[0][0] if rows else None
-        if not stamps or stamps[-1] != stamp:
-            stamps.append(stamp)
-        return len(stamps) >= 3
-
-    wait_until(two_more, what="two discovery runs")
-
-
-def click_home(bot: BotProcess, action_id: str, value: str, user: str) -> None:
-    """A block_actions payload from the Home tab: a view container, no channel."""
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": "u", "name": "u", "team_id": "T1"},
-        "api_app_id": "A1",
-        "token": "x",
-        "container": {"type": "view", "view_id": "V1"},
-        "trigger_id": "t.9",
-        "team": {"id": "T1", "domain": "example"},
-        "view": {"id": "V1", "type": "home", "blocks": [], "state": {"values": {}}},
-        "actions": [
-            {
-                "action_id": action_id,
-                "block_id": "b1",
-                "text": {"type": "plain_text", "text": "x"},
-                "value": value,
-                "type": "button",
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    assert bot.post(urlencode({"payload": json.dumps(payload)})).status_code == 200
-
-
-def open_home(bot: BotProcess, user: str) -> None:
-    body = json.dumps(
-        {
-            "token": "x",
-            "team_id": "T1",
-            "api_app_id": "A1",
-            "type": "event_callback",
-            "event_id": f"Ev{uuid.uuid4().hex[:8]}",
-            "event_time": 1,
-            "event": {"type": "app_home_opened", "user": user, "channel": "D1", "tab": "home"},
-        }
-    )
-    headers = sign(SIGNING_SECRET, body) | {"Content-Type": "application/json"}
-    assert bot.post(body, headers=headers).status_code == 200
-
-
-def home_views(rig: Rig, user: str) -> list[str]:
-    return [
-        str(c.params.get("view"))
-        for c in rig.slack.successful("views.publish")
-        if c.params.get("user_id") == user
-    ]
 
 
 # --- a rule takes new sessions, once, as subscribe does ---------------------------------------

@@ -9,18 +9,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.slack import SlackCall
 from bot.simulated.slack_charts import blocks_problems
-from bot.simulated.wandb import FakeRun, FakeWandb
-from tests.conftest import _backends, fresh_database
-from tests.support import BotProcess, query, wait_until
+from bot.simulated.wandb import FakeRun
+from tests.support import query, wait_until
+from tests.support.wandb_rig import CHANNEL, fresh_rig, wandb_rig
+from tests.support.wandb_rig import WandbRig as Rig
 
 pytestmark = [
     pytest.mark.slow,
@@ -29,60 +27,14 @@ pytestmark = [
     ),
 ]
 
-CHANNEL = "C123"
 #: the shortest WANDB_REFRESH_SECONDS allowed: the no-run chart needs a second read
 REFRESH = 30
 
 
-@dataclass
-class Rig:
-    bot: BotProcess
-    slack: FakeSlack
-    together: FakeTogether
-    wandb: FakeWandb
-    db_url: str
-
-
-@pytest.fixture(scope="module", params=_backends())
-def rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with (
-        fresh_database(request, request.param) as db_url,
-        FakeSlack() as slack,
-        FakeTogether() as together,
-        FakeWandb() as wandb,
-    ):
-        bot = BotProcess.start(
-            workdir=tmp_path_factory.mktemp("bot"),
-            db_url=db_url,
-            slack=slack,
-            together=together,
-            env={
-                "WANDB_API_KEY": wandb.api_key,
-                "WANDB_BASE_URL": wandb.url,
-                "WANDB_METRICS": "reward,loss",
-                "WANDB_REFRESH_SECONDS": str(REFRESH),
-                "STALL_AFTER_MINUTES": "0",
-            },
-        )
-        try:
-            yield Rig(bot, slack, together, wandb, db_url)
-        finally:
-            bot.stop()
-
-
-@pytest.fixture
-def fresh(rig: Rig) -> Iterator[Rig]:
-    rig.slack.reset()
-    rig.wandb.reset()
-    rig.wandb.runs.clear()
-    rig.wandb.projects.clear()
-    with rig.together._lock:
-        rig.together.sessions.clear()
-    for table in ("outbox", "subscriptions", "watched_sessions", "progress_points"):
-        query(rig.db_url, f"DELETE FROM {table}")
-    query(rig.db_url, "DELETE FROM chart_refusals")
-    yield rig
-    print("--- bot log tail ---\n" + "\n".join(rig.bot.log().splitlines()[-60:]))
+rig = wandb_rig(
+    WANDB_METRICS="reward,loss", WANDB_REFRESH_SECONDS=str(REFRESH), STALL_AFTER_MINUTES="0"
+)
+fresh = fresh_rig()
 
 
 def _rows(n: int) -> list[dict[str, Any]]:
