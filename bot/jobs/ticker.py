@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import func, select, update
 
 from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
@@ -40,13 +39,14 @@ from bot.jobs.repage import repage_unacknowledged
 from bot.jobs.spend_exchange import Spend, deployment, exchange, forget
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import pending_count
-from bot.outbox.table import OutboxMessage
+from bot.outbox.results import hand_back_rows
 from bot.poll.cycle import poll_cycle
 from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.settings.timings import Timings
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.leases import hand_back_sessions
+from bot.store.queries.audience import active_subscription_count
 from bot.together.budget import charged_to
 from bot.training.status import status_of
 
@@ -321,10 +321,7 @@ class Ticker:
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:
             self.rt.metrics.outbox_depth.set(await pending_count(db))
-            active = await db.execute(
-                select(func.count()).select_from(Subscription).where(Subscription.active.is_(True))
-            )
-            self.rt.metrics.subscriptions_active.set(active.scalar_one())
+            self.rt.metrics.subscriptions_active.set(await active_subscription_count(db))
 
     async def shutdown(self, grace: float = 20.0) -> None:
         """Stop taking work, let running ticks finish, then hand back any leases."""
@@ -352,15 +349,7 @@ async def release_leases(rt: Runtime) -> None:
     owner = rt.owner
     try:
         async with rt.sessionmaker() as db, db.begin():
-            await db.execute(
-                update(WatchedSession)
-                .where(WatchedSession.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
-            )
-            await db.execute(
-                update(OutboxMessage)
-                .where(OutboxMessage.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
-            )
+            await hand_back_sessions(db, None, owner=owner)
+            await hand_back_rows(db, owner=owner)
     except Exception:
         log.exception("could not release leases; they expire by themselves")
