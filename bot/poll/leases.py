@@ -6,7 +6,8 @@ session. A crashed replica's sessions come back once its lease runs out, or at
 once when its heartbeat has stopped (`bot.store.heartbeats`): those are adopted
 and what they waited is reported. Leases are judged by the database's clock; a
 claim is sized to what can be fetched in half a lease at `TOGETHER_MAX_RPS`
-(`pace.claim_size`), and the leases are renewed while the work goes on.
+(`pace.claim_size`), and the leases are renewed while the work goes on. The
+statements are `bot.store.leases`', shared with outbox rows and jobs.
 """
 
 from __future__ import annotations
