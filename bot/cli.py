@@ -64,12 +64,21 @@ def _settings(mode: Mode) -> Settings:
         first = str(exc).splitlines()
         print(f"rl-bot: invalid configuration: {' '.join(first[:3])}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
-    problems = settings.problems_for(mode)
+    from bot.store import database_url
+
+    problems = settings.problems_for(mode) + database_url.problems(settings.database_url)
     for problem in problems:
         print(f"rl-bot: {problem}", file=sys.stderr)
     if problems:
         raise SystemExit(EXIT_CONFIG)
     return settings
+
+
+def _secrets(settings: Settings) -> list[str]:
+    """What the logs redact: the settings' secrets and DATABASE_URL's password."""
+    from bot.store import database_url
+
+    return settings.secrets() + database_url.secrets(settings.database_url)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = _settings(command)
     from bot.ops.logs import configure_logging
 
-    configure_logging(settings.log_level, settings.log_format, settings.secrets())
+    configure_logging(settings.log_level, settings.log_format, _secrets(settings))
     if command == "migrate":
         return _migrate(settings)
     if command == "show":
@@ -132,7 +141,7 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
     demo = Demo.start(speed=speed, database_url=os.environ.get("DATABASE_URL"))
     try:
         settings = demo.settings
-        configure_logging("WARNING", "console", settings.secrets())
+        configure_logging("WARNING", "console", _secrets(settings))
         if (problem := _lock_sqlite(settings.database_url)) is not None:
             print(f"rl-bot: {problem}", file=sys.stderr)
             return EXIT_IN_USE
@@ -161,13 +170,11 @@ def _lock_sqlite(url: str) -> str | None:
     such as an overlapping restart, could send a row twice. None when this
     process may go on (PostgreSQL, or the lock is ours), else why not."""
     global _sqlite_lock
-    from sqlalchemy.engine import make_url
-
-    from bot.settings.database_url import async_url, is_sqlite
+    from bot.store.database_url import database_file, is_sqlite
 
     if not is_sqlite(url):
         return None
-    database = make_url(async_url(url)).database
+    database = database_file(url)
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     path = Path(database).resolve()
@@ -203,7 +210,7 @@ def _lock_sqlite(url: str) -> str | None:
 
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
-    from bot.settings.database_url import is_sqlite
+    from bot.store.database_url import is_sqlite
     from bot.store.migrations import current_revision, head_revision, upgrade
 
     if is_sqlite(settings.database_url):

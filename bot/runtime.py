@@ -16,13 +16,13 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from bot.ops.metrics import Metrics, get_metrics, status_code_label
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
 from bot.slack_web.retry import SlackRateLimitRetry
 from bot.store.engine import make_engine, make_sessionmaker
+from bot.store.session import Engine, Sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
 from bot.together.list_pass import Lister
@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class Runtime:
     settings: Settings
-    engine: AsyncEngine
-    sessionmaker: async_sessionmaker[AsyncSession]
+    engine: Engine
+    sessionmaker: Sessionmaker
     http: httpx.AsyncClient
     together: TogetherClient
     slack: SlackWeb

@@ -14,15 +14,14 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.payloads import BudgetPayload
 from bot.outbox.contract.rows import OutboxRow, Thread
 from bot.outbox.contract.rule_rows import budget_rows
 from bot.outbox.queue import insert_outbox
+from bot.store.queries.audience import muted_until
 from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_budget_state
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.queries.watch_state import snapshot_of
+from bot.store.session import Db
 from bot.training.rules import estimated_spend
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
@@ -45,7 +44,7 @@ def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:
 
 
 async def judge_budgets(
-    db: AsyncSession,
+    db: Db,
     updates: Mapping[str, Mapping[str, Any]],
     *,
     now: datetime,
@@ -119,17 +118,11 @@ def _resource(values: Mapping[str, Any]) -> str | None:
     return spend.resource_id if spend is not None else None
 
 
-async def _snapshot(db: AsyncSession, session_id: str) -> Any:
-    found = await db.execute(
-        select(WatchedSession.snapshot).where(WatchedSession.session_id == session_id)
-    )
-    snapshot = found.scalar_one_or_none()
+async def _snapshot(db: Db, session_id: str) -> Any:
+    snapshot = await snapshot_of(db, session_id)
     return snapshot if isinstance(snapshot, dict) else None
 
 
-async def _muted(db: AsyncSession, subscription_id: int, now: datetime) -> bool:
-    found = await db.execute(
-        select(Subscription.muted_until).where(Subscription.id == subscription_id)
-    )
-    until = found.scalar_one_or_none()
+async def _muted(db: Db, subscription_id: int, now: datetime) -> bool:
+    until = await muted_until(db, subscription_id)
     return until is not None and until > now

@@ -14,16 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import update
-
-from bot.outbox.alerts_sent import remember_alerts, unalerted
+from bot.outbox.alerts_sent import remember_alerts, seen_again, unalerted
 from bot.outbox.contract.rows import bounded_key, oncall_key, oncall_row, operator_row
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
-from bot.store.engine import database_gone
+from bot.store.errors import database_gone
 from bot.store.job_locks import exclusive_job, set_baseline
 from bot.store.queries.subscriptions import first_threads
-from bot.store.tables import AlertSent, database_now
+from bot.store.tables import database_now
 from bot.store.write_apart import write_apart
 from bot.together.list_pass import Lister, ListPass
 from bot.training.sessions import TrainingSession
@@ -168,12 +166,7 @@ async def _write(rt: Runtime, memos: Sequence[_Memo], *, starting: bool) -> int:
             ]
             await insert_outbox(db, rows)
         if memos:  # still listed in ERROR: the memory of these alerts still matters
-            await db.execute(
-                update(AlertSent)
-                .where(AlertSent.key.in_([m.dedupe_key for m in memos]))
-                .values(last_seen_at=now)
-                .execution_options(synchronize_session=False)
-            )
+            await seen_again(db, [m.dedupe_key for m in memos], now=now)
     return len(fresh)
 
 

@@ -21,8 +21,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.payloads import IdlePayload
 from bot.outbox.contract.rows import Thread, dm_row, idle_rows
 from bot.outbox.creator_dm import creator_dms
@@ -31,6 +29,7 @@ from bot.runtime import Runtime
 from bot.store.job_locks import exclusive_job
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.subscriptions import threads_of_sessions
+from bot.store.session import Db
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
@@ -81,7 +80,7 @@ async def watch_idle_resources(rt: Runtime) -> int:
 
 
 async def write_idle_alerts(
-    db: AsyncSession,
+    db: Db,
     alerts: Sequence[tuple[IdlePayload, list[str]]],
     *,
     oncall_channel: str | None,
@@ -110,7 +109,7 @@ async def write_idle_alerts(
     return len(rows)
 
 
-async def threads_of(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, list[Thread]]:
+async def threads_of(db: Db, session_ids: Sequence[str]) -> dict[str, list[Thread]]:
     """The threads an idle alert about these sessions' resource goes to, by session."""
     by_session: dict[str, list[Thread]] = {}
     for sub in await threads_of_sessions(db, session_ids):

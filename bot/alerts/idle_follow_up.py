@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.alerts.backoff import wait_after
 from bot.alerts.idle import (
     ACTIVE,
@@ -33,7 +30,9 @@ from bot.outbox.contract.payloads import IdlePayload
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries.personal_alerts import listeners
-from bot.store.tables import WatchedSession, db_now
+from bot.store.queries.watch_state import ended_progress, mark_ended_progress, recently_ended
+from bot.store.session import Db
+from bot.store.tables import database_now
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
@@ -145,28 +144,13 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
 async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | None) -> int:
     settings = rt.settings
     async with rt.sessionmaker() as db:
-        now = (await db.execute(select(db_now()))).scalar_one()
-        rows = (
-            await db.execute(
-                select(
-                    WatchedSession.session_id,
-                    WatchedSession.last_status,
-                    WatchedSession.progress,
-                    WatchedSession.snapshot,
-                )
-                .where(
-                    # A session still polled (even STOPPING) is left to its poller: it
-                    # is looked at once it ended, idle since Together's own times.
-                    WatchedSession.active.is_(False),
-                    WatchedSession.last_status.not_in(_NOT_IDLE),
-                    # `updated_at` is when the poller last wrote it (the follow-up's
-                    # marks leave it alone), so this window ends.
-                    WatchedSession.updated_at > db_now(-FOLLOW_FOR.total_seconds()),
-                )
-                .order_by(WatchedSession.updated_at.desc())
-                .limit(FOLLOW_UP_ROWS)
-            )
-        ).all()
+        now = await database_now(db)
+        # A session still polled (even STOPPING) is left to its poller: it is looked
+        # at once it ended, idle since Together's own times; the window ends a day
+        # after the poller last wrote it.
+        rows = await recently_ended(
+            db, not_in=_NOT_IDLE, within=FOLLOW_FOR.total_seconds(), limit=FOLLOW_UP_ROWS
+        )
         if len(rows) == FOLLOW_UP_ROWS:
             log.warning("idle follow-up: %d ended watches or more; the oldest wait", len(rows))
         found = [
@@ -299,26 +283,16 @@ def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleC
     return IdleCheck(waiting=status.value, check_at=later(now, after / 4))
 
 
-async def _mark(db: AsyncSession, marks: dict[str, IdleCheck]) -> None:
+async def _mark(db: Db, marks: dict[str, IdleCheck]) -> None:
     """Note where each ended session's follow-up stands, in its progress column
     (rows the poller no longer writes). `updated_at` stays when the watch ended: it
     bounds how long the follow-up goes on and when the watch is pruned."""
     if not marks:
         return
-    rows = await db.execute(
-        select(WatchedSession.session_id, WatchedSession.progress).where(
-            WatchedSession.session_id.in_(list(marks)), WatchedSession.active.is_(False)
-        )
-    )
-    for r in rows:
+    for r in await ended_progress(db, list(marks)):
         progress = WatchProgress.read(r.progress)
         progress = progress.model_copy(update={"idle_check": marks[r.session_id]})
-        await db.execute(
-            update(WatchedSession)
-            .where(WatchedSession.session_id == r.session_id, WatchedSession.active.is_(False))
-            .values(progress=progress.dump(), updated_at=WatchedSession.updated_at)
-            .execution_options(synchronize_session=False)
-        )
+        await mark_ended_progress(db, r.session_id, progress.dump())
 
 
 def known_idle_since(progress: WatchProgress, resource_id: str | None) -> datetime | None:

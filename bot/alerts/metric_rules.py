@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.payloads import RulePayload
 from bot.outbox.contract.rows import OutboxRow, Thread
 from bot.outbox.contract.rule_rows import rule_rows
 from bot.outbox.queue import insert_outbox
 from bot.store.queries.metric_rules import rule_states, rules_reaching, write_rule_states
-from bot.store.tables import WatchedSession
+from bot.store.queries.watch_state import snapshots as stored_snapshots
+from bot.store.session import Db
 from bot.training.thresholds import OPS, STEPS_PER_MIN, Op, RuleState, judge_reading
 from bot.training.watch_progress import WatchProgress
 
@@ -57,7 +55,7 @@ def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
 
 
 async def judge_rules(
-    db: AsyncSession,
+    db: Db,
     readings: Mapping[str, Mapping[str, Reading]],
     *,
     now: datetime,
@@ -100,12 +98,7 @@ async def judge_rules(
         known = dict(snapshots or {})
         missing = [at.session_id for at, _, _ in fired if at.session_id not in known]
         if missing:
-            found = await db.execute(
-                select(WatchedSession.session_id, WatchedSession.snapshot).where(
-                    WatchedSession.session_id.in_(missing)
-                )
-            )
-            known |= dict(found.all())
+            known |= await stored_snapshots(db, missing)
         for at, reading, fire in fired:
             snapshot = known.get(at.session_id)
             payload = RulePayload(

@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import select
-
 from bot.charts.cache import CacheKey, Chart, ChartCache
 from bot.rendering.charts.draw import render_png
 from bot.rendering.charts.metrics import metrics_chart
@@ -26,7 +24,8 @@ from bot.rendering.charts.spec import ChartSpec, Line
 from bot.rendering.charts.words import chart_words
 from bot.runtime import Runtime
 from bot.store.queries.progress_points import steps_of
-from bot.store.tables import WatchedSession, database_now, db_now
+from bot.store.queries.watch_state import progress_now
+from bot.store.tables import database_now
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status
 from bot.training.watch_progress import WatchProgress
@@ -51,13 +50,7 @@ async def chart_of(
     WANDB_METRICS), else (or when `metrics` is just `progress`) the progress."""
     async with rt.sessionmaker() as db:
         points = await steps_of(db, session.id)
-        row = (
-            await db.execute(
-                select(WatchedSession.progress, db_now().label("now")).where(
-                    WatchedSession.session_id == session.id
-                )
-            )
-        ).first()
+        row = await progress_now(db, session.id)
         now = row.now if row is not None else await database_now(db)
     watch = WatchProgress.read(row.progress if row is not None else None)
     if (

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-Sessionmaker = async_sessionmaker[AsyncSession]
+from bot.store.session import Sessionmaker as Sessionmaker
 
 
 @dataclass(frozen=True)

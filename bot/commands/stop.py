@@ -10,8 +10,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.thread import post_in_thread
@@ -19,6 +17,7 @@ from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
+from bot.store.errors import DatabaseError
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
 from bot.together.client import TogetherClient
@@ -222,7 +221,7 @@ async def _subscription(
             return await active_subscription(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id
             )
-    except SQLAlchemyError:
+    except DatabaseError:
         where = {"session_id": session_id, "channel_id": asker.channel_id}
         log.exception("cannot read the subscription to tell of a stop", extra=where)
         return None

@@ -34,8 +34,6 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.alerts.stall import threshold
 from bot.delivery.chart import send_chart
 from bot.delivery.outcome import LOST, SendResult, give_up, retry_later
@@ -57,6 +55,7 @@ from bot.slack_web.refusals import AUTH_ERRORS
 from bot.store.heartbeats import held_for, renew_while
 from bot.store.queries.chart_refusals import remember_refusal
 from bot.store.queries.subscriptions import card_settings
+from bot.store.session import Db, Sessionmaker
 from bot.store.tables import database_now
 from bot.together.client import TogetherClient
 from bot.training.watch_progress import CardView
@@ -66,7 +65,7 @@ log = logging.getLogger(__name__)
 
 async def deliver_due(
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     slack: SlackWeb,
     settings: Settings,
     owner: str,
@@ -168,7 +167,7 @@ async def deliver_due(
 
 
 async def _keep_leases(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     unfinished: set[int],
     *,
     owner: str,
@@ -193,7 +192,7 @@ _ROOT_KINDS = frozenset({Kind.TRANSITION, Kind.ROOT, Kind.CHECKPOINTS, Kind.PROG
 
 
 async def card_watches(
-    db: AsyncSession, rows: list[OutboxMessage], *, settings: Settings
+    db: Db, rows: list[OutboxMessage], *, settings: Settings
 ) -> dict[int, CardWatch]:
     """What the root cards of these rows show beyond the session, by subscription:
     the watch's current state, the thread's `target=` and stall threshold. One
@@ -222,7 +221,7 @@ async def card_watches(
 async def _deliver_one(
     row: OutboxMessage,
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     slack: SlackWeb,
     settings: Settings,
     owner: str,
@@ -275,7 +274,7 @@ async def _deliver_one(
 async def _send(
     row: OutboxMessage,
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     slack: SlackWeb,
     settings: Settings,
     owner: str,
@@ -313,7 +312,7 @@ async def _send(
 
 
 async def _remember_chart_refusal(
-    sessionmaker: async_sessionmaker[AsyncSession], team_id: str, row: OutboxMessage
+    sessionmaker: Sessionmaker, team_id: str, row: OutboxMessage
 ) -> None:
     """The workspace's cards are drawn without the chart from now on; a failed
     write only means the next redraw is refused once more."""

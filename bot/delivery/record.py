@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import CursorResult, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.delivery.outcome import SendResult
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import OutboxRow, State, bounded_key, operator_row
 from bot.outbox.queue import end_subscriptions, insert_outbox
+from bot.outbox.results import hand_back_row, mark_posted, store_result
 from bot.outbox.table import OutboxMessage
+from bot.store.session import Db
 from bot.store.tables import db_now
 
 # outbox.sent_ts is a String(32); a Slack ts is 17 characters.
@@ -48,28 +47,15 @@ def posted_mark(row: OutboxMessage, ts: str | None) -> str:
     return stored_ts(ts) or row.thread_ts or ""
 
 
-async def record_posted(db: AsyncSession, row: OutboxMessage, mark: str, *, owner: str) -> bool:
+async def record_posted(db: Db, row: OutboxMessage, mark: str, *, owner: str) -> bool:
     """Store that Slack has the row's message (`mark`, see `posted_mark`), on a
     row still leased to `owner`. True when the row is still pending, so its root
     card is still owed."""
-    await db.execute(
-        update(OutboxMessage)
-        .where(OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner)
-        .values(sent_ts=mark, sent_at=db_now())
-        .execution_options(synchronize_session=False)
-    )
-    state = (
-        await db.execute(
-            select(OutboxMessage.state).where(
-                OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner
-            )
-        )
-    ).scalar_one_or_none()
-    return state == State.PENDING
+    return await mark_posted(db, row.id, mark, owner=owner)
 
 
 async def record(
-    db: AsyncSession,
+    db: Db,
     row: OutboxMessage,
     outcome: SendResult,
     *,
@@ -102,24 +88,9 @@ async def record(
         values = {}
     stored = False
     if values:
-        result = await db.execute(
-            update(OutboxMessage)
-            .where(
-                OutboxMessage.id == row.id,
-                OutboxMessage.state == State.PENDING,
-                OutboxMessage.lease_owner == owner,
-            )
-            .values(values | {"lease_owner": None, "lease_until": None})
-            .execution_options(synchronize_session=False)
-        )
-        stored = isinstance(result, CursorResult) and result.rowcount == 1
+        stored = await store_result(db, row.id, values, owner=owner)
     if not stored:  # cancelled while in flight: hand the lease back all the same
-        await db.execute(
-            update(OutboxMessage)
-            .where(OutboxMessage.id == row.id, OutboxMessage.lease_owner == owner)
-            .values(lease_owner=None, lease_until=None)
-            .execution_options(synchronize_session=False)
-        )
+        await hand_back_row(db, row.id, owner=owner)
     if stored and outcome.end_subscription and row.subscription_id is not None:
         await end_subscriptions(db, [row.subscription_id], reason="slack refused delivery")
     if stored and outcome.tell_operators and oncall_channel and row.kind != Kind.OPERATOR:

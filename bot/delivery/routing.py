@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.payloads import (
     Kind,
     Payload,
@@ -17,6 +15,7 @@ from bot.outbox.contract.payloads import (
 )
 from bot.outbox.table import OutboxMessage
 from bot.store.queries.routing import broadcast_modes
+from bot.store.session import Db
 from bot.training.status import Status, status_of
 
 
@@ -50,7 +49,7 @@ def reply_broadcast(payload: Payload, mode: str, *, in_thread: bool) -> bool | N
 _THREAD_KINDS = frozenset({Kind.TRANSITION, Kind.CHECKPOINTS, Kind.PROGRESS, Kind.IDLE})
 
 
-async def thread_modes(db: AsyncSession, rows: Sequence[OutboxMessage]) -> dict[int, str]:
+async def thread_modes(db: Db, rows: Sequence[OutboxMessage]) -> dict[int, str]:
     """The `broadcast=` the rows' subscriptions chose, by subscription (one read)."""
     ids = {
         r.subscription_id for r in rows if r.subscription_id is not None and r.kind in _THREAD_KINDS

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.rendering.chart_points import reduce_points
 from bot.store.queries.progress_points import steps_of
+from bot.store.session import Db
 from bot.training.metrics_view import CHART_POINTS, StoredChart
 from bot.wandb.history import Series
 
@@ -43,7 +42,7 @@ def progress_chart(steps: Sequence[tuple[datetime, int]]) -> StoredChart | None:
     return StoredChart(kind="progress", name="step", points=points)
 
 
-async def stored_progress_chart(db: AsyncSession, session_id: str) -> StoredChart | None:
+async def stored_progress_chart(db: Db, session_id: str) -> StoredChart | None:
     return progress_chart(await steps_of(db, session_id))
 
 

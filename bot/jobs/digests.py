@@ -9,24 +9,22 @@ import logging
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.payloads import (
     DigestChange,
     DigestPayload,
     DigestSession,
-    Kind,
     RootPayload,
     TransitionPayload,
     read_payload,
 )
 from bot.outbox.contract.rows import digest_row
+from bot.outbox.history import status_rows
 from bot.outbox.queue import insert_outbox
-from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
+from bot.store.queries.channel_settings import digest_settings
 from bot.store.queries.subscriptions import channel_watched
-from bot.store.tables import ChannelSettings, db_now
+from bot.store.session import Db
+from bot.store.tables import ChannelSettings, database_now
 from bot.training.status import short_status
 
 log = logging.getLogger(__name__)
@@ -65,14 +63,8 @@ async def send_digests(rt: Runtime) -> int:
     replica whose clock is off by an hour would otherwise miss the window."""
     queued = 0
     async with rt.sessionmaker() as db, db.begin():
-        now = (await db.execute(select(db_now()))).scalar_one()
-        settings = (
-            await db.execute(
-                select(ChannelSettings)
-                .where(ChannelSettings.digest_time.is_not(None))
-                .with_for_update(skip_locked=True)
-            )
-        ).scalars()
+        now = await database_now(db)
+        settings = await digest_settings(db)
         for setting in settings:
             day = digest_due(setting, now)
             if day is None:
@@ -96,7 +88,7 @@ async def send_digests(rt: Runtime) -> int:
 
 
 async def digest_of_channel(
-    db: AsyncSession, setting: ChannelSettings, day: str, now: datetime
+    db: Db, setting: ChannelSettings, day: str, now: datetime
 ) -> DigestPayload:
     """What a channel's digest says: its watched sessions now, and the last
     24 hours' status changes (told, or muted or filtered and shown on the card
@@ -107,15 +99,7 @@ async def digest_of_channel(
         DigestSession(session_id=sid, display_name=_display(snapshot), status=status)
         for sid, snapshot, status in watched
     ]
-    rows = await db.execute(
-        select(OutboxMessage.session_id, OutboxMessage.kind, OutboxMessage.payload)
-        .where(
-            OutboxMessage.channel_id == setting.channel_id,
-            OutboxMessage.kind.in_([Kind.TRANSITION, Kind.ROOT]),
-            OutboxMessage.created_at >= now - timedelta(hours=24),
-        )
-        .order_by(OutboxMessage.id)
-    )
+    rows = await status_rows(db, setting.channel_id, since=now - timedelta(hours=24))
     changes = []
     for sid, kind, payload in rows:
         try:

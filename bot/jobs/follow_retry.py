@@ -15,12 +15,10 @@ from __future__ import annotations
 import enum
 import math
 
-from sqlalchemy.exc import DBAPIError
-
 from bot.commands.subscriptions import SubscriptionError
 from bot.slack_web import SlackApiError
 from bot.slack_web.refusals import CHANNEL_GONE
-from bot.store.engine import database_gone
+from bot.store.errors import refused_by_database
 from bot.together.errors import TogetherError
 
 #: tries of one session's subscription, the first included, before it is left
@@ -45,7 +43,7 @@ def failure_of(exc: BaseException) -> tuple[Failure, str]:
         return Failure.CANNOT, ""  # ended, or subscribed a moment ago
     if isinstance(exc, TogetherError) and exc.status == 404:
         return Failure.CANNOT, ""  # Together no longer knows the session
-    if isinstance(exc, DBAPIError) and not database_gone(exc):
+    if refused_by_database(exc):
         return Failure.CANNOT, ""  # the database refused the row: it would again
     return Failure.PASSING, ""
 

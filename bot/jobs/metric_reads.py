@@ -25,9 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.alerts.metric_rules import Reading, judge_rules
 from bot.jobs.card_charts import metric_chart, stored_progress_chart
 from bot.outbox.contract.payloads import MetricPayload
@@ -35,9 +32,12 @@ from bot.outbox.contract.rows import OutboxRow, Thread, metric_rows
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import claim_job, release_job, renewing
+from bot.store.queries.audience import session_threads
 from bot.store.queries.metric_rules import metrics_by_session, rules_reaching
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
-from bot.store.tables import Subscription, WatchedSession, db_now
+from bot.store.queries.watch_state import snapshots
+from bot.store.session import Db
+from bot.store.tables import database_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
 from bot.training.thresholds import STEPS_PER_MIN
 from bot.training.time_bounds import later
@@ -130,21 +130,13 @@ async def read_metrics(rt: Runtime) -> int:
         job = await claim_job(db, JOB, owner=rt.owner, lease=settings.lease_seconds)
         if job is None:
             return 0
-        now: datetime = (await db.execute(select(db_now()))).scalar_one()
+        now = await database_now(db)
         due = await due_sessions(
             db, before=now - timedelta(seconds=settings.wandb_refresh_seconds), limit=BATCH
         )
         # the channels' rules ride on the same request: their metrics are asked for too
         wanted = metrics_by_session(await rules_reaching(db, due))
-        snapshots = dict(
-            (
-                await db.execute(
-                    select(WatchedSession.session_id, WatchedSession.snapshot).where(
-                        WatchedSession.session_id.in_(due)
-                    )
-                )
-            ).all()
-        )
+        stored = await snapshots(db, due)
     read = told = 0
     refresh = timedelta(seconds=settings.wandb_refresh_seconds)
     readings: dict[str, dict[str, Reading]] = {}
@@ -153,7 +145,7 @@ async def read_metrics(rt: Runtime) -> int:
             for session_id in due:
                 bad: list[BadMetric] = []
                 extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
-                snapshot = snapshots.get(session_id)
+                snapshot = stored.get(session_id)
                 metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
                 run = run_of(metadata if isinstance(metadata, dict) else None)
                 async with rt.sessionmaker() as db:
@@ -207,7 +199,7 @@ async def read_metrics(rt: Runtime) -> int:
                         readings,
                         now=now,
                         oncall_channel=settings.oncall_channel,
-                        snapshots=snapshots,
+                        snapshots=stored,
                     )
     finally:
         async with rt.sessionmaker() as db, db.begin():
@@ -223,18 +215,14 @@ def untold(view: MetricsView, bad: Sequence[BadMetric]) -> MetricsView:
     return view.model_copy(update={"told_bad": [m for m in view.told_bad if m not in names]})
 
 
-async def _threads(db: AsyncSession, session_id: str) -> list[Thread]:
+async def _threads(db: Db, session_id: str) -> list[Thread]:
     """The session's active threads, the first subscribed first."""
-    subs = await db.execute(
-        select(Subscription.id, Subscription.channel_id, Subscription.root_ts)
-        .where(Subscription.session_id == session_id, Subscription.active.is_(True))
-        .order_by(Subscription.id)
-    )
+    subs = await session_threads(db, session_id)
     return [Thread(s.id, session_id, s.channel_id, s.root_ts) for s in subs]
 
 
 async def _tell(
-    db: AsyncSession,
+    db: Db,
     rt: Runtime,
     threads: list[Thread],
     snapshot: object,

@@ -25,12 +25,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.settings.timings import REPORT_STALE_SECONDS, Timings
-from bot.store.engine import upsert
-from bot.store.tables import ReplicaSpend, db_now
+from bot.store.queries.replica_spend import forget_spend, report_spend
+from bot.store.session import Sessionmaker
 from bot.together.budget import Ledger
 
 
@@ -65,7 +62,7 @@ def deployment(local: Spend, remote: Iterable[Spend]) -> Spend:
 
 
 async def exchange(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     *,
     owner: str,
     local: Spend,
@@ -73,30 +70,17 @@ async def exchange(
 ) -> list[Spend]:
     """Report `owner`'s spend; the other live replicas' last reports."""
     async with sessionmaker() as db, db.begin():
-        values = {
-            "owner": owner,
-            "requests": math.ceil(local.requests),
-            "others": math.ceil(local.others),
-            "updated_at": db_now(),
-        }
-        await db.execute(upsert(db, ReplicaSpend, values, key=["owner"]))
-        rows = (
-            await db.execute(
-                select(
-                    ReplicaSpend.requests,
-                    ReplicaSpend.others,
-                    ReplicaSpend.updated_at >= db_now(-stale_seconds),
-                ).where(ReplicaSpend.owner != owner)
-            )
-        ).all()
-        if not all(fresh for _, _, fresh in rows):
-            await db.execute(
-                delete(ReplicaSpend).where(ReplicaSpend.updated_at < db_now(-stale_seconds))
-            )
+        rows = await report_spend(
+            db,
+            owner=owner,
+            requests=math.ceil(local.requests),
+            others=math.ceil(local.others),
+            stale_seconds=stale_seconds,
+        )
     return [Spend(requests=r, others=o) for r, o, fresh in rows if fresh]
 
 
-async def forget(sessionmaker: async_sessionmaker[AsyncSession], *, owner: str) -> None:
+async def forget(sessionmaker: Sessionmaker, *, owner: str) -> None:
     """A replica that stops takes its report with it."""
     async with sessionmaker() as db, db.begin():
-        await db.execute(delete(ReplicaSpend).where(ReplicaSpend.owner == owner))
+        await forget_spend(db, owner=owner)

@@ -27,15 +27,14 @@ from functools import partial
 from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from sqlalchemy import update
 
 from bot.jobs.spend_exchange import forget
 from bot.jobs.table import scheduled
 from bot.jobs.work import Work
-from bot.outbox.table import OutboxMessage
+from bot.outbox.results import hand_back_rows
 from bot.runtime import Runtime
 from bot.settings.timings import Timings
-from bot.store.tables import WatchedSession
+from bot.store.leases import hand_back_sessions
 from bot.together.budget import charged_to
 
 log = logging.getLogger(__name__)
@@ -141,15 +140,7 @@ async def release_leases(rt: Runtime) -> None:
     owner = rt.owner
     try:
         async with rt.sessionmaker() as db, db.begin():
-            await db.execute(
-                update(WatchedSession)
-                .where(WatchedSession.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
-            )
-            await db.execute(
-                update(OutboxMessage)
-                .where(OutboxMessage.lease_owner == owner)
-                .values(lease_owner=None, lease_until=None)
-            )
+            await hand_back_sessions(db, None, owner=owner)
+            await hand_back_rows(db, owner=owner)
     except Exception:
         log.exception("could not release leases; they expire by themselves")

@@ -11,8 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from sqlalchemy import func, select
-
 from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
 from bot.alerts.idle_follow_up import watch_subscribed_idle
@@ -32,7 +30,7 @@ from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
 from bot.settings.timings import Timings
-from bot.store.tables import Subscription
+from bot.store.queries.audience import active_subscription_count
 from bot.training.status import status_of
 
 log = logging.getLogger(__name__)
@@ -206,7 +204,4 @@ class Work:
     async def gauges(self) -> None:
         async with self.rt.sessionmaker() as db:
             self.rt.metrics.outbox_depth.set(await pending_count(db))
-            active = await db.execute(
-                select(func.count()).select_from(Subscription).where(Subscription.active.is_(True))
-            )
-            self.rt.metrics.subscriptions_active.set(active.scalar_one())
+            self.rt.metrics.subscriptions_active.set(await active_subscription_count(db))

@@ -9,8 +9,8 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from bot.outbox.table import OutboxMessage
-from bot.settings.database_url import async_url
 from bot.settings.model import Settings
+from bot.store.database_url import async_url
 from bot.store.engine import make_engine
 from bot.store.rule_tables import MetricRule
 from bot.store.tables import Base

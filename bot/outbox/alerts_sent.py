@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring
@@ -61,4 +61,14 @@ async def remember_alerts(
             }
             for a in alerts
         ],
+    )
+
+
+async def seen_again(db: AsyncSession, keys: Sequence[str], *, now: datetime) -> None:
+    """Note that these alerts' causes were seen again `now`: their memory still matters."""
+    await db.execute(
+        update(AlertSent)
+        .where(AlertSent.key.in_(list(keys)))
+        .values(last_seen_at=now)
+        .execution_options(synchronize_session=False)
     )

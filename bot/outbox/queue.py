@@ -23,7 +23,9 @@ from sqlalchemy.orm import aliased
 from bot.outbox.contract.rows import OutboxRow, State
 from bot.outbox.table import OutboxMessage
 from bot.store.engine import insert_ignoring
-from bot.store.heartbeats import holder_gone
+from bot.store.leases import HANDED_BACK, claimable, leased_to
+from bot.store.leases import hand_back as hand_back_leases
+from bot.store.leases import renew as renew_leases
 from bot.store.tables import (
     SESSION_ENDED,
     PersonalWatch,
@@ -76,16 +78,7 @@ async def claim_due(
         .where(
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
-            or_(
-                OutboxMessage.lease_until.is_(None),
-                OutboxMessage.lease_until < db_now(),
-                holder_gone(
-                    OutboxMessage.lease_owner,
-                    OutboxMessage.lease_until,
-                    me=owner,
-                    lease_seconds=lease_seconds,
-                ),
-            ),
+            claimable(OutboxMessage, me=owner, lease_seconds=lease_seconds),
             OutboxMessage.id.in_(heads),
             ~exists().where(
                 recent.channel_id == OutboxMessage.channel_id,
@@ -101,11 +94,7 @@ async def claim_due(
         await db.execute(
             update(OutboxMessage)
             .where(OutboxMessage.id.in_([r.id for r in rows]))
-            .values(
-                lease_owner=owner,
-                lease_until=db_now(lease_seconds),
-                attempts=OutboxMessage.attempts + 1,
-            )
+            .values(**leased_to(owner, lease_seconds), attempts=OutboxMessage.attempts + 1)
             .execution_options(synchronize_session=False)
         )
         for r in rows:  # detached copies: the caller's edits must not flush back
@@ -121,34 +110,20 @@ async def renew(db: AsyncSession, ids: Sequence[int], *, owner: str, lease_secon
     ran out or was taken over. Returns how many were renewed."""
     if not ids:
         return 0
-    result = await db.execute(
-        update(OutboxMessage)
-        .where(*_pending_held(ids, owner), OutboxMessage.lease_until > db_now())
-        .values(lease_until=db_now(lease_seconds))
-        .execution_options(synchronize_session=False)
+    return await renew_leases(
+        db, OutboxMessage, *_pending(ids), owner=owner, lease_seconds=lease_seconds
     )
-    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
 
 
 async def hand_back(db: AsyncSession, ids: Sequence[int], *, owner: str) -> int:
     """Give up leases on pending rows this replica could not fence (the database
     was away), so the next claim takes them at once, not when they run out."""
-    result = await db.execute(
-        update(OutboxMessage)
-        .where(*_pending_held(ids, owner))
-        .values(lease_owner=None, lease_until=None)
-        .execution_options(synchronize_session=False)
-    )
-    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+    return await hand_back_leases(db, OutboxMessage, *_pending(ids), owner=owner)
 
 
-def _pending_held(ids: Sequence[int], owner: str) -> tuple[ColumnElement[bool], ...]:
-    """Which of these rows are still pending and leased to `owner`."""
-    return (
-        OutboxMessage.id.in_(list(ids)),
-        OutboxMessage.lease_owner == owner,
-        OutboxMessage.state == State.PENDING,
-    )
+def _pending(ids: Sequence[int]) -> tuple[ColumnElement[bool], ...]:
+    """Which of these rows are still pending."""
+    return (OutboxMessage.id.in_(list(ids)), OutboxMessage.state == State.PENDING)
 
 
 def _deliverable() -> ColumnElement[bool]:
@@ -196,7 +171,7 @@ async def fence(db: AsyncSession, row_id: int, *, owner: str, lease_seconds: flo
     await db.execute(
         update(OutboxMessage)
         .where(*mine, OutboxMessage.state != State.PENDING)
-        .values(lease_owner=None, lease_until=None)
+        .values(**HANDED_BACK)
         .execution_options(synchronize_session=False)
     )
     return False

@@ -21,9 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.alerts.resource_reader import ResourceReader
 from bot.ops.faults import crash_point
 from bot.poll.fetch import (
@@ -40,7 +37,8 @@ from bot.poll.isolate import store_apart
 from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.settings.model import Settings
-from bot.store.tables import db_now
+from bot.store.session import Sessionmaker
+from bot.store.tables import database_now
 from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
@@ -75,7 +73,7 @@ class CycleResult:
 
 async def poll_cycle(
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     together: TogetherClient,
     settings: Settings,
     owner: str,
@@ -104,7 +102,7 @@ async def poll_cycle(
 
 async def _poll_cycle(
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     together: TogetherClient,
     settings: Settings,
     owner: str,
@@ -164,7 +162,7 @@ async def _poll_cycle(
 
 async def _poll_batch(
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     together: TogetherClient,
     settings: Settings,
     owner: str,
@@ -216,7 +214,7 @@ async def _work_batch(
     result: CycleResult,
     ids: list[str],
     *,
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     together: TogetherClient,
     settings: Settings,
     owner: str,
@@ -328,7 +326,7 @@ async def _work_batch(
         result.gets, result.from_error_pages = learnt.gets, learnt.from_error_pages
         # Incidents are judged once, over the whole batch, as when it was one write.
         async with sessionmaker() as db, db.begin():
-            now = (await db.execute(select(db_now()))).scalar_one()
+            now = await database_now(db)
             await track_incidents(db, reach.results(), settings=settings, now=now)
     finally:
         renewing.cancel()

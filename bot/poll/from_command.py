@@ -14,13 +14,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.poll.isolate import store_apart
 from bot.poll.leases import release
 from bot.settings.model import Settings
-from bot.store.tables import WatchedSession, db_now
+from bot.store.leases import claim_session
+from bot.store.session import Sessionmaker
 from bot.training.sessions import TrainingSession
 
 
@@ -38,7 +36,7 @@ def spacing(
 
 
 async def poll_from_command(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     session: TrainingSession,
     *,
     owner: str,
@@ -47,32 +45,9 @@ async def poll_from_command(
     """Write `session`, just fetched by a command, as its poll. None when the bot
     does not watch it or a poll holds it now; else the outbox rows written."""
     async with sessionmaker() as db, db.begin():
-        row = (
-            await db.execute(
-                select(
-                    WatchedSession.next_poll_at,
-                    WatchedSession.last_polled_at,
-                    db_now().label("db_now"),
-                )
-                .where(
-                    WatchedSession.session_id == session.id,
-                    WatchedSession.active.is_(True),
-                    or_(
-                        WatchedSession.lease_until.is_(None),
-                        WatchedSession.lease_until < db_now(),
-                    ),
-                )
-                .with_for_update(skip_locked=True, of=WatchedSession)
-            )
-        ).first()
-        if row is None:
-            return None
-        await db.execute(
-            update(WatchedSession)
-            .where(WatchedSession.session_id == session.id)
-            .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
-            .execution_options(synchronize_session=False)
-        )
+        row = await claim_session(db, session.id, owner=owner, lease_seconds=settings.lease_seconds)
+    if row is None:
+        return None
     try:
         _, rows = await store_apart(
             sessionmaker,

@@ -9,13 +9,11 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from bot.outbox.contract.rows import operator_row
 from bot.outbox.queue import insert_outbox
 from bot.settings.model import Settings
-from bot.store.tables import Incident
+from bot.store.queries.incidents import locked_incident, open_incident
+from bot.store.session import Db
 from bot.together.errors import TogetherError
 from bot.training.sessions import RawSession, TrainingSession
 
@@ -23,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 async def track_incidents(
-    db: AsyncSession,
+    db: Db,
     results: Iterable[TrainingSession | RawSession | TogetherError],
     *,
     settings: Settings,
@@ -60,7 +58,7 @@ async def track_incidents(
 
 
 async def note_incident(
-    db: AsyncSession,
+    db: Db,
     name: str,
     *,
     failing: bool,
@@ -71,15 +69,11 @@ async def note_incident(
     detail: str,
 ) -> None:
     """Open (and, after `threshold` seconds, alert) or close the incident `name`."""
-    incident = (
-        await db.execute(select(Incident).where(Incident.name == name).with_for_update())
-    ).scalar_one_or_none()
+    incident = await locked_incident(db, name)
     channel = settings.oncall_channel
     if failing:
         if incident is None:
-            incident = Incident(name=name, opened_at=now, seq=0)
-            db.add(incident)
-            await db.flush()
+            incident = await open_incident(db, name, now=now)
         elif incident.opened_at is None:
             incident.opened_at = now
         assert incident.opened_at is not None

@@ -17,10 +17,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.alerts.resource_reader import Read
 from bot.outbox.contract.rows import bounded_key, operator_row
 from bot.outbox.queue import insert_outbox
@@ -28,8 +24,10 @@ from bot.poll.fetch import Fetched
 from bot.poll.pace import backoff
 from bot.poll.record import record_outcomes
 from bot.settings.model import Settings
-from bot.store.engine import database_gone
-from bot.store.tables import WatchedSession, db_now
+from bot.store.errors import database_lost, failure_name, from_database
+from bot.store.leases import HANDED_BACK
+from bot.store.queries.watch_state import held_write_failures, set_watch
+from bot.store.session import Sessionmaker
 from bot.store.write_apart import write_apart
 
 log = logging.getLogger(__name__)
@@ -39,7 +37,7 @@ MAX_WRITE_FAILURES = 5
 
 
 async def store_apart(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     part: dict[str, Fetched],
     *,
     owner: str,
@@ -79,11 +77,11 @@ async def store_apart(
     refused = await write_apart(
         list(part),
         store,
-        fatal=lambda exc: isinstance(exc, DBAPIError) and database_gone(exc),
+        fatal=database_lost,
         split_warning="could not store this batch's poll results (%s); storing each session apart",
     )
     for session_id, exc in refused:
-        if not isinstance(exc, DBAPIError):  # a bug or an unforeseen value: say where
+        if not from_database(exc):  # a bug or an unforeseen value: say where
             log.error(
                 "could not judge or store a session's poll result",
                 exc_info=exc,
@@ -94,7 +92,7 @@ async def store_apart(
 
 
 async def _note_write_failure(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     session_id: str,
     exc: Exception,
     *,
@@ -103,23 +101,9 @@ async def _note_write_failure(
 ) -> None:
     """Count a poll whose result could not be stored; back off, and at
     MAX_WRITE_FAILURES set the session aside with one operator alert."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else None
-    reason = type(orig).__name__ if orig is not None else type(exc).__name__
+    reason = failure_name(exc)
     async with sessionmaker() as db, db.begin():
-        row = (
-            await db.execute(
-                select(
-                    WatchedSession.write_failures,
-                    WatchedSession.transition_seq,
-                    db_now().label("db_now"),
-                )
-                .where(
-                    WatchedSession.session_id == session_id,
-                    WatchedSession.lease_owner == owner,
-                )
-                .with_for_update(of=WatchedSession)
-            )
-        ).first()
+        row = await held_write_failures(db, session_id, owner=owner)
         if row is None:
             return
         failures = row.write_failures + 1
@@ -128,8 +112,7 @@ async def _note_write_failure(
             "write_failures": failures,
             "last_failure": f"could not store a poll result ({reason})",
             "next_poll_at": row.db_now + timedelta(seconds=delay),
-            "lease_owner": None,
-            "lease_until": None,
+            **HANDED_BACK,
         }
         log.warning(
             "could not store a session's poll result (%d in a row): %s",
@@ -162,9 +145,4 @@ async def _note_write_failure(
                         )
                     ],
                 )
-        await db.execute(
-            update(WatchedSession)
-            .where(WatchedSession.session_id == session_id)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
+        await set_watch(db, session_id, values)

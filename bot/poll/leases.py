@@ -6,7 +6,8 @@ session. A crashed replica's sessions come back once its lease runs out, or at
 once when its heartbeat has stopped (`bot.store.heartbeats`): those are adopted
 and what they waited is reported. Leases are judged by the database's clock; a
 claim is sized to what can be fetched in half a lease at `TOGETHER_MAX_RPS`
-(`pace.claim_size`), and the leases are renewed while the work goes on.
+(`pace.claim_size`), and the leases are renewed while the work goes on. The
+statements are `bot.store.leases`', shared with outbox rows and jobs.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import CursorResult, func, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
 from bot.poll.pace import claim_size, due_slack
 from bot.settings.model import Settings
-from bot.store.heartbeats import held_for, holder_gone, renew_while
-from bot.store.tables import WatchedSession, db_now
+from bot.store.heartbeats import held_for, renew_while
+from bot.store.leases import (
+    claim_sessions,
+    hand_back_sessions,
+    renew_sessions,
+    watched_count,
+)
+from bot.store.session import Sessionmaker
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ class Claim:
 
 
 async def claim_due_sessions(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     *,
     owner: str,
     settings: Settings,
@@ -51,54 +55,17 @@ async def claim_due_sessions(
     """Lease due sessions that nobody holds, whose lease ran out, or whose holder's
     heartbeat stopped. With `ahead`, the sessions due within that many seconds
     instead, those not failing (a failing one keeps its back-off and Retry-After)."""
-    due = [WatchedSession.next_poll_at <= db_now(due_slack(settings) + ahead)]
-    if ahead:
-        due.append(WatchedSession.consecutive_failures == 0)
     async with sessionmaker() as db, db.begin():
-        rows = (
-            await db.execute(
-                select(
-                    WatchedSession.session_id,
-                    WatchedSession.lease_owner,
-                    WatchedSession.lease_until,
-                    db_now().label("db_now"),
-                )
-                .where(
-                    WatchedSession.active.is_(True),
-                    *due,
-                    or_(
-                        WatchedSession.lease_until.is_(None),
-                        WatchedSession.lease_until < db_now(),
-                        holder_gone(
-                            WatchedSession.lease_owner,
-                            WatchedSession.lease_until,
-                            me=owner,
-                            lease_seconds=settings.lease_seconds,
-                        ),
-                    ),
-                )
-                .order_by(WatchedSession.next_poll_at)
-                .limit(limit or claim_size(settings))
-                .with_for_update(skip_locked=True, of=WatchedSession)
-            )
-        ).all()
+        rows = await claim_sessions(
+            db,
+            owner=owner,
+            due_within=due_slack(settings) + ahead,
+            healthy_only=bool(ahead),
+            limit=limit or claim_size(settings),
+            lease_seconds=settings.lease_seconds,
+        )
         ids = [r.session_id for r in rows]
-        watched = 0
-        if ids:
-            await db.execute(
-                update(WatchedSession)
-                .where(WatchedSession.session_id.in_(ids))
-                .values(lease_owner=owner, lease_until=db_now(settings.lease_seconds))
-                .execution_options(synchronize_session=False)
-            )
-        if ids and not ahead:
-            watched = (
-                await db.execute(
-                    select(func.count())
-                    .select_from(WatchedSession)
-                    .where(WatchedSession.active.is_(True))
-                )
-            ).scalar_one()
+        watched = await watched_count(db) if ids and not ahead else 0
     adopted = {
         r.session_id: held_for(r.lease_until, r.db_now, settings.lease_seconds)
         for r in rows
@@ -115,36 +82,23 @@ async def claim_due_sessions(
     return Claim(ids, rows[0].db_now if rows else None, watched, adopted)
 
 
-async def release(
-    sessionmaker: async_sessionmaker[AsyncSession], ids: list[str], *, owner: str
-) -> None:
+async def release(sessionmaker: Sessionmaker, ids: list[str], *, owner: str) -> None:
     """Hand back the leases of sessions claimed but not polled after all (those
     written meanwhile were handed back with their results)."""
     async with sessionmaker() as db, db.begin():
-        await db.execute(
-            update(WatchedSession)
-            .where(WatchedSession.session_id.in_(ids), WatchedSession.lease_owner == owner)
-            .values(lease_owner=None, lease_until=None)
-            .execution_options(synchronize_session=False)
-        )
+        await hand_back_sessions(db, ids, owner=owner)
 
 
-async def release_all(sessionmaker: async_sessionmaker[AsyncSession], *, owner: str) -> int:
+async def release_all(sessionmaker: Sessionmaker, *, owner: str) -> int:
     """Hand back every session lease held in `owner`'s name: after a cycle that
     failed and could not hand back its own (the database was away), before the
     next one claims; no batch of this replica's is running then."""
     async with sessionmaker() as db, db.begin():
-        result = await db.execute(
-            update(WatchedSession)
-            .where(WatchedSession.lease_owner == owner)
-            .values(lease_owner=None, lease_until=None)
-            .execution_options(synchronize_session=False)
-        )
-    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+        return await hand_back_sessions(db, None, owner=owner)
 
 
 async def keep_leases(
-    sessionmaker: async_sessionmaker[AsyncSession],
+    sessionmaker: Sessionmaker,
     ids: list[str],
     *,
     owner: str,
@@ -157,17 +111,8 @@ async def keep_leases(
 
     async def once() -> None:
         async with sessionmaker() as db, db.begin():
-            result = await db.execute(
-                update(WatchedSession)
-                .where(
-                    WatchedSession.session_id.in_(ids),
-                    WatchedSession.lease_owner == owner,
-                    WatchedSession.lease_until > db_now(),
-                )
-                .values(lease_until=db_now(lease_seconds))
-                .execution_options(synchronize_session=False)
-            )
-        if renewed is not None and isinstance(result, CursorResult):
-            renewed(max(0, result.rowcount))
+            count = await renew_sessions(db, ids, owner=owner, lease_seconds=lease_seconds)
+        if renewed is not None:
+            renewed(count)
 
     await renew_while(once, lease_seconds=lease_seconds, what="poll")

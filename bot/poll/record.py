@@ -15,13 +15,9 @@ per column set, a few incident statements.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy import Table, and_, bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.alerts.budgets import judge_budgets
 from bot.alerts.metric_rules import judge_rules, poll_readings
@@ -37,17 +33,19 @@ from bot.poll.incidents import track_incidents
 from bot.poll.judge import judge
 from bot.poll.personal import personal_rows
 from bot.settings.model import Settings
+from bot.store.queries.audience import end_with_sessions, listening_subscriptions
 from bot.store.queries.personal_alerts import listeners
 from bot.store.queries.progress_points import record_steps
-from bot.store.rule_tables import Budget
-from bot.store.tables import SESSION_ENDED, Subscription, WatchedSession, database_now, db_now
+from bot.store.queries.watch_state import held_states, snapshots, write_states
+from bot.store.session import Db
+from bot.store.tables import database_now
 from bot.training.watch_progress import WatchProgress
 
 log = logging.getLogger(__name__)
 
 
 async def record_outcomes(
-    db: AsyncSession,
+    db: Db,
     outcomes: dict[str, Fetched],
     *,
     owner: str,
@@ -72,30 +70,7 @@ async def record_outcomes(
 
     Returns how many sessions changed to each status, and the outbox rows written."""
     interval = interval or settings.poll_interval_seconds
-    rows = (
-        await db.execute(
-            select(
-                WatchedSession.session_id,
-                WatchedSession.last_status,
-                WatchedSession.transition_seq,
-                WatchedSession.consecutive_failures,
-                WatchedSession.checkpoint_keys,
-                WatchedSession.not_found_since,
-                WatchedSession.progress,
-                WatchedSession.active,
-                WatchedSession.write_failures,
-                WatchedSession.last_failure,
-                WatchedSession.fingerprint,
-                db_now().label("db_now"),
-            )
-            .where(
-                WatchedSession.session_id.in_(list(outcomes)),
-                WatchedSession.lease_owner == owner,
-                WatchedSession.lease_until > db_now(),
-            )
-            .with_for_update(of=WatchedSession)
-        )
-    ).all()
+    rows = await held_states(db, list(outcomes), owner=owner)
     owned = {r.session_id: r for r in rows}
     if len(owned) < len(outcomes):
         log.warning(
@@ -121,7 +96,7 @@ async def record_outcomes(
 
     outbox_rows = await _write_events(db, judged.events, settings=settings, now=now)
     if judged.updates:
-        await _update_states(db, judged.updates, owner=owner)
+        await write_states(db, judged.updates, owner=owner)
         await record_steps(db, moved_steps(owned, judged.updates), now=now)
         # the channels' rules on steps/min and their budgets, judged on this poll
         outbox_rows += await judge_rules(
@@ -136,12 +111,7 @@ async def record_outcomes(
         )
     ended = judged.ended()
     if ended:
-        await db.execute(
-            update(Subscription)
-            .where(Subscription.session_id.in_(ended), Subscription.active.is_(True))
-            .values(active=False, ended_at=now, ended_reason=SESSION_ENDED)
-            .execution_options(synchronize_session=False)
-        )
+        await end_with_sessions(db, ended, now=now)
     if incidents:
         await track_incidents(db, outcomes.values(), settings=settings, now=now)
     return judged.to_status(), outbox_rows
@@ -160,31 +130,8 @@ def moved_steps(owned: Mapping[str, Any], updates: Mapping[str, dict[str, Any]])
     return moved
 
 
-async def _update_states(
-    db: AsyncSession, updates: Mapping[str, dict[str, Any]], *, owner: str
-) -> None:
-    """Write each session's columns and hand back its lease, only where this
-    replica still holds it."""
-    # executemany needs the same columns in every row: group by column set.
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-    for session_id, values in updates.items():
-        groups[tuple(sorted(values))].append({"b_id": session_id} | values)
-    table = WatchedSession.__table__
-    assert isinstance(table, Table)
-    for columns, params in groups.items():
-        stmt = (
-            update(table)
-            .where(and_(table.c.session_id == bindparam("b_id"), table.c.lease_owner == owner))
-            .values(
-                {c: bindparam(c) for c in columns}
-                | {"lease_owner": None, "lease_until": None, "updated_at": db_now()}
-            )
-        )
-        await db.execute(stmt, params)
-
-
 async def _write_events(
-    db: AsyncSession,
+    db: Db,
     events: dict[str, list[SessionEvent]],
     *,
     settings: Settings,
@@ -195,29 +142,7 @@ async def _write_events(
     already sent, one insert."""
     if not events:
         return 0
-    subs = await db.execute(
-        select(
-            Subscription.id,
-            Subscription.session_id,
-            Subscription.channel_id,
-            Subscription.root_ts,
-            Subscription.filters,
-            Subscription.muted_until,
-            Subscription.stall_after_minutes,
-            Subscription.target_step,
-            Subscription.chart_on_end,
-            Budget.amount,
-        )
-        .outerjoin(
-            Budget,
-            (Budget.team_id == Subscription.team_id)
-            & (Budget.channel_id == Subscription.channel_id)
-            & (Budget.session_id == Subscription.session_id),
-        )
-        .where(Subscription.session_id.in_(list(events)), Subscription.active.is_(True))
-        .order_by(Subscription.id)
-    )
-    found = subs.all()
+    found = await listening_subscriptions(db, list(events))
     watchers = [
         Subscriber(
             id=sub.id,
@@ -272,16 +197,7 @@ def stall_settings(settings: Settings) -> StallSettings:
     )
 
 
-async def _snapshots_for_gone(
-    db: AsyncSession, events: dict[str, list[SessionEvent]]
-) -> dict[str, Any]:
+async def _snapshots_for_gone(db: Db, events: dict[str, list[SessionEvent]]) -> dict[str, Any]:
     """The stored snapshots of sessions Together no longer knows: their last word."""
     missing = [sid for sid, found in events.items() if any(e.session is None for e in found)]
-    if not missing:
-        return {}
-    rows = await db.execute(
-        select(WatchedSession.session_id, WatchedSession.snapshot).where(
-            WatchedSession.session_id.in_(missing)
-        )
-    )
-    return {r.session_id: r.snapshot for r in rows}
+    return await snapshots(db, missing) if missing else {}

@@ -20,10 +20,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from sqlalchemy.engine import make_url
 
 from bot.settings.charts import ChartSettings
-from bot.settings.database_url import async_url
 from bot.settings.placeholders import is_placeholder
 from bot.settings.tiers import test_only as _test_only
 from bot.settings.tiers import tuning as _tuning
@@ -329,8 +327,9 @@ class Settings(BaseSettings, ChartSettings):
         return self.slack_api_url if self.slack_api_url.endswith("/") else self.slack_api_url + "/"
 
     def secrets(self) -> list[str]:
-        """Every secret value, for log redaction (a placeholder is no secret)."""
-        values = [
+        """Every secret value, for log redaction (a placeholder is no secret). The
+        password in DATABASE_URL is the store's to find (`bot.store.database_url`)."""
+        return [
             s.get_secret_value()
             for s in (
                 self.slack_bot_token,
@@ -341,14 +340,10 @@ class Settings(BaseSettings, ChartSettings):
             )
             if s is not None and not is_placeholder(s.get_secret_value())
         ]
-        try:
-            password = make_url(self.database_url).password
-        except Exception:
-            password = None
-        return values + ([str(password)] if password else [])
 
     def problems_for(self, mode: Mode) -> list[str]:
-        """Every configuration problem for `mode`, one human line each."""
+        """Every configuration problem for `mode`, one human line each. Whether
+        DATABASE_URL is usable is the store's to say (`bot.store.database_url`)."""
         problems: list[str] = []
 
         def need(name: str, value: SecretStr | None) -> str | None:
@@ -384,8 +379,4 @@ class Settings(BaseSettings, ChartSettings):
             )
         if not self.together_base_url.startswith(("https://", "http://")):
             problems.append("TOGETHER_BASE_URL must be an http(s) URL")
-        try:
-            async_url(self.database_url)
-        except ValueError as exc:
-            problems.append(f"DATABASE_URL is not usable: {exc}")
         return problems

@@ -19,7 +19,6 @@ from slack_bolt.adapter.starlette.async_handler import (
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
-from sqlalchemy import text
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -29,7 +28,7 @@ from bot.jobs.ticker import Ticker
 from bot.runtime import Runtime
 from bot.slack.body_budget import BodyBudget
 from bot.slack.preflight import Verdict, recheck_together
-from bot.store.migrations import head_revision, read_revision
+from bot.store.migrations import head_revision, reachable_revision
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +91,7 @@ def create_web_app(
     async def readyz(_: Request) -> Response:
         checks: dict[str, str] = {}
         try:
-            async with rt.engine.connect() as conn:
-                await conn.execute(text("SELECT 1"))
-                current = await read_revision(conn)
+            current = await reachable_revision(rt.engine)
             head = head_revision(rt.settings.database_url)
             checks["database"] = "ok"
             checks["migrations"] = "ok" if current == head else f"at {current}, head is {head}"

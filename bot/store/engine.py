@@ -13,11 +13,10 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
-from bot.settings.database_url import async_url
+from bot.store.database_url import async_url
 
 
 def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
@@ -64,16 +63,6 @@ def _finite(value: Any) -> Any:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
-
-
-def database_gone(exc: BaseException) -> bool:
-    """The database could not be reached or went away (as opposed to refusing what
-    was written): retrying the rows one by one would only fail again, one by one."""
-    if isinstance(exc, OSError | TimeoutError):
-        return True
-    return isinstance(exc, DBAPIError) and (
-        exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
-    )
 
 
 def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | None = None) -> Any:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.store.engine import make_engine
 
@@ -133,3 +133,11 @@ async def read_revision(conn: AsyncConnection) -> str | None:
         return str(stamped[0][0]) if stamped else None
 
     return await conn.run_sync(read)
+
+
+async def reachable_revision(engine: AsyncEngine) -> str | None:
+    """Ask the database for an answer (`SELECT 1`), then for its revision: what a
+    readiness check needs. Raises when the database cannot be reached."""
+    async with engine.connect() as conn:
+        await conn.execute(text("SELECT 1"))
+        return await read_revision(conn)

@@ -2,6 +2,12 @@
 
 Plain `sqlite:///…` and `postgresql://…` URLs are accepted and given their
 async driver, so a URL from a hosting platform works as it is handed over.
+
+The URL is read here, with SQLAlchemy's own parser, rather than in
+`bot.settings`: what the engine will make of it is the database adapter's
+knowledge, and the settings (the kernel, below the store) hold it as text. The
+CLI asks this module whether it is usable and which part of it is a secret,
+beside the settings' own checks (`problems`, `secrets`).
 """
 
 from __future__ import annotations
@@ -37,3 +43,26 @@ def async_url(url: str) -> str:
 def is_sqlite(url: str) -> bool:
     """Whether the URL names the embedded SQLite database."""
     return async_url(url).startswith("sqlite")
+
+
+def database_file(url: str) -> str | None:
+    """The database part of the URL (the file, for SQLite)."""
+    return make_url(async_url(url)).database
+
+
+def problems(url: str) -> list[str]:
+    """Why `DATABASE_URL` cannot be used, as one human line; empty when it can."""
+    try:
+        async_url(url)
+    except ValueError as exc:
+        return [f"DATABASE_URL is not usable: {exc}"]
+    return []
+
+
+def secrets(url: str) -> list[str]:
+    """The URL's password, for log redaction; empty when it has none or is unreadable."""
+    try:
+        password = make_url(url).password
+    except Exception:
+        password = None
+    return [str(password)] if password else []
