@@ -21,6 +21,10 @@ from urllib.parse import parse_qs, urlsplit
 
 from ._wire import Headers, Request, Response, parse_body
 
+#: how long a wait helper waits by default: it returns as soon as its condition
+#: holds, so this only bounds a failure, and a loaded test machine takes long
+WAIT_SECONDS = 45.0
+
 __all__ = [
     "FakeHTTPServer",
     "Headers",
@@ -304,7 +308,11 @@ class FakeHTTPServer(Served):
             return predicate(self) if takes_arg else predicate()
 
     def wait_for(
-        self, predicate: Callable[..., T | None], timeout: float = 20.0, *, message: str = ""
+        self,
+        predicate: Callable[..., T | None],
+        timeout: float = WAIT_SECONDS,
+        *,
+        message: str = "",
     ) -> T:
         """Block until `predicate(fake)` (or `predicate()`) is truthy and return its value.
 
@@ -321,7 +329,7 @@ class FakeHTTPServer(Served):
     async def wait_for_async(
         self,
         predicate: Callable[..., T | None],
-        timeout: float = 20.0,  # noqa: ASYNC109 - same signature as wait_for
+        timeout: float = WAIT_SECONDS,  # noqa: ASYNC109 - same signature as wait_for
         *,
         message: str = "",
     ) -> T:

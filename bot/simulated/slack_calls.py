@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._http import FakeHTTPServer, Headers
+from ._http import WAIT_SECONDS, FakeHTTPServer, Headers
 
 __all__ = [
     "APP_ID",
@@ -166,7 +166,7 @@ class SlackCallLog(FakeHTTPServer):
                 and ts in (None, c.ts)
             ]
 
-    def wait_for_response(self, token: str, timeout: float = 20.0) -> dict[str, Any]:
+    def wait_for_response(self, token: str, timeout: float = WAIT_SECONDS) -> dict[str, Any]:
         """Block until something was POSTed to `response_url(token)`; return the first body."""
         return self.wait_for(
             lambda s: s.responses.get(token, [None])[0],
@@ -177,7 +177,7 @@ class SlackCallLog(FakeHTTPServer):
     async def wait_for_response_async(
         self,
         token: str,
-        timeout: float = 20.0,  # noqa: ASYNC109
+        timeout: float = WAIT_SECONDS,  # noqa: ASYNC109
     ) -> dict[str, Any]:
         return await self.wait_for_async(
             lambda s: s.responses.get(token, [None])[0],
@@ -186,7 +186,7 @@ class SlackCallLog(FakeHTTPServer):
         )
 
     def wait_for_calls(
-        self, method: str, count: int = 1, timeout: float = 20.0, *, ok: bool | None = True
+        self, method: str, count: int = 1, timeout: float = WAIT_SECONDS, *, ok: bool | None = True
     ) -> list[SlackCall]:
         """Block until at least `count` calls to `method` (only successful ones by default)."""
         return self.wait_for(
@@ -197,7 +197,7 @@ class SlackCallLog(FakeHTTPServer):
         self,
         method: str,
         count: int = 1,
-        timeout: float = 20.0,  # noqa: ASYNC109
+        timeout: float = WAIT_SECONDS,  # noqa: ASYNC109
         *,
         ok: bool | None = True,
     ) -> list[SlackCall]:

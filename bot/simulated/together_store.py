@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ._http import FakeHTTPServer
+from ._http import WAIT_SECONDS, FakeHTTPServer
 from .together_faults import TogetherFault
 from .together_shapes import (
     DEFAULT_PRICES,
@@ -271,7 +271,7 @@ class TogetherStore(FakeHTTPServer):
             self.handler_errors.clear()
             self.max_in_flight = self.in_flight
 
-    def wait_for_requests(self, id: str | None, count: int, timeout: float = 20.0) -> int:
+    def wait_for_requests(self, id: str | None, count: int, timeout: float = WAIT_SECONDS) -> int:
         """Block until `requests_for(id)` (or total, for None) reaches `count`."""
         return self.wait_for(self._reached(id, count), timeout, message=f"{count} requests")
 
@@ -279,7 +279,7 @@ class TogetherStore(FakeHTTPServer):
         self,
         id: str | None,
         count: int,
-        timeout: float = 20.0,  # noqa: ASYNC109
+        timeout: float = WAIT_SECONDS,  # noqa: ASYNC109
     ) -> int:
         return await self.wait_for_async(
             self._reached(id, count), timeout, message=f"{count} requests"

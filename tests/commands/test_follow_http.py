@@ -136,6 +136,7 @@ def test_the_caps_on_rules_and_on_sessions_a_pass(rig: Rig) -> None:
     say(rig, "follow all existing", channel="CMANY")
     capped = rig.slack.wait_for(
         lambda: [c for c in rig.slack.successful_posts("CMANY") if "50 a pass" in (c.text or "")],
+        timeout=90,  # told after 50 root cards: a minute on a loaded machine
         message="the cap message",
     )
     assert len(capped) == 1 and "found 55 new sessions" in (capped[0].text or "")

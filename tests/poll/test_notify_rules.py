@@ -4,7 +4,7 @@ on-call, and the typed outbox contract those rows follow."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -32,7 +32,9 @@ OPS = "COPS"
 
 
 def _session(status: str, sid: str = SID) -> TrainingSession:
-    return TrainingSession.model_validate(make_session(sid, status))
+    """A session as Together sends it, at a fixed time: two built for one test are alike
+    (a dedupe key holds the session's update time)."""
+    return TrainingSession.model_validate(make_session(sid, status, now=NOW.replace(tzinfo=UTC)))
 
 
 def _watcher(

@@ -19,6 +19,7 @@ import httpx
 from hypothesis import settings
 
 from bot.simulated import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
+from bot.simulated._http import WAIT_SECONDS
 from tests import forked_bot
 from tests.forked_bot import ForkedProcess
 
@@ -87,7 +88,9 @@ def local_http() -> httpx.Client:
     return httpx.Client(limits=httpx.Limits(keepalive_expiry=2.0))
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float = WAIT_SECONDS, what: str = "condition"
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
