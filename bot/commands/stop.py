@@ -14,13 +14,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.thread import post_in_thread
 from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
+from bot.subscriptions.thread import post_in_thread
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession

@@ -34,9 +34,6 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bot.commands.asker import Asker
-from bot.commands.follow import rule_line
-from bot.commands.subscribe import first_poll_seconds, subscribe_session
 from bot.jobs.follow_live import Allowance, DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import (
     MAX_NEW_PER_RULE,
@@ -54,6 +51,9 @@ from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.queries.watched_sessions import start_watching
 from bot.store.tables import FollowRule, db_now
+from bot.subscriptions.listing import rule_line
+from bot.subscriptions.options import ThreadOptions
+from bot.subscriptions.service import first_poll_seconds, subscribe
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
 from bot.training.sessions import TrainingSession
@@ -218,14 +218,15 @@ async def _subscribe_one(
     the kind of failure (handled here, but for a channel gone) and Slack's error."""
     try:
         session = await _session(rt, found, session_id)
-        await subscribe_session(
+        await subscribe(
             sessionmaker=rt.sessionmaker,
             slack=rt.slack,
-            asker=Asker(rule.team_id, rule.channel_id, rule.created_by),
             session=session,
+            team_id=rule.team_id,
+            channel_id=rule.channel_id,
+            user_id=rule.created_by,
             first_poll_in=first_poll_seconds(rt.settings),
-            filters=rule.filter_set,
-            stall_minutes=rule.stall_after_minutes,
+            options=ThreadOptions.of_rule(rule),
         )
         return None, ""
     except Exception as exc:

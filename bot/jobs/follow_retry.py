@@ -17,10 +17,10 @@ import math
 
 from sqlalchemy.exc import DBAPIError
 
-from bot.commands.subscriptions import SubscriptionError
 from bot.slack_web import SlackApiError
 from bot.slack_web.refusals import CHANNEL_GONE
 from bot.store.engine import database_gone
+from bot.subscriptions.errors import SubscriptionError
 from bot.together.errors import TogetherError
 
 #: tries of one session's subscription, the first included, before it is left

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import Row, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.rule_tables import Budget
 from bot.store.tables import (
     SESSION_ENDED,
     ChartRefusal,
+    PersonalWatch,
     SessionMetrics,
     Subscription,
     WatchedSession,
@@ -111,6 +112,34 @@ async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> Non
         update(Subscription)
         .where(Subscription.id == subscription_id)
         .values(stall_after_minutes=minutes)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def end_rows(db: AsyncSession, ids: list[int], *, reason: str) -> None:
+    """Mark subscriptions ended, with why (`bot.subscriptions.service.end_subscriptions`
+    also cancels what they owe and stops polling what nobody watches any more)."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id.in_(ids))
+        .values(active=False, ended_at=utcnow(), ended_reason=reason[:200])
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def stop_orphan_watches(db: AsyncSession, ids: list[int]) -> None:
+    """Stop polling the sessions of these ended subscriptions that no active
+    subscription follows any more. A session a person's App Home switch took is
+    still told to them, so it stays watched."""
+    session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))
+    still_watched = exists().where(
+        Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
+    )
+    still_personal = exists().where(PersonalWatch.session_id == WatchedSession.session_id)
+    await db.execute(
+        update(WatchedSession)
+        .where(WatchedSession.session_id.in_(session_ids), ~still_watched, ~still_personal)
+        .values(active=False)
         .execution_options(synchronize_session=False)
     )
 
