@@ -34,7 +34,9 @@ class ThreadOptions(BaseModel):
     (`filters`), when a standing step is a stall (`stall_after_minutes`, 0 off),
     the step the card's ETA aims at (`target_step`), which replies also show in
     the channel (`broadcast`), whether the creator is DMed (`dm`: "creator", or
-    "" to stop), and whether a final chart is drawn (`chart_on_end`)."""
+    "" to stop), and whether a final chart is drawn (`chart_on_end`). The bot's
+    defaults are the `status` filter, STALL_AFTER_MINUTES, no target,
+    BROADCAST_ERRORS, no DM and a final chart."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
