@@ -21,11 +21,11 @@ from bot import rendering
 from bot.outbox.queue import cancel_owed, in_flight
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
-from bot.store.queries.chart_subscriptions import set_chart_on_end
-from bot.store.queries.routing import set_routing
 from bot.store.queries.subscriptions import (
     active_subscription,
     end_rows,
+    set_chart_on_end,
+    set_routing,
     set_stall,
     set_target,
     stop_orphan_watches,

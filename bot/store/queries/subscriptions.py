@@ -1,7 +1,8 @@
 """Queries on subscriptions: a channel's link to one session and its thread.
 
 A subscription is found by its channel and session; it stays as a row after it
-ends (`active` false) so a second subscribe can revive it with a new root.
+ends (`active` false) so a second subscribe can revive it with a new root. A
+thread's options (`bot.subscriptions.options`) are written here, one setter each.
 """
 
 from __future__ import annotations
@@ -114,6 +115,35 @@ async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> Non
         .values(stall_after_minutes=minutes)
         .execution_options(synchronize_session=False)
     )
+
+
+async def set_chart_on_end(db: AsyncSession, subscription_id: int, on: bool) -> None:
+    """`subscribe <id> chart=end|off`: whether the thread gets a final chart."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id)
+        .values(chart_on_end=on)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def set_routing(
+    db: AsyncSession, subscription_id: int, *, broadcast: str | None, dm: str | None
+) -> None:
+    """Store a thread's `broadcast=` and `dm=` (None leaves one as it is; an
+    empty `dm` turns the DMs off)."""
+    values: dict[str, str | None] = {}
+    if broadcast is not None:
+        values["broadcast"] = broadcast
+    if dm is not None:
+        values["dm"] = dm or None
+    if values:
+        await db.execute(
+            update(Subscription)
+            .where(Subscription.id == subscription_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
 
 
 async def end_rows(db: AsyncSession, ids: list[int], *, reason: str) -> None:
