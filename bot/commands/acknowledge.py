@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.thread import refusal_logged
 from bot.outbox.pages import cancel_repage, page_row
 from bot.rendering.actions import acknowledged
 from bot.rendering.blocks import Message
 from bot.slack_web import SlackWeb
 from bot.store.queries.alert_acks import alert_ack, take_alert
+from bot.subscriptions.thread import refusal_logged
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""A command's fresh fetch of a watched session, written as that session's poll
-(`bot.poll.from_command`), and delivery rung if it told a change."""
+"""A command's fresh fetch of a session, and that fetch written as the session's
+poll (`bot.poll.from_command`), with delivery rung if it told a change."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from collections.abc import Awaitable, Callable
 
 from bot.poll.from_command import poll_from_command
 from bot.runtime import Runtime
+from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 
 AsPoll = Callable[[TrainingSession], Awaitable[None]]
+
+
+async def fetch_for_user(together: TogetherClient, session_id: str) -> TrainingSession:
+    """A user is waiting: retry transient failures a little, within seconds."""
+    return await together.get_session(session_id, retries=2, backoff=0.5, max_wait=5.0)
 
 
 def as_poll(rt: Runtime) -> AsPoll:

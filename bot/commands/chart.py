@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from bot.charts.cache import shared_cache
 from bot.charts.gather import chart_of
 from bot.charts.upload import UploadRefused, upload_chart
+from bot.commands.as_poll import fetch_for_user
 from bot.commands.asker import Asker
-from bot.commands.subscriptions import fetch_for_user
 from bot.runtime import Runtime
 from bot.slack_web import SlackWeb
 from bot.store.queries.chart_subscriptions import chart_thread

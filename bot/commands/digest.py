@@ -4,8 +4,8 @@ Digests live with a channel's subscriptions, so a direct message has none."""
 from __future__ import annotations
 
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.subscriptions import DM_PROBLEM, SubscriptionError
 from bot.store.queries.channel_settings import set_digest
+from bot.subscriptions.errors import DM_PROBLEM, SubscriptionError
 
 
 async def digest_here(*, sessionmaker: Sessionmaker, asker: Asker, at: str | None, tz: str) -> None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from bot.commands.as_poll import fetch_for_user
 from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
-from bot.commands.subscriptions import fetch_for_user
 from bot.rendering.actions import NOT_DOWNLOADABLE, FileLink, download_answer
 from bot.rendering.blocks import Message
 from bot.rendering.text import VALUE_LIMIT, inert, sentence

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy.exc import IntegrityError
-
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.follow_query import (
     EVERYONE,
@@ -19,23 +17,13 @@ from bot.commands.follow_query import (
     unmapped_answer,
     whose,
 )
-from bot.commands.subscriptions import DM_PROBLEM, filters_text
 from bot.rendering.follow import RuleLine
+from bot.store.errors import Duplicate
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.tables import FollowRule, utcnow
-
-
-def rule_line(rule: FollowRule) -> RuleLine:
-    return RuleLine(
-        rule.channel_id,
-        rule.selector,
-        rule.model,
-        rule.filter_set,
-        rule.stall_after_minutes,
-        rule.existing,
-        rule.active,
-        rule.ended_reason,
-    )
+from bot.subscriptions.errors import DM_PROBLEM
+from bot.subscriptions.listing import rule_line
+from bot.subscriptions.options import filters_text
 
 
 async def follow_here(
@@ -54,8 +42,8 @@ async def follow_here(
         return f":no_entry_sign: {unmapped_answer(selector, caller=asker.user_id)}"
     model = spec.model or ""
     values: dict[str, object] = {
-        "filters": filters_text(spec.filters),
-        "stall_after_minutes": spec.stall_minutes,
+        "filters": filters_text(spec.options.chosen_filters),
+        "stall_after_minutes": spec.options.stall_after_minutes,
         "existing": spec.existing,
         "created_by": asker.user_id,
         "created_at": utcnow(),
@@ -97,11 +85,11 @@ async def follow_here(
                         **values,
                     )
                 )
-    except IntegrityError:  # the same rule, stored a moment ago (a double submit)
+    except Duplicate:  # the same rule, stored a moment ago (a double submit)
         return duplicate
     which = "every new session" + (" and the ones already live" if spec.existing else "")
     return (
-        f":white_check_mark: Following {what} here ({', '.join(sorted(spec.filters))}): "
+        f":white_check_mark: Following {what} here ({', '.join(sorted(spec.options.chosen_filters))}): "
         f"{which} gets a card and a thread in this channel within a poll interval of "
         "appearing. `/rl-session unfollow` stops it; sessions already subscribed stay."
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from bot.subscriptions.options import DEFAULT_FILTERS, ThreadOptions
+
 FOLLOW_USAGE = (
     "Use `follow mine|@user|all [model=<name>] [status] [checkpoints] [errors-only] "
     "[stall=30m] [existing]`, e.g. `follow mine model=Qwen/Qwen3.5-4B errors-only`; "
@@ -18,6 +20,8 @@ FOLLOW_USAGE = (
 )
 #: the selector that takes every session the API key can see
 EVERYONE = "all"
+#: a rule that names no filters and no stall threshold
+_PLAIN_RULE = ThreadOptions(filters=DEFAULT_FILTERS)
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class FollowSpec:
 
     who: str
     model: str | None = None
-    filters: frozenset[str] = frozenset({"status"})
-    stall_minutes: int | None = None
+    #: what each thread the rule makes is given: its filters and stall threshold
+    options: ThreadOptions = _PLAIN_RULE
     existing: bool = False
 
     def selector(self, caller: str) -> str:

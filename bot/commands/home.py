@@ -9,12 +9,12 @@ import logging
 from bot import rendering
 from bot.commands.asker import Sessionmaker
 from bot.commands.follow import home_follow
-from bot.commands.subscribe import display_name
 from bot.rendering.blocks import MAX_BLOCKS
 from bot.rendering.follow import home_blocks
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.queries.subscriptions import user_subscriptions
 from bot.store.queries.watched_sessions import created_watches
+from bot.subscriptions.listing import display_name
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from bot.commands.asker import Asker
 from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
-from bot.commands.thread import refusal_logged
 from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
 from bot.rendering.blocks import Message
 from bot.rendering.text import VALUE_LIMIT, inert, sentence
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
+from bot.subscriptions.thread import refusal_logged
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource

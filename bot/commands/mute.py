@@ -8,9 +8,9 @@ from datetime import datetime
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.thread import post_in_thread
 from bot.slack_web import SlackWeb
 from bot.store.queries.subscriptions import set_mute
+from bot.subscriptions.thread import post_in_thread
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,15 @@ from bot.commands.rule_query import (
     parse_budget,
 )
 from bot.rendering.text import code_span
+from bot.subscriptions.options import (
+    BROADCASTS,
+    DEFAULT_FILTERS,
+    DMS,
+    FILTERS,
+    KEEP_THREAD,
+    MAX_TARGET,
+    ThreadOptions,
+)
 from bot.training.sessions import is_session_id
 
 Verb = Literal[
@@ -48,8 +57,6 @@ Verb = Literal[
     "budget",
 ]
 MAX_COMMAND_TEXT = 4000
-FILTERS = ("status", "checkpoints", "errors-only")
-DEFAULT_FILTERS = frozenset({"status"})
 MAX_MUTE = timedelta(days=30)
 _DURATION_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?$")
 _TIME_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -62,14 +69,11 @@ TARGET_USAGE = (
     "Give one `target=` with a whole step number such as `target=2000` (1 to 10^12): "
     "the card then shows when the session should reach it at the measured rate."
 )
-MAX_TARGET = 10**12
-BROADCASTS = ("errors", "ends", "all", "off")
 BROADCAST_USAGE = (
     "Give one `broadcast=` of `errors` (an error), `ends` (the session ending, errors "
     "included), `all` (every thread reply) or `off`: which thread replies are also "
     "shown in the channel."
 )
-DMS = ("creator",)
 DM_USAGE = (
     "Give `dm=creator` (the session's creator, through CREATED_BY_USER_MAP, gets a DM "
     "when it errors, stalls or leaves an idle resource) or `dm=off`."
@@ -100,25 +104,14 @@ class Command:
     session_id: str | None = None
     problem: Problem | None = None  # set when the text cannot be acted on
     reason: str = ""  # what is wrong, for a USAGE problem (mrkdwn, user text quoted)
-    filters: frozenset[str] = DEFAULT_FILTERS
     duration: timedelta | None = None
     digest_time: str | None = None  # "HH:MM", None = digest off
     timezone: str | None = None
     listing: ListQuery | None = None  # `ls`: which sessions
-    # `subscribe <id> stall=30m|off`: this thread's stall threshold in minutes (0 off);
-    # None keeps the thread's (and so, at first, STALL_AFTER_MINUTES)
-    stall_minutes: int | None = None
-    # `subscribe <id> target=2000`: the step this thread waits for (the card's ETA);
-    # None keeps the thread's
-    target_step: int | None = None
+    # `subscribe <id> [filters] [stall=…] [target=…] [broadcast=…] [dm=…] [chart=…]`:
+    # the thread's options; one not given keeps the thread's
+    options: ThreadOptions = KEEP_THREAD
     rule: FollowSpec | None = None  # `follow` / `unfollow`: which rule
-    # `subscribe <id> broadcast=ends`: which thread replies also show in the channel;
-    # None keeps the thread's (and so, at first, BROADCAST_ERRORS)
-    broadcast: str | None = None
-    # `subscribe <id> dm=creator|off`: "" turns the creator's DMs off; None keeps them
-    dm: str | None = None
-    # `subscribe <id> chart=end|off`: a final chart in the thread; None keeps the thread's
-    chart_on_end: bool | None = None
     # `chart <id> [metric …]`: the metrics named (empty: WANDB_METRICS)
     metrics: tuple[str, ...] = ()
     # `alert …`: the rule to add or remove (`bot.commands.rule_query`)
@@ -227,16 +220,17 @@ def _parse_subscribe(args: list[str]) -> Command:
     filters = frozenset(wanted) or DEFAULT_FILTERS
     if {"status", "errors-only"} <= filters:
         return _usage("subscribe", "Choose `status` (every change) or `errors-only`, not both.")
-    return _with_id(
-        "subscribe",
-        args[0],
-        filters=filters,
-        stall_minutes=stall_minutes,
-        target_step=target_step,
-        broadcast=broadcast,
-        dm=None if dm is None else ("" if dm == "off" else dm),
-        chart_on_end=(chart[0] == "end") if chart else None,
+    options = ThreadOptions.model_validate(
+        {
+            "filters": filters,
+            "stall_after_minutes": stall_minutes,
+            "target_step": target_step,
+            "broadcast": broadcast,
+            "dm": None if dm is None else ("" if dm == "off" else dm),
+            "chart_on_end": (chart[0] == "end") if chart else None,
+        }
     )
+    return _with_id("subscribe", args[0], options=options)
 
 
 def _parse_follow(head: str, args: list[str]) -> Command:
@@ -286,7 +280,8 @@ def _parse_follow(head: str, args: list[str]) -> Command:
     filters = frozenset(wanted) or DEFAULT_FILTERS
     if {"status", "errors-only"} <= filters:
         return _usage(verb, "Choose `status` (every change) or `errors-only`, not both.")
-    spec = FollowSpec(who, model, filters, stall_minutes, existing)
+    options = ThreadOptions(filters=filters, stall_after_minutes=stall_minutes)
+    spec = FollowSpec(who, model, options, existing)
     return Command(verb, rule=spec)
 
 

@@ -12,7 +12,6 @@ from typing import Any, Literal, TypeVar
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.thread import post_in_thread
 from bot.rendering import watch as rendering_watch
 from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
 from bot.settings.model import Settings
@@ -20,6 +19,7 @@ from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.errors import DatabaseError
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
+from bot.subscriptions.thread import post_in_thread
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession

@@ -14,11 +14,12 @@ from typing import Any
 from bot.delivery.outcome import SendResult
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import OutboxRow, State, bounded_key, operator_row
-from bot.outbox.queue import end_subscriptions, insert_outbox
+from bot.outbox.queue import insert_outbox
 from bot.outbox.results import hand_back_row, mark_posted, store_result
 from bot.outbox.table import OutboxMessage
 from bot.store.session import Db
 from bot.store.tables import db_now
+from bot.subscriptions.service import end_subscriptions
 
 # outbox.sent_ts is a String(32); a Slack ts is 17 characters.
 MAX_TS_LENGTH = 32

@@ -32,11 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select
-
-from bot.commands.asker import Asker
-from bot.commands.follow import rule_line
-from bot.commands.subscribe import first_poll_seconds, subscribe_session
 from bot.jobs.follow_live import Allowance, DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import (
     MAX_NEW_PER_RULE,
@@ -53,7 +48,10 @@ from bot.slack_web import SlackApiError
 from bot.store.job_locks import claim_job, release_job, renewing
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.queries.watched_sessions import start_watching
-from bot.store.tables import FollowRule, db_now
+from bot.store.tables import FollowRule, database_now
+from bot.subscriptions.listing import rule_line
+from bot.subscriptions.options import ThreadOptions
+from bot.subscriptions.service import first_poll_seconds, subscribe
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
 from bot.training.sessions import TrainingSession
@@ -218,14 +216,15 @@ async def _subscribe_one(
     the kind of failure (handled here, but for a channel gone) and Slack's error."""
     try:
         session = await _session(rt, found, session_id)
-        await subscribe_session(
+        await subscribe(
             sessionmaker=rt.sessionmaker,
             slack=rt.slack,
-            asker=Asker(rule.team_id, rule.channel_id, rule.created_by),
             session=session,
+            team_id=rule.team_id,
+            channel_id=rule.channel_id,
+            user_id=rule.created_by,
             first_poll_in=first_poll_seconds(rt.settings),
-            filters=rule.filter_set,
-            stall_minutes=rule.stall_after_minutes,
+            options=ThreadOptions.of_rule(rule),
         )
         return None, ""
     except Exception as exc:
@@ -289,9 +288,7 @@ async def _prune_claims(rt: Runtime, found: Found, *, state: DiscoveryState, now
     state.claims_pruned_at = now
     live = {r.id for r in found.listed}
     async with rt.sessionmaker() as db, db.begin():
-        cutoff = (await db.execute(select(db_now()))).scalar_one() - timedelta(
-            days=rt.settings.watch_retention_days
-        )
+        cutoff = await database_now(db) - timedelta(days=rt.settings.watch_retention_days)
         old = [s for s in await follow_rules.old_claims(db, before=cutoff) if s not in live]
         if pruned := await follow_rules.prune_claims(db, session_ids=old, before=cutoff):
             log.info("pruned %d follow claims of sessions no longer live", pruned)

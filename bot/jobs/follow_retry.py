@@ -15,10 +15,10 @@ from __future__ import annotations
 import enum
 import math
 
-from bot.commands.subscriptions import SubscriptionError
 from bot.slack_web import SlackApiError
 from bot.slack_web.refusals import CHANNEL_GONE
 from bot.store.errors import refused_by_database
+from bot.subscriptions.errors import SubscriptionError
 from bot.together.errors import TogetherError
 
 #: tries of one session's subscription, the first included, before it is left

@@ -7,21 +7,12 @@ Cut-offs are the database's clock, like every other time the replicas share.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, exists, func, select
-
-from bot.outbox.contract.rows import State
-from bot.outbox.table import OutboxMessage
+from bot.outbox.retention import drop_ended, drop_finished
 from bot.runtime import Runtime
+from bot.store.queries.personal_alerts import drop_unwatched
 from bot.store.queries.progress_points import prune_orphans
 from bot.store.queries.session_metrics import prune_orphan_metrics
-from bot.store.tables import (
-    AlertAck,
-    AlertSent,
-    PersonalWatch,
-    Subscription,
-    WatchedSession,
-    db_now,
-)
+from bot.store.tables import db_now
 
 DAY_SECONDS = 86400.0
 
@@ -34,22 +25,7 @@ async def prune_outbox(rt: Runtime) -> int:
     acknowledgement goes with the age of its alert (it names the alert's row)."""
     cutoff = db_now(-rt.settings.outbox_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():
-        result = await db.execute(
-            delete(OutboxMessage)
-            .where(OutboxMessage.state != State.PENDING, OutboxMessage.created_at < cutoff)
-            .execution_options(synchronize_session=False)
-        )
-        await db.execute(
-            delete(AlertSent)
-            .where(AlertSent.last_seen_at < cutoff)
-            .execution_options(synchronize_session=False)
-        )
-        await db.execute(
-            delete(AlertAck)
-            .where(AlertAck.acked_at < cutoff)
-            .execution_options(synchronize_session=False)
-        )
-    return _count(result)
+        return await drop_finished(db, cutoff)
 
 
 async def prune_watches(rt: Runtime) -> tuple[int, int]:
@@ -64,42 +40,12 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
     subscription names it, active or ended recently: its follow-up and `ls`
     still read it."""
     cutoff = db_now(-rt.settings.watch_retention_days * DAY_SECONDS)
-    ended = select(Subscription.id).where(
-        Subscription.active.is_(False),
-        func.coalesce(Subscription.ended_at, Subscription.created_at) < cutoff,
-        ~exists().where(
-            OutboxMessage.subscription_id == Subscription.id, OutboxMessage.state == State.PENDING
-        ),
-    )
     async with rt.sessionmaker() as db, db.begin():
-        # Its rows first, whether or not the database enforces the foreign key.
-        await db.execute(
-            delete(OutboxMessage)
-            .where(OutboxMessage.subscription_id.in_(ended))
-            .execution_options(synchronize_session=False)
-        )
-        subscriptions = await db.execute(
-            delete(Subscription)
-            .where(Subscription.id.in_(ended))
-            .execution_options(synchronize_session=False)
-        )
-        watches = await db.execute(
-            delete(WatchedSession)
-            .where(
-                WatchedSession.active.is_(False),
-                WatchedSession.updated_at < cutoff,
-                ~exists().where(Subscription.session_id == WatchedSession.session_id),
-                ~exists().where(
-                    OutboxMessage.session_id == WatchedSession.session_id,
-                    OutboxMessage.state == State.PENDING,
-                ),
-            )
-            .execution_options(synchronize_session=False)
-        )
+        subscriptions, watches = await drop_ended(db, cutoff)
         # a session's chart points and W&B reads go with its watch
         await prune_orphans(db)
         await prune_orphan_metrics(db)
-    return _count(subscriptions), _count(watches)
+    return subscriptions, watches
 
 
 async def prune_follow(rt: Runtime) -> int:
@@ -107,13 +53,4 @@ async def prune_follow(rt: Runtime) -> int:
     claims are kept while their session is live: discovery, which lists who is,
     drops the others, `bot.jobs.follow`.)"""
     async with rt.sessionmaker() as db, db.begin():
-        result = await db.execute(
-            delete(PersonalWatch)
-            .where(~exists().where(WatchedSession.session_id == PersonalWatch.session_id))
-            .execution_options(synchronize_session=False)
-        )
-    return _count(result)
-
-
-def _count(result: object) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)
+        return await drop_unwatched(db)

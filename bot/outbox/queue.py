@@ -28,11 +28,8 @@ from bot.store.leases import hand_back as hand_back_leases
 from bot.store.leases import renew as renew_leases
 from bot.store.tables import (
     SESSION_ENDED,
-    PersonalWatch,
     Subscription,
-    WatchedSession,
     db_now,
-    utcnow,
 )
 
 # -- writing ------------------------------------------------------------------------------------
@@ -208,36 +205,17 @@ async def pending_count(db: AsyncSession) -> int:
     )
 
 
-async def end_subscriptions(db: AsyncSession, ids: list[int], *, reason: str) -> None:
-    """End subscriptions, drop what they still owe, and stop polling orphaned sessions.
-    (A session that ends ends its subscriptions itself, keeping their last rows:
-    `SESSION_ENDED`.)"""
-    if not ids:
-        return
-    now = utcnow()
-    await db.execute(
-        update(Subscription)
-        .where(Subscription.id.in_(ids))
-        .values(active=False, ended_at=now, ended_reason=reason[:200])
-        .execution_options(synchronize_session=False)
-    )
-    # A cancelled row keeps its lease: a replica may be posting it right now, and
-    # hands the lease back when done (`in_flight`).
+async def cancel_owed(db: AsyncSession, subscription_ids: list[int]) -> None:
+    """Cancel what ended subscriptions still owe (`bot.subscriptions.service`).
+
+    A cancelled row keeps its lease: a replica may be posting it right now, and
+    hands the lease back when done (`in_flight`)."""
     await db.execute(
         update(OutboxMessage)
-        .where(OutboxMessage.subscription_id.in_(ids), OutboxMessage.state == State.PENDING)
+        .where(
+            OutboxMessage.subscription_id.in_(subscription_ids),
+            OutboxMessage.state == State.PENDING,
+        )
         .values(state=State.CANCELLED)
-        .execution_options(synchronize_session=False)
-    )
-    session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))
-    still_watched = exists().where(
-        Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
-    )
-    # a session a person's App Home switch took is still told to them
-    still_personal = exists().where(PersonalWatch.session_id == WatchedSession.session_id)
-    await db.execute(
-        update(WatchedSession)
-        .where(WatchedSession.session_id.in_(session_ids), ~still_watched, ~still_personal)
-        .values(active=False)
         .execution_options(synchronize_session=False)
     )

@@ -6,10 +6,19 @@ knowing SQLAlchemy's exceptions.
 
 from __future__ import annotations
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
 #: any failure of the database layer: what a read that may fail is guarded by
 DatabaseError = SQLAlchemyError
+#: the database refused a row as a duplicate of one stored (a unique key): what a
+#: second replica or a double click writing the same thing meets
+Duplicate = IntegrityError
 
 
 def database_gone(exc: BaseException) -> bool:

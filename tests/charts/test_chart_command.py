@@ -36,9 +36,9 @@ def test_chart_with_a_bad_id_is_refused_before_anything_leaves() -> None:
 
 
 def test_subscribe_chart_option() -> None:
-    assert parse(f"subscribe {SID}").chart_on_end is None
-    assert parse(f"subscribe {SID} chart=off").chart_on_end is False
-    assert parse(f"subscribe {SID} CHART=end stall=off").chart_on_end is True
+    assert parse(f"subscribe {SID}").options.chart_on_end is None
+    assert parse(f"subscribe {SID} chart=off").options.chart_on_end is False
+    assert parse(f"subscribe {SID} CHART=end stall=off").options.chart_on_end is True
     bad = parse(f"subscribe {SID} chart=sometimes")
     assert bad.problem is Problem.USAGE and "chart=end" in bad.reason
 

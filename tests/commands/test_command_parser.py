@@ -12,13 +12,13 @@ from datetime import timedelta
 import pytest
 
 from bot.commands.parser import (
-    DEFAULT_FILTERS,
     MAX_MUTE,
     Command,
     Problem,
     parse,
     parse_duration,
 )
+from bot.subscriptions.options import DEFAULT_FILTERS, ThreadOptions
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 
@@ -86,8 +86,10 @@ def test_a_word_that_is_not_an_id_is_refused_as_such(text: str) -> None:
 
 def test_subscribe_defaults_to_status_changes() -> None:
     command = parse(f"subscribe {SID}")
-    assert command == Command("subscribe", session_id=SID, filters=DEFAULT_FILTERS)
-    assert command.filters == frozenset({"status"})
+    assert command == Command(
+        "subscribe", session_id=SID, options=ThreadOptions(filters=DEFAULT_FILTERS)
+    )
+    assert command.options.filters == frozenset({"status"})
 
 
 @pytest.mark.parametrize(
@@ -103,7 +105,7 @@ def test_subscribe_defaults_to_status_changes() -> None:
 def test_subscribe_filters(words: str, filters: set[str]) -> None:
     command = parse(f"subscribe {SID} {words}")
     assert command.problem is None
-    assert command.filters == frozenset(filters)
+    assert command.options.filters == frozenset(filters)
 
 
 def test_subscribe_refuses_unknown_filters_and_names_the_known_ones() -> None:
@@ -279,11 +281,12 @@ def test_ls_takes_its_query_from_session_list() -> None:
 def test_subscribe_target_is_a_whole_step(text: str, step: int) -> None:
     command = parse(f"subscribe {SID} checkpoints {text}")
     assert command.problem is None
-    assert command.target_step == step and command.filters == frozenset({"checkpoints"})
+    assert command.options.target_step == step
+    assert command.options.filters == frozenset({"checkpoints"})
 
 
 def test_subscribe_without_target_keeps_the_threads() -> None:
-    assert parse(f"subscribe {SID} stall=30m").target_step is None
+    assert parse(f"subscribe {SID} stall=30m").options.target_step is None
 
 
 @pytest.mark.parametrize(
@@ -314,17 +317,17 @@ def test_follow_takes_a_selector_model_filters_stall_and_existing() -> None:
     assert command.verb == "follow" and command.problem is None
     rule = command.rule
     assert rule is not None
-    assert (rule.who, rule.model, rule.stall_minutes, rule.existing) == (
+    assert (rule.who, rule.model, rule.options.stall_after_minutes, rule.existing) == (
         "U456",
         "Qwen/Qwen3.5-4B",
         120,
         True,
     )
-    assert rule.filters == frozenset({"checkpoints", "errors-only"})
+    assert rule.options.filters == frozenset({"checkpoints", "errors-only"})
     assert rule.selector("U123") == "U456"
     mine = parse("follow MINE").rule
     assert mine is not None and mine.selector("U123") == "U123"
-    assert mine.filters == DEFAULT_FILTERS and mine.existing is False
+    assert mine.options.filters == DEFAULT_FILTERS and mine.existing is False
     everyone = parse("unfollow all model=m1").rule
     assert everyone is not None and (everyone.who, everyone.model) == ("all", "m1")
 

@@ -9,7 +9,6 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import DataError, OperationalError
 
-from bot.commands.subscriptions import SubscriptionError
 from bot.jobs.follow_live import Allowance, Found
 from bot.jobs.follow_retry import (
     MAX_ATTEMPTS,
@@ -20,6 +19,7 @@ from bot.jobs.follow_retry import (
     retry_in,
 )
 from bot.settings.model import Settings
+from bot.subscriptions.errors import SubscriptionError
 from bot.together.budget import Ledger, charged_to
 from bot.together.errors import TogetherError
 

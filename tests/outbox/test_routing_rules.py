@@ -64,11 +64,12 @@ def _status_rows(new: str, *subs: int, told: bool = True) -> list:
 def test_broadcast_and_dm_are_parsed_checked_and_kept_apart_from_filters() -> None:
     command = parse(f"subscribe {SID} checkpoints broadcast=ENDS dm=creator stall=30m")
     assert command.problem is None
-    assert (command.broadcast, command.dm, command.filters) == ("ends", "creator", {"checkpoints"})
-    assert command.stall_minutes == 30
-    plain = parse(f"subscribe {SID}")
+    options = command.options
+    assert (options.broadcast, options.dm, options.filters) == ("ends", "creator", {"checkpoints"})
+    assert options.stall_after_minutes == 30
+    plain = parse(f"subscribe {SID}").options
     assert (plain.broadcast, plain.dm) == (None, None)  # keeps the thread's choice
-    assert parse(f"subscribe {SID} dm=off").dm == ""  # turns it off
+    assert parse(f"subscribe {SID} dm=off").options.dm == ""  # turns it off
     for bad, usage in [
         ("broadcast=sometimes", BROADCAST_USAGE),
         ("broadcast=all broadcast=off", BROADCAST_USAGE),
@@ -82,13 +83,15 @@ def test_broadcast_and_dm_are_parsed_checked_and_kept_apart_from_filters() -> No
 
 def test_the_answer_names_the_routing_and_warns_of_an_unmapped_creator() -> None:
     session = TrainingSession.model_validate(make_session(SID, "RUNNING"))
-    words = routing_words(parse(f"subscribe {SID} broadcast=all dm=creator"), session, USERS)
+    words = routing_words(
+        parse(f"subscribe {SID} broadcast=all dm=creator").options, session, USERS
+    )
     assert "every thread reply also shown in the channel" in words
     assert "<@UDANA>" in words
-    unmapped = routing_words(parse(f"subscribe {SID} dm=creator"), session, {})
+    unmapped = routing_words(parse(f"subscribe {SID} dm=creator").options, session, {})
     assert f"`{KEY_OWNER}`" in unmapped and "CREATED_BY_USER_MAP" in unmapped
     assert "none until then" in unmapped
-    assert routing_words(parse(f"subscribe {SID}"), session, USERS) == ""
+    assert routing_words(parse(f"subscribe {SID}").options, session, USERS) == ""
 
 
 # --- broadcast -------------------------------------------------------------------------------

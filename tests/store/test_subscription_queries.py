@@ -7,20 +7,17 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from bot.store.queries.chart_subscriptions import chart_thread, set_chart_on_end
-from bot.store.queries.routing import (
-    DM_CREATOR,
-    broadcast_modes,
-    creator_dm_subscriptions,
-    set_routing,
-)
+from bot.store.queries.chart_subscriptions import chart_thread
+from bot.store.queries.routing import DM_CREATOR, broadcast_modes, creator_dm_subscriptions
 from bot.store.queries.subscriptions import (
     active_subscription,
     card_settings,
     channel_subscriptions,
     channel_watched,
     first_threads,
+    set_chart_on_end,
     set_mute,
+    set_routing,
     set_stall,
     set_target,
     subscription_row,

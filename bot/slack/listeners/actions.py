@@ -9,16 +9,17 @@ from slack_bolt.async_app import AsyncApp
 
 from bot import rendering
 from bot.commands import stop as stopping
-from bot.commands.as_poll import as_poll
+from bot.commands.as_poll import as_poll, fetch_for_user
 from bot.commands.card import watched_card
 from bot.commands.chart import chart_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.ls_query import read_more
-from bot.commands.subscribe import first_poll_seconds, subscribe_here, unsubscribe_here
-from bot.commands.subscriptions import fetch_for_user
+from bot.commands.subscribe import subscribe_here
 from bot.rendering.ls_page import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
 from bot.rendering.watch import STOP_RESOURCE
 from bot.slack.listeners.request import Request, button
+from bot.subscriptions import service
+from bot.subscriptions.options import KEEP_THREAD
 from bot.together.errors import USER_MESSAGES, TogetherError
 from bot.training.sessions import is_session_id
 
@@ -60,9 +61,10 @@ async def subscribe(req: Request) -> str:
         slack=req.slack,
         session_id=req.session_id,
         asker=req.asker,
-        first_poll_in=first_poll_seconds(req.rt.settings),
+        first_poll_in=service.first_poll_seconds(req.rt.settings),
         root_ts=req.message_ts,
-        filters=None,  # the button has no filters to give: keep the channel's
+        # the button has no options to give: the channel keeps its filters and thread
+        options=KEEP_THREAD,
         as_poll=as_poll(req.rt),
     )
     await req.say(
@@ -75,11 +77,13 @@ async def subscribe(req: Request) -> str:
 
 async def unsubscribe(req: Request) -> str:
     """The thread says who unsubscribed; only a channel that was not subscribed is answered."""
-    sub = await unsubscribe_here(
+    sub = await service.unsubscribe(
         sessionmaker=req.rt.sessionmaker,
         slack=req.slack,
-        asker=req.asker,
+        team_id=req.asker.team_id,
+        channel_id=req.asker.channel_id,
         session_id=req.session_id,
+        user_id=req.asker.user_id,
     )
     if sub is None:
         await req.say("This channel is not subscribed to that session.")

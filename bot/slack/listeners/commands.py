@@ -11,7 +11,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
-from bot.commands.as_poll import as_poll
+from bot.commands.as_poll import as_poll, fetch_for_user
 from bot.commands.card import watched_card
 from bot.commands.chart import chart_here
 from bot.commands.digest import digest_here
@@ -19,19 +19,15 @@ from bot.commands.follow import channel_rule_lines, follow_here, unfollow_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
 from bot.commands.parser import Command, Problem, Verb, parse
-from bot.commands.routing import routing_words
+from bot.commands.routing import option_words
 from bot.commands.rules import alert_here, alerts_here, budget_here
-from bot.commands.subscribe import (
-    first_poll_seconds,
-    listed_here,
-    subscribe_here,
-    unsubscribe_here,
-)
-from bot.commands.subscriptions import fetch_for_user
+from bot.commands.subscribe import subscribe_here
 from bot.rendering.follow import with_rules
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
+from bot.subscriptions import service
+from bot.subscriptions.listing import channel_listing
 from bot.together.errors import USER_MESSAGES
 
 COMMAND = "/rl-session"
@@ -115,38 +111,14 @@ async def subscribe(req: Request, command: Command) -> str:
         slack=req.slack,
         session_id=_session_id(command),
         asker=req.asker,
-        first_poll_in=first_poll_seconds(req.rt.settings),
-        filters=command.filters,
-        stall_minutes=command.stall_minutes,
-        target_step=command.target_step,
+        first_poll_in=service.first_poll_seconds(req.rt.settings),
+        options=command.options,
         as_poll=as_poll(req.rt),
-        broadcast=command.broadcast,
-        dm=command.dm,
-        chart_on_end=command.chart_on_end,
     )
-    what = ", ".join(sorted(result.filters))
-    if command.stall_minutes is not None:
-        what += (
-            ", stall alerts off"
-            if command.stall_minutes == 0
-            else f", stalled after {command.stall_minutes} min without progress"
-        )
-    if command.target_step is not None:
-        what += f", target step {command.target_step:,} (the card shows an ETA)"
-    if command.chart_on_end is not None:
-        what += ", a final chart when it ends" if command.chart_on_end else ", no final chart"
-    what += routing_words(command, session, req.rt.settings.created_by_user_map)
-    options = any(
-        v is not None
-        for v in (
-            command.stall_minutes,
-            command.target_step,
-            command.broadcast,
-            command.dm,
-            command.chart_on_end,
-        )
+    what = ", ".join(sorted(result.filters)) + option_words(
+        command.options, session, req.rt.settings.created_by_user_map
     )
-    if result.filters_changed or (result.already and options):
+    if result.filters_changed or (result.already and command.options.sets_thread):
         text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
     elif result.already:
         text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."
@@ -161,11 +133,13 @@ async def subscribe(req: Request, command: Command) -> str:
 
 async def unsubscribe(req: Request, command: Command) -> str:
     session_id = _session_id(command)
-    sub = await unsubscribe_here(
+    sub = await service.unsubscribe(
         sessionmaker=req.rt.sessionmaker,
         slack=req.slack,
-        asker=req.asker,
+        team_id=req.asker.team_id,
+        channel_id=req.asker.channel_id,
         session_id=session_id,
+        user_id=req.asker.user_id,
     )
     if sub is None:
         return await _not_subscribed(req, session_id)
@@ -217,7 +191,11 @@ async def digest(req: Request, command: Command) -> str:
 
 async def list_here(req: Request, command: Command) -> str:
     """The channel's subscriptions, then its follow rules."""
-    rows = await listed_here(sessionmaker=req.rt.sessionmaker, asker=req.asker)
+    rows = await channel_listing(
+        sessionmaker=req.rt.sessionmaker,
+        team_id=req.asker.team_id,
+        channel_id=req.asker.channel_id,
+    )
     rules = await channel_rule_lines(sessionmaker=req.rt.sessionmaker, asker=req.asker)
     await req.answer(with_rules(rendering.subscription_list(rows), rules))
     return "ok"

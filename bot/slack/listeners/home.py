@@ -11,10 +11,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.commands.follow import set_personal
 from bot.commands.home import publish_home
-from bot.commands.subscribe import unsubscribe_from_home
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, button
 from bot.slack_web import SlackWeb
+from bot.subscriptions.service import unsubscribe_from_home
 
 log = logging.getLogger(__name__)
 

@@ -20,10 +20,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import rendering
 from bot.commands.asker import Asker
-from bot.commands.subscriptions import SubscriptionError
 from bot.runtime import Runtime
 from bot.slack.listeners.replies import reply
 from bot.slack_web import SlackWeb
+from bot.subscriptions.errors import SubscriptionError
 from bot.together.errors import TogetherError
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,11 @@
-"""What charts need of subscriptions: where a channel's chart of a session goes,
-and a thread's `chart=end|off`."""
+"""What charts need of subscriptions: where a channel's chart of a session goes
+(a thread's `chart=end|off` is written with its other options, `subscriptions`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.tables import Subscription
@@ -37,13 +37,3 @@ async def chart_thread(
     if row is None:
         return None
     return ChartThread(row.id, row.root_ts, row.stall_after_minutes)
-
-
-async def set_chart_on_end(db: AsyncSession, subscription_id: int, on: bool) -> None:
-    """`subscribe <id> chart=end|off`: whether the thread gets a final chart."""
-    await db.execute(
-        update(Subscription)
-        .where(Subscription.id == subscription_id)
-        .values(chart_on_end=on)
-        .execution_options(synchronize_session=False)
-    )

@@ -6,32 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.tables import Subscription
 
 #: `subscriptions.dm` when the creator is DMed
 DM_CREATOR = "creator"
-
-
-async def set_routing(
-    db: AsyncSession, subscription_id: int, *, broadcast: str | None, dm: str | None
-) -> None:
-    """Store a thread's `broadcast=` and `dm=` (None leaves one as it is; an
-    empty `dm` turns the DMs off)."""
-    values: dict[str, str | None] = {}
-    if broadcast is not None:
-        values["broadcast"] = broadcast
-    if dm is not None:
-        values["dm"] = dm or None
-    if values:
-        await db.execute(
-            update(Subscription)
-            .where(Subscription.id == subscription_id)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
 
 
 async def broadcast_modes(db: AsyncSession, subscription_ids: Collection[int]) -> dict[int, str]:

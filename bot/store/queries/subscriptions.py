@@ -1,7 +1,8 @@
 """Queries on subscriptions: a channel's link to one session and its thread.
 
 A subscription is found by its channel and session; it stays as a row after it
-ends (`active` false) so a second subscribe can revive it with a new root.
+ends (`active` false) so a second subscribe can revive it with a new root. A
+thread's options (`bot.subscriptions.options`) are written here, one setter each.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import Row, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.rule_tables import Budget
 from bot.store.tables import (
     SESSION_ENDED,
     ChartRefusal,
+    PersonalWatch,
     SessionMetrics,
     Subscription,
     WatchedSession,
@@ -111,6 +113,63 @@ async def set_stall(db: AsyncSession, subscription_id: int, minutes: int) -> Non
         update(Subscription)
         .where(Subscription.id == subscription_id)
         .values(stall_after_minutes=minutes)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def set_chart_on_end(db: AsyncSession, subscription_id: int, on: bool) -> None:
+    """`subscribe <id> chart=end|off`: whether the thread gets a final chart."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id)
+        .values(chart_on_end=on)
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def set_routing(
+    db: AsyncSession, subscription_id: int, *, broadcast: str | None, dm: str | None
+) -> None:
+    """Store a thread's `broadcast=` and `dm=` (None leaves one as it is; an
+    empty `dm` turns the DMs off)."""
+    values: dict[str, str | None] = {}
+    if broadcast is not None:
+        values["broadcast"] = broadcast
+    if dm is not None:
+        values["dm"] = dm or None
+    if values:
+        await db.execute(
+            update(Subscription)
+            .where(Subscription.id == subscription_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+
+async def end_rows(db: AsyncSession, ids: list[int], *, reason: str) -> None:
+    """Mark subscriptions ended, with why (`bot.subscriptions.service.end_subscriptions`
+    also cancels what they owe and stops polling what nobody watches any more)."""
+    await db.execute(
+        update(Subscription)
+        .where(Subscription.id.in_(ids))
+        .values(active=False, ended_at=utcnow(), ended_reason=reason[:200])
+        .execution_options(synchronize_session=False)
+    )
+
+
+async def stop_orphan_watches(db: AsyncSession, ids: list[int]) -> None:
+    """Stop polling the sessions of these ended subscriptions that no active
+    subscription follows any more. A session a person's App Home switch took is
+    still told to them, so it stays watched."""
+    session_ids = select(Subscription.session_id).where(Subscription.id.in_(ids))
+    still_watched = exists().where(
+        Subscription.session_id == WatchedSession.session_id, Subscription.active.is_(True)
+    )
+    still_personal = exists().where(PersonalWatch.session_id == WatchedSession.session_id)
+    await db.execute(
+        update(WatchedSession)
+        .where(WatchedSession.session_id.in_(session_ids), ~still_watched, ~still_personal)
+        .values(active=False)
         .execution_options(synchronize_session=False)
     )
 
@@ -217,3 +276,47 @@ async def card_settings(
         .where(Subscription.id.in_(list(subscription_ids)))
     )
     return rows.all()
+
+
+class SubscribedMeanwhile(Exception):
+    """The ended subscription meant to be revived was revived by someone else."""
+
+
+async def store_subscription(
+    db: AsyncSession,
+    *,
+    team_id: str,
+    channel_id: str,
+    session_id: str,
+    root: str,
+    user_id: str,
+    filters: str,
+) -> int:
+    """Insert the subscription, or revive an ended one; its id. Another replica doing
+    the same shows as a `Duplicate` (insert) or `SubscribedMeanwhile` (revive)."""
+    now = utcnow()
+    row = await subscription_row(db, team_id, channel_id, session_id)
+    if row is None:
+        row = Subscription(
+            team_id=team_id,
+            channel_id=channel_id,
+            session_id=session_id,
+            root_ts=root,
+            subscribed_by=user_id,
+            created_at=now,
+            active=True,
+            filters=filters,
+        )
+        db.add(row)
+    elif row.active:
+        raise SubscribedMeanwhile
+    else:
+        row.root_ts, row.subscribed_by, row.created_at = root, user_id, now
+        row.active, row.ended_at, row.ended_reason = True, None, None
+        row.filters, row.muted_until = filters, None
+    await db.flush()  # before start_watching(): its statements would autoflush this insert
+    return row.id
+
+
+async def subscription_by_id(db: AsyncSession, subscription_id: int) -> Subscription | None:
+    return await db.get(Subscription, subscription_id)

@@ -60,3 +60,7 @@ async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str,
         )
     )
     return {r.session_id: WatchProgress.read(r.progress) for r in rows if r.progress is not None}
+
+
+async def watched_session(db: AsyncSession, session_id: str) -> WatchedSession | None:
+    return await db.get(WatchedSession, session_id)
