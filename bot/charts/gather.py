@@ -21,7 +21,7 @@ from bot.rendering.charts.draw import render_png
 from bot.rendering.charts.metrics import metrics_chart
 from bot.rendering.charts.progress import progress_chart
 from bot.rendering.charts.spec import ChartSpec, Line
-from bot.rendering.charts.words import chart_words
+from bot.rendering.charts.words import NO_RUN, NO_WANDB, chart_words, nothing_logged
 from bot.runtime import Runtime
 from bot.store.queries.progress_points import steps_of
 from bot.store.queries.watch_state import progress_now
@@ -68,11 +68,7 @@ async def chart_of(
     wants_metrics = names != (PROGRESS,)
     note = ""
     if wants_metrics and (rt.wandb is None or run is None):
-        note = (
-            "W&B is not configured (WANDB_API_KEY)"
-            if rt.wandb is None
-            else "this session names no W&B run (`metadata.wandb`)"
-        )
+        note = NO_WANDB if rt.wandb is None else NO_RUN
         wants_metrics = False
     stall_after = _stall_after(rt, stall_minutes)
     # The thread's stall threshold is part of what is drawn (a progress chart's
@@ -104,7 +100,7 @@ async def chart_of(
             if lines:
                 spec = metrics_chart(session.name, lines)
             else:
-                note = f"W&B run {run.path} has no {', '.join(names)} logged"
+                note = nothing_logged(run.path, names)
     if spec is None:
         missing = ()
         spec = progress_chart(

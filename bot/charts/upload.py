@@ -15,6 +15,7 @@ import logging
 
 from bot.charts.cache import Chart
 from bot.ops.retry_after import parse_retry_after
+from bot.rendering.refusals import MISSING_SCOPE, upload_busy, upload_refused
 from bot.slack_web import SlackApiError, SlackClientError, SlackWeb
 from bot.slack_web.refusals import UPLOAD_FINAL
 
@@ -22,11 +23,6 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 MAX_WAIT = 5.0
-MISSING_SCOPE = (
-    "I cannot upload charts: the app lacks the `files:write` scope. An admin adds it under "
-    "*OAuth & Permissions → Bot Token Scopes* (or in `manifest.yml`) and reinstalls the app. "
-    "Cards and alerts keep working meanwhile."
-)
 
 
 class UploadRefused(Exception):
@@ -65,19 +61,19 @@ async def upload_chart(
             if error == "missing_scope":
                 raise UploadRefused(error, MISSING_SCOPE) from exc
             if error in UPLOAD_FINAL:
-                raise UploadRefused(error, _refused(error)) from exc
+                raise UploadRefused(error, upload_refused(error)) from exc
             wait = 0.5 * 2**attempt
             if exc.response.status_code == 429 or error == "ratelimited":
                 wait = _retry_after(exc.response.headers) or 1.0
                 if wait > MAX_WAIT:
-                    raise UploadRefused(error, _busy(wait)) from exc
+                    raise UploadRefused(error, upload_busy(wait)) from exc
         except (SlackClientError, OSError, TimeoutError) as exc:
             error = type(exc).__name__
             wait = 0.5 * 2**attempt
         log.warning("chart upload failed (%s), attempt %d of %d", error, attempt + 1, attempts)
         if attempt + 1 < attempts:
             await asyncio.sleep(wait)
-    raise UploadRefused(error, _refused(error))
+    raise UploadRefused(error, upload_refused(error))
 
 
 def _retry_after(headers: object) -> float | None:
@@ -88,13 +84,3 @@ def _retry_after(headers: object) -> float | None:
             raw = value[0] if isinstance(value, list) and value else value
             return parse_retry_after(raw)
     return None
-
-
-def _refused(error: str) -> str:
-    if error == "not_in_channel":
-        return "I cannot upload here: I am not in this channel. Invite me with `/invite @rl-bot`."
-    return f"Slack refused the chart upload (`{error[:60]}`). Try again in a minute."
-
-
-def _busy(wait: float) -> str:
-    return f"Slack is rate limiting uploads for {wait:.0f} s. Try again in a minute."

@@ -13,16 +13,12 @@ from bot.commands.asker import Asker, Sessionmaker
 from bot.outbox.pages import cancel_repage, page_row
 from bot.rendering.actions import acknowledged
 from bot.rendering.blocks import Message
+from bot.rendering.refusals import UNKNOWN_ALERT
 from bot.slack_web import SlackWeb
 from bot.store.queries.alert_acks import alert_ack, take_alert
 from bot.subscriptions.thread import refusal_logged
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_ALERT = (
-    "I no longer know that alert (finished alerts are kept OUTBOX_RETENTION_DAYS days), "
-    "so there is nothing to acknowledge."
-)
 
 
 @dataclass(frozen=True)

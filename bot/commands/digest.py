@@ -4,8 +4,9 @@ Digests live with a channel's subscriptions, so a direct message has none."""
 from __future__ import annotations
 
 from bot.commands.asker import Asker, Sessionmaker
+from bot.rendering.refusals import DM_PROBLEM
 from bot.store.queries.channel_settings import set_digest
-from bot.subscriptions.errors import DM_PROBLEM, SubscriptionError
+from bot.subscriptions.errors import SubscriptionError
 
 
 async def digest_here(*, sessionmaker: Sessionmaker, asker: Asker, at: str | None, tz: str) -> None:

@@ -12,10 +12,15 @@ from __future__ import annotations
 import logging
 
 from bot.commands.as_poll import fetch_for_user
-from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
+from bot.commands.stop import may_stop
 from bot.rendering.actions import NOT_DOWNLOADABLE, FileLink, download_answer
 from bot.rendering.blocks import Message
-from bot.rendering.text import VALUE_LIMIT, inert, sentence
+from bot.rendering.refusals import (
+    CHECKPOINT_GONE,
+    UNKNOWN_CHECKPOINT,
+    allowlist_refusal,
+    files_refused,
+)
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
 from bot.together.client import TogetherClient
@@ -26,16 +31,6 @@ log = logging.getLogger(__name__)
 
 ADAPTER = "CHECKPOINT_VARIANT_ADAPTER"
 MERGED = "CHECKPOINT_VARIANT_MERGED"
-DOWNLOAD_REFUSED = (
-    "You are not allowed to download checkpoint weights. Ask someone on the Stop list."
-)
-DOWNLOAD_NOT_CONFIGURED = (
-    "Downloading weights from Slack is not enabled here: it takes the Stop allowlist, "
-    "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
-)
-UNKNOWN_CHECKPOINT = (
-    "That checkpoint is not one of the session's checkpoints any more, so I cannot fetch it."
-)
 
 
 def variant_for(session: TrainingSession) -> str:
@@ -62,8 +57,7 @@ async def checkpoint_download(
             "download refused",
             extra={"user_id": user_id, "session_id": session_id, "checkpoint_id": checkpoint_id},
         )
-        words = {STOP_REFUSED: DOWNLOAD_REFUSED, STOP_NOT_CONFIGURED: DOWNLOAD_NOT_CONFIGURED}
-        return f":no_entry_sign: {words.get(refusal, refusal)}"
+        return f":no_entry_sign: {allowlist_refusal(refusal, 'download')}"
     session = await fetch_for_user(together, session_id)
     if any(cp.id == checkpoint_id for cp in session.training_checkpoints):
         return NOT_DOWNLOADABLE
@@ -74,10 +68,9 @@ async def checkpoint_download(
         files = await together.checkpoint_files(checkpoint_id, variant)
     except TogetherError as exc:
         if exc.kind == "not_found":
-            return "Together has no such checkpoint any more."
+            return CHECKPOINT_GONE
         if exc.status is not None and 400 <= exc.status < 500 and exc.together_message:
-            said = sentence(inert(exc.together_message, VALUE_LIMIT))
-            return f"Together did not give the files: {said}"
+            return files_refused(exc.together_message)
         raise
     # Counts only: the URLs stay out of the logs.
     log.info(

@@ -10,18 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bot.commands.asker import Asker, Sessionmaker
-from bot.commands.follow_query import (
-    EVERYONE,
-    FollowSpec,
-    together_users,
-    unmapped_answer,
-    whose,
+from bot.commands.follow_query import EVERYONE, FollowSpec, together_users
+from bot.rendering.follow import (
+    RuleLine,
+    follow_cap_reached,
+    follow_duplicate,
+    followed,
+    following,
+    unfollowed,
 )
-from bot.rendering.follow import RuleLine
+from bot.rendering.refusals import DM_PROBLEM, unmapped_answer
 from bot.store.errors import Duplicate
 from bot.store.queries import follow_rules, personal_alerts
 from bot.store.tables import FollowRule, utcnow
-from bot.subscriptions.errors import DM_PROBLEM
 from bot.subscriptions.listing import rule_line
 from bot.subscriptions.options import filters_text
 
@@ -48,11 +49,8 @@ async def follow_here(
         "created_by": asker.user_id,
         "created_at": utcnow(),
     }
-    what = whose(selector, caller=asker.user_id) + (f" of `{model}`" if model else "")
-    duplicate = (
-        f":no_entry_sign: This channel already follows {what}. "
-        "`/rl-session unfollow` it first to change its filters."
-    )
+    what = followed(selector, caller=asker.user_id, model=model)
+    duplicate = follow_duplicate(what)
     try:
         async with sessionmaker() as db, db.begin():
             existing = await follow_rules.find_rule(
@@ -68,10 +66,7 @@ async def follow_here(
                 db, team_id=asker.team_id, channel_id=asker.channel_id
             )
             if count >= follow_rules.MAX_RULES_PER_CHANNEL:
-                return (
-                    f":no_entry_sign: This channel has {count} follow rules, the most it may "
-                    "have. `/rl-session unfollow` one first (`/rl-session list` shows them)."
-                )
+                return follow_cap_reached(count)
             if existing is not None:  # switched off: on again, as made now
                 await follow_rules.revive(db, existing, values=values | {"model": model})
             else:
@@ -87,12 +82,7 @@ async def follow_here(
                 )
     except Duplicate:  # the same rule, stored a moment ago (a double submit)
         return duplicate
-    which = "every new session" + (" and the ones already live" if spec.existing else "")
-    return (
-        f":white_check_mark: Following {what} here ({', '.join(sorted(spec.options.chosen_filters))}): "
-        f"{which} gets a card and a thread in this channel within a poll interval of "
-        "appearing. `/rl-session unfollow` stops it; sessions already subscribed stay."
-    )
+    return following(what, spec.options.chosen_filters, existing=spec.existing)
 
 
 async def unfollow_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: FollowSpec) -> str:
@@ -106,14 +96,7 @@ async def unfollow_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: Follo
             selector=selector,
             model=spec.model,
         )
-    what = whose(selector, caller=asker.user_id) + (f" of `{spec.model}`" if spec.model else "")
-    if not removed:
-        return f"This channel has no rule following {what}. `/rl-session list` shows its rules."
-    noun = "rule" if removed == 1 else f"{removed} rules"
-    return (
-        f":white_check_mark: Removed the {noun} following {what}. Sessions it subscribed "
-        "stay subscribed until their end or an `unsubscribe`."
-    )
+    return unfollowed(followed(selector, caller=asker.user_id, model=spec.model), removed)
 
 
 async def channel_rule_lines(*, sessionmaker: Sessionmaker, asker: Asker) -> list[RuleLine]:

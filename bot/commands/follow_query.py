@@ -42,22 +42,3 @@ class FollowSpec:
 def together_users(slack_user: str, user_map: Mapping[str, str]) -> list[str]:
     """The Together user ids CREATED_BY_USER_MAP maps to this Slack user."""
     return sorted(together for together, slack in user_map.items() if slack == slack_user)
-
-
-def unmapped_answer(slack_user: str, *, caller: str) -> str:
-    """How to map a Slack user who has no CREATED_BY_USER_MAP entry (mrkdwn)."""
-    whom = "you" if slack_user == caller else f"<@{slack_user}>"
-    return (
-        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
-        "sessions are theirs. Ask whoever runs the bot to add the pair "
-        f"`<Together user id>={slack_user}` to CREATED_BY_USER_MAP (comma-separated "
-        "pairs; the Together user id is the `created_by` of their sessions, as "
-        "`/rl-session <id>` shows it) and restart the bot, or use `all`."
-    )
-
-
-def whose(selector: str, *, caller: str) -> str:
-    """A rule's selector in words (mrkdwn)."""
-    if selector == EVERYONE:
-        return "every session the bot can see"
-    return "your sessions" if selector == caller else f"<@{selector}>'s sessions"

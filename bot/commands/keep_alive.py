@@ -10,10 +10,16 @@ import logging
 from dataclasses import dataclass
 
 from bot.commands.asker import Asker
-from bot.commands.stop import STOP_NOT_CONFIGURED, STOP_REFUSED, may_stop
+from bot.commands.stop import may_stop
 from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
 from bot.rendering.blocks import Message
-from bot.rendering.text import VALUE_LIMIT, inert, sentence
+from bot.rendering.refusals import (
+    allowlist_refusal,
+    keep_gone,
+    keep_not_sent,
+    keep_refused,
+    keep_unknown,
+)
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
 from bot.subscriptions.thread import refusal_logged
@@ -22,12 +28,6 @@ from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 
 log = logging.getLogger(__name__)
-
-KEEP_REFUSED = "You are not allowed to keep model resources up. Ask someone on the Stop list."
-KEEP_NOT_CONFIGURED = (
-    "Keeping resources up from Slack is not enabled here: it takes the Stop allowlist, "
-    "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
-)
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,7 @@ async def keep_alive(
     refusal = await may_stop(settings=settings, slack=slack, user_id=asker.user_id)
     if refusal is not None:
         log.warning("keep alive refused", extra=who)
-        words = {STOP_REFUSED: KEEP_REFUSED, STOP_NOT_CONFIGURED: KEEP_NOT_CONFIGURED}
-        return KeptAlive(refusal=words.get(refusal, refusal))
+        return KeptAlive(refusal=allowlist_refusal(refusal, "keep alive"))
     try:
         resource = await together.extend_expiry(resource_id, KEEP_ALIVE_SECONDS)
     except TogetherError as exc:
@@ -79,16 +78,10 @@ def keep_failed(exc: TogetherError) -> str:
     """A Keep alive Together did not do, in words for the person: gone, refused
     in Together's own words (a resource that is not READY), or not known."""
     if exc.kind == "not_found":
-        return ":warning: Together has no such model resource any more; nothing to keep up."
+        return keep_gone()
     if exc.kind in ("auth", "rate_limited", "invalid_id"):
-        return f":warning: The resource was not kept up. {exc.user_message}"
+        return keep_not_sent(exc.user_message)
     status = exc.status
     if status is not None and 400 <= status < 500:
-        if exc.together_message:
-            said = sentence(inert(exc.together_message, VALUE_LIMIT))
-            return f":no_entry_sign: Together did not keep the resource up: {said}"
-        return f":no_entry_sign: Together did not keep the resource up (HTTP {status})."
-    return (
-        ":warning: I could not tell whether Together kept the resource up (no clear answer "
-        "came back). Try again shortly."
-    )
+        return keep_refused(exc.together_message, status)
+    return keep_unknown()

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from bot.rendering.refusals import unlisted_creator
 from bot.training.status import STATUS_PREFIX
 
 StatusFilter = Literal["running", "creating", "error", "all"]
@@ -94,11 +95,7 @@ def creators(
     ids = sorted(together for together, slack in user_map.items() if slack == slack_user)
     if ids:
         return ids
-    whom = "you" if query.who == "mine" else f"<@{slack_user}>"
-    return (
-        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
-        "sessions are theirs. Ask your operators to add one."
-    )
+    return unlisted_creator(slack_user, mine=query.who == "mine")
 
 
 # --- the More button ---------------------------------------------------------------------------

@@ -7,7 +7,16 @@ from __future__ import annotations
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.rule_query import BudgetSpec, RuleSpec
-from bot.rendering.rules import RuleWords, budget_words, rule_words, rules_list
+from bot.rendering.rules import (
+    RuleWords,
+    budget_removed,
+    budget_set,
+    budget_words,
+    rule_added,
+    rules_full,
+    rules_list,
+    rules_removed,
+)
 from bot.store.queries.budgets import channel_budgets, remove_budget, set_budget
 from bot.store.queries.metric_rules import (
     MAX_METRIC_RULES,
@@ -28,7 +37,7 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
                 session_id=spec.session_id,
                 metric=spec.metric,
             )
-            return f":white_check_mark: Removed {removed} rule{'s' if removed != 1 else ''}."
+            return rules_removed(removed)
         assert spec.metric is not None  # the parser gives a rule its metric
         added = await add_rule(
             db,
@@ -43,11 +52,8 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
             created_by=asker.user_id,
         )
     if not added:
-        return (
-            f":no_entry_sign: This channel already has {MAX_METRIC_RULES} rules, the most it "
-            "may hold: remove one with `/rl-session alert &lt;id&gt; off [&lt;metric&gt;]`."
-        )
-    words = rule_words(
+        return rules_full(MAX_METRIC_RULES)
+    return rule_added(
         RuleWords(
             spec.session_id,
             spec.metric,
@@ -56,10 +62,6 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
             int(spec.hold.total_seconds()),
             spec.page,
         )
-    )
-    return (
-        f":white_check_mark: Rule {words}: told once per crossing in the session's thread here "
-        "(muted threads stay quiet)."
     )
 
 
@@ -90,7 +92,7 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             gone = await remove_budget(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
             )
-            return ":white_check_mark: Budget removed." if gone else "There was no such budget."
+            return budget_removed(gone)
         await set_budget(
             db,
             team_id=asker.team_id,
@@ -100,5 +102,4 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             daily=spec.daily,
             created_by=asker.user_id,
         )
-    words = budget_words(spec.session_id, spec.amount, daily=spec.daily)
-    return f":white_check_mark: Set a {words}: told at 80 % and 100 % of it."
+    return budget_set(spec.session_id, spec.amount, daily=spec.daily)

@@ -8,12 +8,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.rendering import watch as rendering_watch
-from bot.rendering.text import ID_LIMIT, VALUE_LIMIT, inert, sentence, user_ref
+from bot.rendering.refusals import (
+    AllowlistRefusal,
+    Thing,
+    allowlist_refusal,
+    stop_not_sent,
+    stop_not_taken,
+    stop_refused,
+    stop_unknown,
+)
+from bot.rendering.replies import resource_stop_accepted_message, stop_accepted_message
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.errors import DatabaseError
@@ -26,14 +35,6 @@ from bot.training.sessions import TrainingSession
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-Thing = Literal["session", "model resource"]
-
-STOP_NOT_CONFIGURED = (
-    "Stopping sessions from Slack is not enabled here. An operator can allow it with "
-    "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
-)
-STOP_REFUSED = "You are not allowed to stop training sessions. Ask someone on the allowed list."
-ACCEPTED_UNREAD = "Together accepted the stop; its new state could not be read just now."
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,11 @@ class StopRequest:
     said_in_thread: bool = False
 
 
-async def may_stop(*, settings: Settings, slack: SlackWeb, user_id: str) -> str | None:
-    """None when the user may stop sessions, else the reason they may not."""
+async def may_stop(*, settings: Settings, slack: SlackWeb, user_id: str) -> AllowlistRefusal | None:
+    """None when the user may stop sessions, else why they may not (Download
+    and Keep alive word it for themselves)."""
     if not settings.stop_allowed_user_ids and not settings.stop_allowed_usergroup:
-        return STOP_NOT_CONFIGURED
+        return AllowlistRefusal.NOT_CONFIGURED
     if user_id in settings.stop_allowed_user_ids:
         return None
     if settings.stop_allowed_usergroup:
@@ -59,12 +61,12 @@ async def may_stop(*, settings: Settings, slack: SlackWeb, user_id: str) -> str 
             members = await slack.usergroup_members(usergroup=settings.stop_allowed_usergroup)
         except SlackApiError as exc:
             log.error("cannot read the stop user group: %s", exc.response.get("error"))
-            return "I could not check the allowed user group just now; try again shortly."
+            return AllowlistRefusal.GROUP_UNREADABLE
         users = members.get("users")
         # Only a list names members: `in` on a string would match part of an id.
         if isinstance(users, list) and user_id in users:
             return None
-    return STOP_REFUSED
+    return AllowlistRefusal.NOT_ALLOWED
 
 
 async def stop_session(
@@ -94,7 +96,7 @@ async def stop_session(
     if session is not None:
         message = rendering.stop_requested_message(user_id, session)
     else:
-        message = _stop_accepted_message(user_id, session_id, subscribed=sub is not None)
+        message = stop_accepted_message(user_id, session_id, subscribed=sub is not None)
     posted = await post_in_thread(
         slack, channel_id, thread, message, what="say who stopped the session"
     )
@@ -133,10 +135,7 @@ async def stop_resource(
     if resource is not None:
         message = rendering_watch.resource_stop_requested_message(user_id, resource)
     else:
-        message = rendering.notice(
-            f":octagonal_sign: {user_ref(user_id)} asked Together to stop model resource "
-            f"{rendering.code_span(resource_id, ID_LIMIT)}. {ACCEPTED_UNREAD}"
-        )
+        message = resource_stop_accepted_message(user_id, resource_id)
     await post_in_thread(
         slack, channel_id, message_ts, message, what="say who stopped the resource"
     )
@@ -154,60 +153,13 @@ def stop_failed(exc: TogetherError, thing: Thing, thing_id: str) -> tuple[str, s
     or not known (no answer in time, a server error: it may have stopped)."""
     status = exc.status
     if exc.kind in ("not_found", "auth", "rate_limited", "invalid_id"):
-        why = exc.user_message  # worded for sessions
-        if thing == "model resource" and exc.kind == "not_found":
-            why = "Together has no such model resource."
-        elif thing == "model resource" and exc.kind == "invalid_id":
-            why = "That is not a model resource id."
-        return exc.kind, f":warning: The {thing} was not stopped. {why}"
+        return exc.kind, stop_not_sent(thing, exc.kind, exc.user_message)
     if status is not None and 400 <= status < 500 and status not in _NOT_TAKEN:
-        return "refused", f":no_entry_sign: {refused_words(exc, thing)}"
+        return "refused", stop_refused(thing, exc.together_message, status)
     if status is not None and status < 500:  # a redirect, or a request not taken
-        return exc.kind, (
-            f":warning: The {thing} was not stopped: Together did not take the request "
-            f"(HTTP {status}). Try again shortly."
-        )
-    if status is None:  # timed out, or the connection broke: it may have arrived
-        what = "no answer came back in time"
-    else:
-        what = f"it answered with a server error (HTTP {status})"
-    if thing == "session":
-        then = f"Run {rendering.code_span(f'/rl-session {thing_id}', ID_LIMIT)} to see its state."
-    else:
-        then = "Try again shortly to find out."
-    return (
-        exc.kind,
-        f":warning: I could not tell whether Together stopped the {thing}: {what}. {then}",
-    )
-
-
-def refused_words(exc: TogetherError, thing: Thing) -> str:
-    """Why Together refused a stop, in its own words (escaped and bounded, as all
-    of its text is), or a plain line when it gave none."""
-    if exc.together_message:
-        said = sentence(inert(exc.together_message, VALUE_LIMIT))
-        return f"Together did not stop the {thing}: {said}"
-    hint = (
-        " If a session on it is still active, stop that session first."
-        if thing != "session"
-        else ""
-    )
-    return f"Together did not stop the {thing} and gave no reason (HTTP {exc.status}).{hint}"
-
-
-def _stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -> rendering.Message:
-    """Who stopped it, when Together accepted the stop but its state could not be
-    read: a subscription's poller shows the change in its thread; elsewhere the
-    person can ask for the card."""
-    then = (
-        "It is being confirmed: the subscription's thread is updated when it changes."
-        if subscribed
-        else f"Run {rendering.code_span(f'/rl-session {session_id}', ID_LIMIT)} to see it."
-    )
-    return rendering.notice(
-        f":octagonal_sign: {user_ref(user_id)} asked Together to stop this session. "
-        f"{ACCEPTED_UNREAD} {then}"
-    )
+        return exc.kind, stop_not_taken(thing, status)
+    # timed out, or the connection broke (no status): it may have arrived
+    return exc.kind, stop_unknown(thing, thing_id, status)
 
 
 async def _subscription(
@@ -230,11 +182,12 @@ async def _subscription(
 async def _may_stop_logged(
     settings: Settings, slack: SlackWeb, user_id: str, what: str, who: dict[str, Any]
 ) -> str | None:
-    """`may_stop`, with a refusal logged as `<what> refused`."""
+    """`may_stop`, with a refusal logged as `<what> refused`; the refusal in words."""
     refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
-    if refusal is not None:
-        log.warning("%s refused", what, extra=who)
-    return refusal
+    if refusal is None:
+        return None
+    log.warning("%s refused", what, extra=who)
+    return allowlist_refusal(refusal, "stop")
 
 
 async def _stop_logged(stop: Awaitable[_T], what: str, who: dict[str, Any]) -> _T:

@@ -42,7 +42,7 @@ from bot.jobs.follow_match import (
 )
 from bot.jobs.follow_retry import Failure, failure_of, retry_in
 from bot.rendering.blocks import Message
-from bot.rendering.follow import cap_message, switched_off_message
+from bot.rendering.follow import cap_message, gone_reason, switched_off_message
 from bot.runtime import Runtime
 from bot.slack_web import SlackApiError
 from bot.store.job_locks import claim_job, release_job, renewing
@@ -62,12 +62,6 @@ log = logging.getLogger(__name__)
 FOLLOW_JOB = "follow"
 #: how often a process drops the claims of sessions no longer live (retention)
 PRUNE_CLAIMS_SECONDS = 3600.0
-_GONE_WORDS = {
-    "is_archived": "the channel is archived.",
-    "channel_is_archived": "the channel is archived.",
-    "not_in_channel": "I was removed from the channel.",
-    "channel_not_found": "I can no longer see the channel.",
-}
 
 
 @dataclass
@@ -192,7 +186,7 @@ async def _apply_rule(
                 subscribed += 1
             elif kind is Failure.CHANNEL_GONE:
                 await _release(rt, rule, todo[n:])
-                out.switched_off += await _switch_off(rt, rule, reason=_GONE_WORDS[error])
+                out.switched_off += await _switch_off(rt, rule, reason=gone_reason(error))
                 gone.add((rule.team_id, rule.channel_id))
                 return
             elif kind is Failure.PASSING:

@@ -1,6 +1,7 @@
-"""Follow rules in words: a channel's rules in `list`, a person's rules and their
-"Tell me about my sessions" switch in App Home, the messages discovery posts
-(a rule's cap reached, a rule switched off), and the personal DM's heading."""
+"""Follow rules in words: the answers to `follow` and `unfollow`, a channel's
+rules in `list`, a person's rules and their "Tell me about my sessions" switch
+in App Home, the messages discovery posts (a rule's cap reached, a rule
+switched off, and why), and the personal DM's heading."""
 
 from __future__ import annotations
 
@@ -48,6 +49,53 @@ def rule_words(rule: RuleLine) -> str:
     if rule.existing:
         parts.append("existing")
     return " ".join(parts)
+
+
+def whose(selector: str, *, caller: str) -> str:
+    """A rule's selector in words (mrkdwn)."""
+    if selector == "all":
+        return "every session the bot can see"
+    return "your sessions" if selector == caller else f"<@{selector}>'s sessions"
+
+
+def followed(selector: str, *, caller: str, model: str | None) -> str:
+    """What a rule follows: whose sessions, of which base model (mrkdwn)."""
+    return whose(selector, caller=caller) + (f" of `{model}`" if model else "")
+
+
+def follow_duplicate(what: str) -> str:
+    return (
+        f":no_entry_sign: This channel already follows {what}. "
+        "`/rl-session unfollow` it first to change its filters."
+    )
+
+
+def follow_cap_reached(count: int) -> str:
+    return (
+        f":no_entry_sign: This channel has {count} follow rules, the most it may "
+        "have. `/rl-session unfollow` one first (`/rl-session list` shows them)."
+    )
+
+
+def following(what: str, filters: frozenset[str], *, existing: bool) -> str:
+    """A rule stored: what it does, and when."""
+    which = "every new session" + (" and the ones already live" if existing else "")
+    return (
+        f":white_check_mark: Following {what} here ({', '.join(sorted(filters))}): "
+        f"{which} gets a card and a thread in this channel within a poll interval of "
+        "appearing. `/rl-session unfollow` stops it; sessions already subscribed stay."
+    )
+
+
+def unfollowed(what: str, removed: int) -> str:
+    """`removed` rules of a selector gone; its subscriptions stay."""
+    if not removed:
+        return f"This channel has no rule following {what}. `/rl-session list` shows its rules."
+    noun = "rule" if removed == 1 else f"{removed} rules"
+    return (
+        f":white_check_mark: Removed the {noun} following {what}. Sessions it subscribed "
+        "stay subscribed until their end or an `unsubscribe`."
+    )
 
 
 def rules_blocks(rules: Sequence[RuleLine]) -> list[dict[str, Any]]:
@@ -119,6 +167,21 @@ def cap_message(
             "I will try them again, less often each time."
         )
     return message_of(text, [section_block(text)])
+
+
+#: why a channel's rules are switched off, by Slack's refusal of a post there
+_GONE_WORDS = {
+    "is_archived": "the channel is archived.",
+    "channel_is_archived": "the channel is archived.",
+    "not_in_channel": "I was removed from the channel.",
+    "channel_not_found": "I can no longer see the channel.",
+}
+
+
+def gone_reason(error: str) -> str:
+    """Why the bot can no longer post in a channel (`error`: Slack's code, one
+    of those that say so), as stored with the rule and told to its creator."""
+    return _GONE_WORDS[error]
 
 
 def switched_off_message(rule: RuleLine, *, reason: str) -> Message:

@@ -207,6 +207,33 @@ def stop_requested_message(user_id: str, session: TrainingSession) -> Message:
     return _said(text)
 
 
+#: a stop Together accepted, whose new state could not be read
+ACCEPTED_UNREAD = "Together accepted the stop; its new state could not be read just now."
+
+
+def stop_accepted_message(user_id: str, session_id: str, *, subscribed: bool) -> Message:
+    """Who stopped it, when Together accepted the stop but its state could not be
+    read: a subscription's poller shows the change in its thread; elsewhere the
+    person can ask for the card."""
+    then = (
+        "It is being confirmed: the subscription's thread is updated when it changes."
+        if subscribed
+        else f"Run {code_span(f'/rl-session {session_id}', ID_LIMIT)} to see it."
+    )
+    return notice(
+        f":octagonal_sign: {user_ref(user_id)} asked Together to stop this session. "
+        f"{ACCEPTED_UNREAD} {then}"
+    )
+
+
+def resource_stop_accepted_message(user_id: str, resource_id: str) -> Message:
+    """Who stopped a model resource, when Together accepted but its state could not be read."""
+    return notice(
+        f":octagonal_sign: {user_ref(user_id)} asked Together to stop model resource "
+        f"{code_span(resource_id, ID_LIMIT)}. {ACCEPTED_UNREAD}"
+    )
+
+
 def home_view(
     subscriptions: Sequence[HomeSubscription], created: Sequence[SessionLine]
 ) -> dict[str, Any]:

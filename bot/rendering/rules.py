@@ -1,6 +1,6 @@
 """Metric rules and spend budgets in words (pure): a rule as the channel gave
-it, the crossing it fired on, a budget's warning with its forecast, and the
-list `alerts` answers with."""
+it, the answers to `alert` and `budget`, the crossing it fired on, a budget's
+warning with its forecast, and the list `alerts` answers with."""
 
 from __future__ import annotations
 
@@ -141,3 +141,31 @@ def budget_words(session_id: str, amount: float, *, daily: bool) -> str:
     if daily:
         return f"budget {money} a day over every session here"
     return f"budget {money} on {code_span(session_id, 80)}"
+
+
+def rules_removed(removed: int) -> str:
+    return f":white_check_mark: Removed {removed} rule{'s' if removed != 1 else ''}."
+
+
+def rules_full(limit: int) -> str:
+    """A channel that holds `limit` rules, the most it may, is refused another."""
+    return (
+        f":no_entry_sign: This channel already has {limit} rules, the most it "
+        "may hold: remove one with `/rl-session alert &lt;id&gt; off [&lt;metric&gt;]`."
+    )
+
+
+def rule_added(rule: RuleWords) -> str:
+    return (
+        f":white_check_mark: Rule {rule_words(rule)}: told once per crossing in the session's "
+        "thread here (muted threads stay quiet)."
+    )
+
+
+def budget_removed(gone: bool) -> str:
+    return ":white_check_mark: Budget removed." if gone else "There was no such budget."
+
+
+def budget_set(session_id: str, amount: float, *, daily: bool) -> str:
+    words = budget_words(session_id, amount, daily=daily)
+    return f":white_check_mark: Set a {words}: told at 80 % and 100 % of it."

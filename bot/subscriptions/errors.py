@@ -1,17 +1,14 @@
-"""Why a subscription cannot be made, in the words the person is answered with."""
+"""Why a subscription cannot be made: the error that carries the person's
+answer, and which Slack refusals mean the bot cannot post in the channel (the
+words are `bot.rendering.refusals`)."""
 
 from __future__ import annotations
 
+from bot.rendering.refusals import SLACK_CHANNEL_PROBLEMS, slack_refusal
 from bot.slack_web import SlackApiError
 
-SLACK_CHANNEL_PROBLEMS = {
-    "not_in_channel": "I am not in this channel. Invite me with `/invite @rl-bot`, then try again.",
-    "channel_not_found": "I cannot see this channel. Invite me with `/invite @rl-bot`, then try again.",
-    "is_archived": "This channel is archived, so I cannot post here.",
-    "channel_is_archived": "This channel is archived, so I cannot post here.",
-    "restricted_action": "This workspace does not let me post in this channel.",
-}
-DM_PROBLEM = "Subscriptions live in channels, not direct messages. Run this in a channel."
+#: Slack's errors that say the bot cannot post in this channel at all
+CHANNEL_PROBLEMS = frozenset(SLACK_CHANNEL_PROBLEMS)
 
 
 class SubscriptionError(Exception):
@@ -19,5 +16,5 @@ class SubscriptionError(Exception):
 
 
 def slack_problem(exc: SlackApiError) -> str:
-    error = str(exc.response.get("error") or "")
-    return SLACK_CHANNEL_PROBLEMS.get(error, f"Slack refused the message (`{error or 'error'}`).")
+    """Slack's refusal of the card's post, in words for the person."""
+    return slack_refusal(str(exc.response.get("error") or ""))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot import rendering
 from bot.outbox.queue import cancel_owed, in_flight
+from bot.rendering.refusals import DM_PROBLEM, SUBSCRIBED_MEANWHILE, already_ended
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.errors import Duplicate
@@ -35,12 +36,7 @@ from bot.store.queries.subscriptions import (
 from bot.store.queries.watched_sessions import start_watching, watched_session
 from bot.store.session import Db, Sessionmaker
 from bot.store.tables import Subscription
-from bot.subscriptions.errors import (
-    DM_PROBLEM,
-    SLACK_CHANNEL_PROBLEMS,
-    SubscriptionError,
-    slack_problem,
-)
+from bot.subscriptions.errors import CHANNEL_PROBLEMS, SubscriptionError, slack_problem
 from bot.subscriptions.options import ThreadOptions, filters_text
 from bot.subscriptions.thread import post_in_thread, refusal_logged
 from bot.training.sessions import TrainingSession
@@ -106,10 +102,7 @@ async def subscribe(
                 existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
             )
     if session.terminal:
-        raise SubscriptionError(
-            f"This session is already {rendering.status_words(session.status).lower()}; "
-            "nothing more will change, so there is nothing to subscribe to."
-        )
+        raise SubscriptionError(already_ended(rendering.status_words(session.status)))
     wanted = options.chosen_filters
     card = rendering.card(session, subscribed=True)
     root = await _root_message(slack, channel_id, card, root_ts)
@@ -130,9 +123,7 @@ async def subscribe(
         # Another replica (or a double click) stored the same subscription while
         # we posted: keep its root, take back ours (unless we adopted the clicked card).
         await _take_back(slack, channel_id, root, root_ts)
-        raise SubscriptionError(
-            "This channel was subscribed to this session a moment ago; updates go in its thread."
-        ) from exc
+        raise SubscriptionError(SUBSCRIBED_MEANWHILE) from exc
     except Exception:
         # Nothing was stored (the database refused the row or went away): a card
         # left up would be a subscription nobody keeps, and a retry would post another.
@@ -172,7 +163,7 @@ async def _root_message(
                 )
                 return root_ts
             except SlackApiError as exc:
-                if exc.response.get("error") in SLACK_CHANNEL_PROBLEMS:
+                if exc.response.get("error") in CHANNEL_PROBLEMS:
                     raise
                 log.info(
                     "cannot adopt the clicked card as root (%s); posting a new one",

@@ -1,6 +1,7 @@
 """What a chart shows, in words (pure): the session's name, the step range and
 each series' first and last value. The message beside the image and its alt
-text, so the chart says the same to someone who cannot see it."""
+text, so the chart says the same to someone who cannot see it; and the note
+that says why the bot's own progress is shown instead of W&B metrics."""
 
 from __future__ import annotations
 
@@ -45,6 +46,17 @@ def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
         parts.append(spec.bands[0].label)
     text = "; ".join(parts)
     return text if len(text) <= MAX_ALT else text[: MAX_ALT - 1] + "…"
+
+
+#: W&B metrics were asked for, but there is no W&B client
+NO_WANDB = "W&B is not configured (WANDB_API_KEY)"
+#: W&B metrics were asked for, but the session's metadata names no run
+NO_RUN = "this session names no W&B run (`metadata.wandb`)"
+
+
+def nothing_logged(run_path: str, names: tuple[str, ...]) -> str:
+    """The run has none of the metrics asked for (a note: escaped where it is shown)."""
+    return f"W&B run {run_path} has no {', '.join(names)} logged"
 
 
 def chart_words(
