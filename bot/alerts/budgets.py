@@ -26,7 +26,7 @@ from bot.store.tables import Subscription, WatchedSession
 from bot.training.rules import estimated_spend
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
-from bot.training.watch_progress import SpendRead, WatchProgress
+from bot.training.watch_progress import SpendRead
 
 
 def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:
@@ -78,7 +78,7 @@ async def judge_budgets(
             day: date | None = count.day
             baseline: dict[str, Any] | None = dict(count.baseline)
         else:
-            found = spend_of(WatchProgress.read(updates[at.session_id]["progress"]).spend)
+            found = spend_of(updates[at.session_id]["progress"].spend)
             if found is None:
                 continue
             spent, per_hour, currency = found
@@ -115,7 +115,7 @@ async def judge_budgets(
 
 
 def _resource(values: Mapping[str, Any]) -> str | None:
-    spend = WatchProgress.read(values["progress"]).spend
+    spend = values["progress"].spend
     return spend.resource_id if spend is not None else None
 
 

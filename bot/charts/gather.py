@@ -59,7 +59,7 @@ async def chart_of(
             )
         ).first()
         now = row.now if row is not None else await database_now(db)
-    watch = WatchProgress.read(row.progress if row is not None else None)
+    watch = (row.progress if row is not None else None) or WatchProgress()
     if (
         watch.step is not None
         and watch.since is not None

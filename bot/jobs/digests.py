@@ -27,6 +27,7 @@ from bot.outbox.table import OutboxMessage
 from bot.runtime import Runtime
 from bot.store.queries.subscriptions import channel_watched
 from bot.store.tables import ChannelSettings, db_now
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import short_status
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,5 @@ def _is_change(change: TransitionPayload | RootPayload) -> bool:
     return change.gone or short_status(change.old_status) != short_status(change.new_status)
 
 
-def _display(snapshot: object) -> str | None:
-    name = snapshot.get("display_name") if isinstance(snapshot, dict) else None
-    return name if isinstance(name, str) else None
+def _display(snapshot: SessionSnapshot | None) -> str | None:
+    return snapshot.display_name if snapshot is not None else None

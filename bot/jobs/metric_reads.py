@@ -154,8 +154,7 @@ async def read_metrics(rt: Runtime) -> int:
                 bad: list[BadMetric] = []
                 extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
                 snapshot = snapshots.get(session_id)
-                metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
-                run = run_of(metadata if isinstance(metadata, dict) else None)
+                run = run_of(snapshot.metadata if snapshot is not None else None)
                 async with rt.sessionmaker() as db:
                     old, _ = await view_of(db, session_id)
                     charted = run is not None and wandb is not None

@@ -82,7 +82,7 @@ def seen_state(session: TrainingSession) -> dict[str, Any]:
     two can never drift apart."""
     return {
         "last_status": session.status,
-        "snapshot": trimmed_snapshot(session),
+        "snapshot": SessionSnapshot.of(session),
         "checkpoint_keys": checkpoint_keys(session),
         # Which Together row this was built from; the poller, which has the row, sets it.
         "fingerprint": None,

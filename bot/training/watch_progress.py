@@ -20,7 +20,7 @@ they are shown.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -179,11 +179,6 @@ class WatchProgress(_Stored):
     def _shape(cls, value: Any) -> Any:
         """The whole column: anything but an object reads as empty (a first look)."""
         return value if isinstance(value, dict | cls) else {}
-
-    @classmethod
-    def read(cls, stored: Any) -> Self:
-        """The column (or a payload's copy of it) back; never raises."""
-        return cls.model_validate(stored)
 
     @classmethod
     def seen(

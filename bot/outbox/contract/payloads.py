@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from bot.training.resources import ModelResource
 from bot.training.snapshots import SessionSnapshot
+from bot.training.transitions import CheckpointNews
 from bot.training.watch_progress import CardView
 
 
@@ -64,8 +65,7 @@ class RootPayload(_StatusChange):
 
 class CheckpointsPayload(_Payload):
     kind: Literal[Kind.CHECKPOINTS] = Kind.CHECKPOINTS
-    # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
-    items: list[dict[str, Any]] = []
+    items: list[CheckpointNews] = []
     more: int = 0  # new checkpoints beyond the items (a burst): only counted
     session: SessionSnapshot | None = None
 
