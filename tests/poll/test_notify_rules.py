@@ -14,6 +14,7 @@ from bot.outbox.contract.payloads import (
     Kind,
     OncallPayload,
     OperatorPayload,
+    RenderedDigest,
     RootPayload,
     TransitionPayload,
     read_payload,
@@ -160,10 +161,7 @@ def test_stored_rows_read_back_as_their_payload_class() -> None:
         assert "kind" not in values["payload"]
         assert read_payload(values["kind"], values["payload"]) == row.payload
     old_digest = read_payload("digest", {"message": {"text": "t", "blocks": []}})
-    assert isinstance(old_digest, DigestPayload) and old_digest.message == {
-        "text": "t",
-        "blocks": [],
-    }
+    assert isinstance(old_digest, DigestPayload) and old_digest.message == RenderedDigest(text="t")
     old_transition = read_payload(
         "transition",
         {"old_status": "A", "new_status": "B", "ended": False, "gone": False, "session": None},
