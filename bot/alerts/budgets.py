@@ -24,6 +24,7 @@ from bot.outbox.queue import insert_outbox
 from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_budget_state
 from bot.store.tables import Subscription, WatchedSession
 from bot.training.rules import estimated_spend
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
 from bot.training.watch_progress import SpendRead
@@ -119,12 +120,11 @@ def _resource(values: Mapping[str, Any]) -> str | None:
     return spend.resource_id if spend is not None else None
 
 
-async def _snapshot(db: AsyncSession, session_id: str) -> Any:
+async def _snapshot(db: AsyncSession, session_id: str) -> SessionSnapshot | None:
     found = await db.execute(
         select(WatchedSession.snapshot).where(WatchedSession.session_id == session_id)
     )
-    snapshot = found.scalar_one_or_none()
-    return snapshot if isinstance(snapshot, dict) else None
+    return found.scalar_one_or_none()
 
 
 async def _muted(db: AsyncSession, subscription_id: int, now: datetime) -> bool:

@@ -39,6 +39,7 @@ from bot.store.queries.metric_rules import metrics_by_session, rules_reaching
 from bot.store.queries.session_metrics import due_sessions, view_of, write_view
 from bot.store.tables import Subscription, WatchedSession, db_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.training.snapshots import SessionSnapshot
 from bot.training.thresholds import STEPS_PER_MIN
 from bot.training.time_bounds import later
 from bot.wandb.errors import USER_MESSAGES, WandbError
@@ -236,7 +237,7 @@ async def _tell(
     db: AsyncSession,
     rt: Runtime,
     threads: list[Thread],
-    snapshot: object,
+    snapshot: SessionSnapshot | None,
     bad: list[BadMetric],
 ) -> None:
     """Each metric newly gone bad, once in each of the session's active threads."""
@@ -247,7 +248,7 @@ async def _tell(
             metric=item.metric,
             value=item.value,
             step=item.step,
-            session=snapshot if isinstance(snapshot, dict) else None,
+            session=snapshot,
         )
         rows += metric_rows(payload, threads=threads, oncall_channel=oncall)
     await insert_outbox(db, rows)
