@@ -18,9 +18,10 @@ kept, a field of the wrong type dropped to its default, see
 name nothing (a snapshot without an id, a list where an object was stored).
 A value that fails is logged once per read, with the model's name.
 
-Writing takes the model. A dict is written as it is: it is already the
-column's JSON (a bulk update built before this type, a row copied as stored),
-and re-validating it would only cost time and could change what is written.
+Writing takes the model, or a dict, written as it is: it is already the
+column's JSON. The poll writes each judged session's snapshot as the dict
+`trimmed_snapshot` builds (the model reads it back): validating it only to dump
+it again would triple what a snapshot costs a poll cycle.
 """
 
 from __future__ import annotations

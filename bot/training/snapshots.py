@@ -97,7 +97,9 @@ def seen_state(session: TrainingSession) -> dict[str, Any]:
     two can never drift apart."""
     return {
         "last_status": session.status,
-        "snapshot": SessionSnapshot.of(session),
+        # The column reads it back as a `SessionSnapshot`; written as the dict it is
+        # built as: validating it only to dump it again would triple its cost.
+        "snapshot": trimmed_snapshot(session),
         "checkpoint_keys": checkpoint_keys(session),
         # Which Together row this was built from; the poller, which has the row, sets it.
         "fingerprint": None,
