@@ -23,9 +23,10 @@ from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_b
 from bot.store.queries.watch_state import snapshot_of
 from bot.store.session import Db
 from bot.training.rules import estimated_spend
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
-from bot.training.watch_progress import SpendRead, WatchProgress
+from bot.training.watch_progress import SpendRead
 
 
 def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:
@@ -77,7 +78,7 @@ async def judge_budgets(
             day: date | None = count.day
             baseline: dict[str, Any] | None = dict(count.baseline)
         else:
-            found = spend_of(WatchProgress.read(updates[at.session_id]["progress"]).spend)
+            found = spend_of(updates[at.session_id]["progress"].spend)
             if found is None:
                 continue
             spent, per_hour, currency = found
@@ -114,13 +115,12 @@ async def judge_budgets(
 
 
 def _resource(values: Mapping[str, Any]) -> str | None:
-    spend = WatchProgress.read(values["progress"]).spend
+    spend = values["progress"].spend
     return spend.resource_id if spend is not None else None
 
 
-async def _snapshot(db: Db, session_id: str) -> Any:
-    snapshot = await snapshot_of(db, session_id)
-    return snapshot if isinstance(snapshot, dict) else None
+async def _snapshot(db: Db, session_id: str) -> SessionSnapshot | None:
+    return await snapshot_of(db, session_id)
 
 
 async def _muted(db: Db, subscription_id: int, now: datetime) -> bool:

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.alerts.backoff import wait_after
 from bot.alerts.idle import (
@@ -36,6 +35,7 @@ from bot.store.tables import database_now
 from bot.together.errors import TogetherError
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import STATUS_PREFIX, ResourceStatus, status_of
 from bot.training.time_bounds import later, naive_utc
 from bot.training.watch_progress import IdleCheck, SpendRead, WatchProgress
@@ -73,7 +73,7 @@ def candidate(
     *,
     last_status: str,
     progress: WatchProgress,
-    snapshot: Any,
+    snapshot: SessionSnapshot | None,
     now: datetime,
     fresh_for: timedelta,
 ) -> Candidate | None:
@@ -86,8 +86,7 @@ def candidate(
     spend = progress.spend or SpendRead()
     resource_id = spend.resource_id
     if not resource_id:
-        # the snapshot is Together's session as stored
-        resource_id = snapshot.get("model_resources_id") if isinstance(snapshot, dict) else None
+        resource_id = snapshot.model_resources_id if snapshot is not None else None
     if not isinstance(resource_id, str) or not is_session_id(resource_id):
         return None
     check = progress.idle_check
@@ -160,7 +159,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
                 c := candidate(
                     r.session_id,
                     last_status=r.last_status,
-                    progress=WatchProgress.read(r.progress),
+                    progress=r.progress or WatchProgress(),
                     snapshot=r.snapshot,
                     now=now,
                     fresh_for=timedelta(seconds=2 * settings.poll_interval_seconds),
@@ -290,9 +289,9 @@ async def _mark(db: Db, marks: dict[str, IdleCheck]) -> None:
     if not marks:
         return
     for r in await ended_progress(db, list(marks)):
-        progress = WatchProgress.read(r.progress)
+        progress = r.progress or WatchProgress()
         progress = progress.model_copy(update={"idle_check": marks[r.session_id]})
-        await mark_ended_progress(db, r.session_id, progress.dump())
+        await mark_ended_progress(db, r.session_id, progress)
 
 
 def known_idle_since(progress: WatchProgress, resource_id: str | None) -> datetime | None:

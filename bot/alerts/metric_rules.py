@@ -20,6 +20,7 @@ from bot.outbox.queue import insert_outbox
 from bot.store.queries.metric_rules import rule_states, rules_reaching, write_rule_states
 from bot.store.queries.watch_state import snapshots as stored_snapshots
 from bot.store.session import Db
+from bot.training.snapshots import SessionSnapshot
 from bot.training.thresholds import OPS, STEPS_PER_MIN, Op, RuleState, judge_reading
 from bot.training.watch_progress import WatchProgress
 
@@ -40,7 +41,7 @@ def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
     for session_id, values in updates.items():
         if "progress" not in values:
             continue
-        watch = WatchProgress.read(values["progress"])
+        watch: WatchProgress = values["progress"]
         if not watch.running or watch.rate is None:
             continue
         rate = watch.rate
@@ -60,7 +61,7 @@ async def judge_rules(
     *,
     now: datetime,
     oncall_channel: str | None,
-    snapshots: Mapping[str, object] | None = None,
+    snapshots: Mapping[str, SessionSnapshot | None] | None = None,
 ) -> int:
     """Judge every rule reaching these readings; returns the outbox rows written.
     Statements do not grow with the rules: one read of the rules, one of their
@@ -110,7 +111,7 @@ async def judge_rules(
                 step=reading.step,
                 since=fire.since,
                 held_seconds=fire.held.total_seconds(),
-                session=snapshot if isinstance(snapshot, dict) else None,
+                session=snapshot,
                 page=at.rule.page,
             )
             muted = at.muted_until is not None and at.muted_until > now

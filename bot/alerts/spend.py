@@ -47,14 +47,13 @@ def card_key(spend: SpendRead | None) -> str | None:
     """A short key of what the card shows of the resource (None: nothing)."""
     if spend is None:
         return None
-    # Together's resource as it sent it: the fields shown, without parsing it.
-    resource = spend.resource or {}
-    status_details = resource.get("status_details")
+    # Together's resource as it sent it: the fields shown, without parsing it all.
+    resource = spend.facts()
     shown = [
         spend.status,
-        resource.get("compute_config"),
-        status_details.get("queue_position") if isinstance(status_details, dict) else None,
-        resource.get("expires_at") if spend.status != ResourceStatus.READY.value else None,
+        resource.compute_config,
+        resource.queue_position,
+        resource.expires_at if spend.status != ResourceStatus.READY.value else None,
         spend.price,
         int((spend.ready_seconds or 0.0) // SPEND_REDRAW_SECONDS),
     ]

@@ -104,16 +104,16 @@ def resource_timing(spend: SpendRead | None) -> tuple[datetime | None, int | Non
     """From the spend watch's last read of the resource: its `expires_at` while
     READY, and its `inactive_timeout` (None for what it did not say). Read from
     Together's resource as stored, without parsing all of it."""
-    resource = spend.resource if spend is not None else None
-    if spend is None or resource is None:
+    if spend is None or spend.resource is None:
         return None, None
-    timeout = resource.get("inactive_timeout")
+    resource = spend.facts()
+    timeout = resource.inactive_timeout
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
         timeout = None
     expires_at = None
     if spend.status == ResourceStatus.READY.value:
         try:
-            raw = resource.get("expires_at")
+            raw = resource.expires_at
             expires_at = datetime.fromisoformat(str(raw).replace("Z", "+00:00")) if raw else None
         except ValueError:
             expires_at = None

@@ -52,7 +52,7 @@ async def chart_of(
         points = await steps_of(db, session.id)
         row = await progress_now(db, session.id)
         now = row.now if row is not None else await database_now(db)
-    watch = WatchProgress.read(row.progress if row is not None else None)
+    watch = (row.progress if row is not None else None) or WatchProgress()
     if (
         watch.step is not None
         and watch.since is not None
@@ -64,7 +64,7 @@ async def chart_of(
         points[-1][1] if points else (watch.step if watch.step is not None else session.step)
     )
     names = tuple(metrics) or rt.settings.wandb_metrics
-    run = run_of(session.metadata)
+    run = run_of(session.wandb_entry)
     wants_metrics = names != (PROGRESS,)
     note = ""
     if wants_metrics and (rt.wandb is None or run is None):

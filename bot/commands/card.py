@@ -66,7 +66,7 @@ async def watched_card(
             CardView.of(progress, budget=budget.amount if budget is not None else None),
             target=sub.target_step if sub is not None else None,
             stall_after=threshold(own, stall_threshold(settings)),
-            metrics=root_card.metric_lines(metrics.dump(), settings.wandb_metrics),
+            metrics=root_card.metric_lines(metrics, settings.wandb_metrics),
         )
         card = root_card.card_with_watch(card, watch, now=utcnow())
         if progress.spend is not None and progress.spend.resource is not None:

@@ -21,6 +21,7 @@ from bot.slack_web import SlackWeb
 from bot.store.queries.chart_subscriptions import chart_thread
 from bot.store.tables import WatchedSession
 from bot.training.sessions import TrainingSession
+from bot.training.snapshots import SessionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,5 @@ async def chart_here(
     return "ok"
 
 
-def _stored(snapshot: object) -> TrainingSession | None:
-    if not isinstance(snapshot, dict) or not snapshot.get("id"):
-        return None
-    try:
-        return TrainingSession.model_validate(snapshot)
-    except ValueError:
-        return None
+def _stored(snapshot: SessionSnapshot | None) -> TrainingSession | None:
+    return snapshot if snapshot is not None and snapshot.id else None

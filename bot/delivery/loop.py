@@ -58,7 +58,7 @@ from bot.store.queries.subscriptions import card_settings
 from bot.store.session import Db, Sessionmaker
 from bot.store.tables import database_now
 from bot.together.client import TogetherClient
-from bot.training.watch_progress import CardView
+from bot.training.watch_progress import CardView, WatchProgress
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ async def card_watches(
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {
         r.id: CardWatch(
-            progress=CardView.read(r.progress).model_copy(update={"budget": r.amount}),
+            progress=CardView.of(r.progress or WatchProgress(), budget=r.amount),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
             metrics=metric_lines(r.view, settings.wandb_metrics),

@@ -23,6 +23,7 @@ from bot.outbox.contract.payloads import (
     OperatorPayload,
     Payload,
     ProgressPayload,
+    RenderedDigest,
     RepagePayload,
     RootPayload,
     RulePayload,
@@ -136,9 +137,9 @@ async def _render(
             )
         case CheckpointsPayload() as p:
             return rendering.checkpoint_message(session_of(p.session, row), p.items, more=p.more)
-        case DigestPayload(message=dict() as stored):  # queued before digests were data
-            if stored.get("text"):
-                return {"text": str(stored["text"]), "blocks": list(stored.get("blocks") or [])}
+        case DigestPayload(message=RenderedDigest() as stored):  # queued before digests were data
+            if stored.text:
+                return {"text": stored.text, "blocks": list(stored.blocks)}
             return rendering.notice("(empty digest)")
         case DigestPayload() as p:
             return rendering.digest_message(

@@ -25,6 +25,7 @@ from bot.store.queries.channel_settings import digest_settings
 from bot.store.queries.subscriptions import channel_watched
 from bot.store.session import Db
 from bot.store.tables import ChannelSettings, database_now
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import short_status
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,5 @@ def _is_change(change: TransitionPayload | RootPayload) -> bool:
     return change.gone or short_status(change.old_status) != short_status(change.new_status)
 
 
-def _display(snapshot: object) -> str | None:
-    name = snapshot.get("display_name") if isinstance(snapshot, dict) else None
-    return name if isinstance(name, str) else None
+def _display(snapshot: SessionSnapshot | None) -> str | None:
+    return snapshot.display_name if snapshot is not None else None

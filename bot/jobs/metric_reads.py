@@ -39,6 +39,7 @@ from bot.store.queries.watch_state import snapshots
 from bot.store.session import Db
 from bot.store.tables import database_now
 from bot.training.metrics_view import SPARK_POINTS, MetricsView, bad_name, finite_or_none
+from bot.training.snapshots import SessionSnapshot
 from bot.training.thresholds import STEPS_PER_MIN
 from bot.training.time_bounds import later
 from bot.wandb.errors import USER_MESSAGES, WandbError
@@ -146,8 +147,7 @@ async def read_metrics(rt: Runtime) -> int:
                 bad: list[BadMetric] = []
                 extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})
                 snapshot = stored.get(session_id)
-                metadata = snapshot.get("metadata") if isinstance(snapshot, dict) else None
-                run = run_of(metadata if isinstance(metadata, dict) else None)
+                run = run_of(snapshot.wandb_entry if snapshot is not None else None)
                 async with rt.sessionmaker() as db:
                     old, _ = await view_of(db, session_id)
                     charted = run is not None and wandb is not None
@@ -225,7 +225,7 @@ async def _tell(
     db: Db,
     rt: Runtime,
     threads: list[Thread],
-    snapshot: object,
+    snapshot: SessionSnapshot | None,
     bad: list[BadMetric],
 ) -> None:
     """Each metric newly gone bad, once in each of the session's active threads."""
@@ -236,7 +236,7 @@ async def _tell(
             metric=item.metric,
             value=item.value,
             step=item.step,
-            session=snapshot if isinstance(snapshot, dict) else None,
+            session=snapshot,
         )
         rows += metric_rows(payload, threads=threads, oncall_channel=oncall)
     await insert_outbox(db, rows)

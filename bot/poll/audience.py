@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from bot.alerts.stall import ProgressCheck, StallSettings
 from bot.alerts.stall import rows as stall_rows
@@ -27,7 +27,7 @@ from bot.outbox.contract.rows import (
 from bot.training.rules import eta
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
-from bot.training.transitions import Transition
+from bot.training.transitions import CheckpointNews, Transition
 from bot.training.watch_progress import CardView, WatchProgress
 
 
@@ -41,7 +41,7 @@ class SessionEvent:
     seq: int
     session: TrainingSession | None
     transition: Transition | None = None
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    checkpoints: list[CheckpointNews] = field(default_factory=list)
     # New checkpoints older than the newest told in `checkpoints`: only counted.
     more_checkpoints: int = 0
     # The step as this poll saw it, when a stall, its end or a slow start may be owed.
@@ -104,7 +104,7 @@ def notifications(
     *,
     now: datetime,
     oncall_channel: str | None,
-    stored_snapshots: Mapping[str, dict[str, Any] | None] | None = None,
+    stored_snapshots: Mapping[str, SessionSnapshot | None] | None = None,
     stall: StallSettings | None = None,
 ) -> Notifications:
     """One row per (subscription, event), chosen by its filters and mute.
@@ -148,9 +148,7 @@ def notifications(
                         event.progress, session, threads, now=now, settings=stall
                     )
                 continue
-            snapshot = (
-                SessionSnapshot.of(session) if session else stored_snapshot(stored.get(session_id))
-            )
+            snapshot = SessionSnapshot.of(session) if session else stored.get(session_id)
             for sub in subs:
                 muted = sub.muted(now)
                 thread = Thread(sub.id, session_id, sub.channel_id, sub.root_ts)
@@ -192,14 +190,3 @@ def notifications(
                     )
                 )
     return out
-
-
-def stored_snapshot(snapshot: dict[str, Any] | None) -> SessionSnapshot | None:
-    """A stored snapshot as the session it was; one that no longer reads as a
-    session (no id) says nothing, and the message falls back to the row's id."""
-    if snapshot is None:
-        return None
-    try:
-        return SessionSnapshot.model_validate(snapshot)
-    except ValueError:
-        return None

@@ -54,7 +54,7 @@ class StoredWatchedRow(WatchedRow, Protocol):
     tells a steady poll (nothing but time moved) from one to judge whole."""
 
     @property
-    def progress(self) -> dict[str, object] | None: ...
+    def progress(self) -> WatchProgress | None: ...
     @property
     def active(self) -> bool: ...
     @property
@@ -208,7 +208,7 @@ def judge(
             watch, progress, key = _watch_progress(
                 row, fetched, now=now, stall_after=stall_after, read=read
             )
-            values["progress"] = watch.dump()
+            values["progress"] = watch
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             # the card is redrawn when what it shows changes: the resource, steps/min
@@ -231,7 +231,7 @@ def _steady(
     now: datetime,
     stall_after: timedelta | None,
     read: Read | None,
-) -> dict[str, Any] | None:
+) -> WatchProgress | None:
     """The progress column to write when this poll changes nothing else, or None
     when it may (then the row is parsed and judged whole).
 
@@ -254,7 +254,7 @@ def _steady(
     progress, check, key = _watch_progress(
         row, fetched.head, now=now, stall_after=stall_after, read=read
     )
-    return progress.dump() if check is None and key is None else None
+    return progress if check is None and key is None else None
 
 
 def _watch_progress(
@@ -269,7 +269,7 @@ def _watch_progress(
     read, the redraws so far), the stall watch's check when it may owe a message,
     and the key of this redraw of the card when what it shows of the watch changed
     (None: it did not): numbered, so each change is its own redraw."""
-    old = WatchProgress.read(row.progress)
+    old = row.progress or WatchProgress()
     progress, check = check_progress(old, session, now=now, stall_after=stall_after)
     if read is not None:  # the spend watch's read this cycle replaces its last one
         progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})

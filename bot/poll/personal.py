@@ -16,7 +16,7 @@ from bot.alerts.stall import StallSettings
 from bot.alerts.stall import rows as stall_rows
 from bot.outbox.contract.payloads import ProgressPayload, TransitionPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, dm_row
-from bot.poll.audience import SessionEvent, stored_snapshot
+from bot.poll.audience import SessionEvent
 from bot.training.snapshots import SessionSnapshot
 
 
@@ -25,7 +25,7 @@ def personal_rows(
     listeners: Mapping[str, Sequence[str]],
     *,
     now: datetime,
-    stored_snapshots: Mapping[str, dict[str, object] | None] | None = None,
+    stored_snapshots: Mapping[str, SessionSnapshot | None] | None = None,
     stall: StallSettings | None = None,
 ) -> list[OutboxRow]:
     """One DM per (person, error or end or stall) among `events`; `listeners` are
@@ -42,11 +42,7 @@ def personal_rows(
             session = event.session
             transition = event.transition
             if transition is not None and (transition.ended or transition.is_error):
-                snapshot = (
-                    SessionSnapshot.of(session)
-                    if session
-                    else stored_snapshot(stored.get(session_id))
-                )
+                snapshot = SessionSnapshot.of(session) if session else stored.get(session_id)
                 about = TransitionPayload(
                     old_status=transition.old_status,
                     new_status=transition.new_status,

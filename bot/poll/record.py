@@ -39,7 +39,7 @@ from bot.store.queries.progress_points import record_steps
 from bot.store.queries.watch_state import held_states, snapshots, write_states
 from bot.store.session import Db
 from bot.store.tables import database_now
-from bot.training.watch_progress import WatchProgress
+from bot.training.snapshots import SessionSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,9 @@ def moved_steps(owned: Mapping[str, Any], updates: Mapping[str, dict[str, Any]])
     for session_id, values in updates.items():
         if "progress" not in values or session_id not in owned:
             continue
-        step = WatchProgress.read(values["progress"]).step
-        if step is not None and step != WatchProgress.read(owned[session_id].progress).step:
+        step = values["progress"].step
+        old = owned[session_id].progress
+        if step is not None and step != (old.step if old is not None else None):
             moved[session_id] = step
     return moved
 
@@ -197,7 +198,9 @@ def stall_settings(settings: Settings) -> StallSettings:
     )
 
 
-async def _snapshots_for_gone(db: Db, events: dict[str, list[SessionEvent]]) -> dict[str, Any]:
+async def _snapshots_for_gone(
+    db: Db, events: dict[str, list[SessionEvent]]
+) -> dict[str, SessionSnapshot | None]:
     """The stored snapshots of sessions Together no longer knows: their last word."""
     missing = [sid for sid, found in events.items() if any(e.session is None for e in found)]
     return await snapshots(db, missing) if missing else {}

@@ -41,6 +41,7 @@ from bot.rendering.words import (
 )
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status, short_status, status_of
+from bot.training.transitions import CheckpointNews
 
 
 class SessionLine(NamedTuple):
@@ -103,22 +104,16 @@ _LIST_CHECKPOINTS = 10
 
 
 def checkpoint_message(
-    session: TrainingSession, items: Sequence[dict[str, Any]], *, more: int = 0
+    session: TrainingSession, items: Sequence[CheckpointNews], *, more: int = 0
 ) -> Message:
-    """All checkpoints that appeared in one poll, told as one message.
-
-    Each item is `{"kind", "id", "step", "created_at", "registered", "event"}`
-    where event is "new" or "registered" (a registration appeared later); `more`
-    new checkpoints beyond the items are only counted."""
+    """All checkpoints that appeared in one poll, told as one message: each item
+    new, or "registered" (a registration appeared later); `more` new
+    checkpoints beyond the items are only counted."""
     name = session_name(session)
     lines = []
     for item in items[:_LIST_CHECKPOINTS]:
-        kind = "training" if item.get("kind") == "training" else "inference"
-        what = "registered" if item.get("event") == "registered" else "new"
-        registered = item.get("registered")
-        names = [str(n) for n in registered] if isinstance(registered, list) else []
-        facts = checkpoint_facts(kind, str(item.get("id") or ""), item.get("step"), names)
-        lines.append(f"• *{kind.capitalize()} checkpoint {what}:* {facts}")
+        facts = checkpoint_facts(item.kind, item.id, item.step, item.registered)
+        lines.append(f"• *{item.kind.capitalize()} checkpoint {item.event}:* {facts}")
     more = max(more, 0)
     hidden = len(items) - len(lines) + more
     if hidden > 0:
@@ -131,9 +126,9 @@ def checkpoint_message(
     downloads = download_buttons(
         session.id,
         [
-            Downloadable(str(item.get("id") or ""), item.get("step"))
+            Downloadable(item.id, item.step)
             for item in items[:_LIST_CHECKPOINTS]
-            if item.get("kind") != "training" and item.get("event") != "registered"
+            if item.kind != "training" and item.event != "registered"
         ],
     )
     if downloads:

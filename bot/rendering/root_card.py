@@ -52,9 +52,8 @@ class CardWatch:
     team_id: str | None = None
 
 
-def metric_lines(stored: object, names: tuple[str, ...]) -> tuple[MetricLine, ...]:
+def metric_lines(view: MetricsView, names: tuple[str, ...]) -> tuple[MetricLine, ...]:
     """The card's W&B line from the last read of the session's run (`session_metrics`)."""
-    view = MetricsView.read(stored)
     return tuple(
         MetricLine(
             name,
@@ -67,9 +66,9 @@ def metric_lines(stored: object, names: tuple[str, ...]) -> tuple[MetricLine, ..
     )
 
 
-def card_chart(stored: object) -> CardChart | None:
+def card_chart(view: MetricsView) -> CardChart | None:
     """The card's chart from the last read kept in `session_metrics`."""
-    chart = MetricsView.read(stored).chart
+    chart = view.chart
     if chart is None:
         return None
     return CardChart(chart.kind, chart.name, tuple(chart.points))

@@ -40,6 +40,10 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.sql.functions import FunctionElement
 
 from bot.ops.faults import clock_skew
+from bot.store.typed_json import PydanticJSON
+from bot.training.metrics_view import MetricsView
+from bot.training.snapshots import SessionSnapshot
+from bot.training.watch_progress import WatchProgress
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -98,6 +102,10 @@ def _db_now_sqlite(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(DbNow)
 def _db_now_other(element: DbNow, compiler: SQLCompiler, **kw: Any) -> str:
     raise CompileError(f"db_now() is not defined for {compiler.dialect.name}")
+
+
+def _none() -> None:
+    return None
 
 
 # SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets BIGINT.
@@ -164,7 +172,11 @@ class WatchedSession(Base):
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     active: Mapped[bool] = mapped_column(Boolean(), default=True)
     last_status: Mapped[str] = mapped_column(Text())
-    snapshot: Mapped[dict[str, object]] = mapped_column(JSON())
+    # The session as last seen, trimmed (`SessionSnapshot.of`); always written, None
+    # only when what is stored no longer reads as a session (see `PydanticJSON`).
+    snapshot: Mapped[SessionSnapshot | None] = mapped_column(
+        PydanticJSON(SessionSnapshot, missing=_none), nullable=False
+    )
     # What checkpoints (and registrations) were already seen, to tell only new ones.
     checkpoint_keys: Mapped[list[str] | None] = mapped_column(JSON(), nullable=True)
     transition_seq: Mapped[int] = mapped_column(Integer(), default=0)
@@ -180,7 +192,10 @@ class WatchedSession(Base):
     write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
     # The watches' view of the session (`bot.training.watch_progress.WatchProgress`): the step
     # as the polls saw it, the spend watch's last read, the idle follow-up's mark.
-    progress: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
+    # NULL: never polled (a command shows no watch section for it).
+    progress: Mapped[WatchProgress | None] = mapped_column(
+        PydanticJSON(WatchProgress, missing=_none), nullable=True
+    )
     # A hash of the Together row the stored state was built from (`RawSession`): a
     # poll whose row hashes the same changes nothing but the progress. NULL: unknown.
     fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -370,14 +385,17 @@ class ProgressPoint(Base):
 
 class SessionMetrics(Base):
     """What the bot last read of a watched session's W&B run for its card: the
-    latest values and recent points (`bot.rendering.charts.metrics_view.MetricsView` as JSON),
+    latest values and recent points (`bot.training.metrics_view.MetricsView` as JSON),
     when, and which metrics were already told to have gone NaN or infinite."""
 
     __tablename__ = "session_metrics"
 
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     read_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    view: Mapped[dict[str, object] | None] = mapped_column(JSON(), nullable=True)
+    # NULL (nothing read yet) reads as the empty view.
+    view: Mapped[MetricsView] = mapped_column(
+        PydanticJSON(MetricsView, missing=MetricsView), nullable=True
+    )
 
 
 class ChartRefusal(Base):

@@ -34,8 +34,8 @@ async def channel_listing(
 
 def display_name(watch: WatchedSession | None) -> str | None:
     """The display name in a watch's stored snapshot, if any."""
-    name = (watch.snapshot or {}).get("display_name") if watch else None
-    return name if isinstance(name, str) else None
+    snapshot = watch.snapshot if watch is not None else None
+    return snapshot.display_name if snapshot is not None else None
 
 
 def rule_line(rule: FollowRule) -> RuleLine:

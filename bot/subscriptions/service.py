@@ -241,9 +241,9 @@ async def _announce_unsubscribed(
     await post_in_thread(slack, sub.channel_id, sub.root_ts, message)
     async with sessionmaker() as db:
         watch = await watched_session(db, sub.session_id)
-    if watch is None or not watch.snapshot:
+    if watch is None or watch.snapshot is None:
         return
-    card = rendering.card(TrainingSession.model_validate(watch.snapshot), subscribed=False)
+    card = rendering.card(watch.snapshot, subscribed=False)
     with refusal_logged("turn the root card back", sub.channel_id):
         await slack.update(
             channel=sub.channel_id, ts=sub.root_ts, text=card["text"], blocks=card["blocks"]

@@ -2,8 +2,9 @@
 card, as one model written and read only through here.
 
 Non-finite values cannot be JSON numbers, so a value that was NaN or infinite is
-kept by name in `bad` and as a gap (None) in `latest` and `recent`. Reading never
-raises: an unreadable column reads as nothing read yet.
+kept by name in `bad` and as a gap (None) in `latest` and `recent`. The column
+(`bot.store.typed_json.PydanticJSON`) reads NULL or an unreadable value as nothing
+read yet; a chart that no longer reads is dropped alone.
 """
 
 from __future__ import annotations
@@ -81,13 +82,6 @@ class MetricsView(BaseModel):
 
     #: reads that failed in a row, for the back-off of the next (0: the last did not)
     failures: int = 0
-
-    @classmethod
-    def read(cls, stored: Any) -> MetricsView:
-        try:
-            return cls.model_validate(stored if isinstance(stored, dict) else {})
-        except ValidationError:
-            return cls()
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

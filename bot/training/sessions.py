@@ -14,7 +14,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bot.training.checkpoints import InferenceCheckpoint, TrainingCheckpoint
 from bot.training.status import TERMINAL, Status, status_of
@@ -60,6 +60,32 @@ class PolicyState(TolerantModel):
     target_weights_version: LenientInt = None
     trainer_step: LenientInt = None
     pending_publish: bool | None = None
+
+
+class WandbEntry(BaseModel):
+    """What Together's free-form `metadata.wandb` says of a session's W&B run. A part
+    that is not text is as if absent: the metadata is whatever the trainer wrote."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    url: str | None = None
+    entity: str | None = None
+    project: str | None = None
+    run_id: str | None = None
+
+    @field_validator("url", "entity", "project", "run_id", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str | None:
+        return value if isinstance(value, str) else None
+
+    @classmethod
+    def of(cls, metadata: Any) -> WandbEntry | None:
+        """The entry a session's metadata holds under `wandb`, if it holds one."""
+        match metadata:
+            case {"wandb": dict() as entry}:
+                return cls.model_validate(entry)
+            case _:
+                return None
 
 
 class TrainingSession(TolerantModel):
@@ -112,16 +138,20 @@ class TrainingSession(TolerantModel):
         return self.display_name or self.id
 
     @property
+    def wandb_entry(self) -> WandbEntry | None:
+        return WandbEntry.of(self.metadata)
+
+    @property
     def wandb_url(self) -> str | None:
         """The W&B run: its `url`, else built from entity, project and run id."""
-        wandb = (self.metadata or {}).get("wandb")
-        if not isinstance(wandb, dict):
+        wandb = self.wandb_entry
+        if wandb is None:
             return None
-        url = wandb.get("url")
-        if isinstance(url, str) and _SAFE_URL_RE.fullmatch(url) and len(url) <= 3000:
+        url = wandb.url
+        if url is not None and _SAFE_URL_RE.fullmatch(url) and len(url) <= 3000:
             return url
-        parts = [wandb.get(key) for key in ("entity", "project", "run_id")]
-        if not all(isinstance(p, str) and p.strip() for p in parts):
+        parts = (wandb.entity, wandb.project, wandb.run_id)
+        if not all(p is not None and p.strip() for p in parts):
             return None
         entity, project, run_id = (quote(str(p).strip(), safe="") for p in parts)
         built = f"https://wandb.ai/{entity}/{project}/runs/{run_id}"

@@ -14,8 +14,11 @@ from functools import cache
 from itertools import islice
 from typing import Any, Literal
 
+from pydantic import StrictInt
+
 from bot.training.checkpoints import Checkpoint
 from bot.training.sessions import TrainingSession
+from bot.training.tolerant import TolerantModel
 from bot.training.transitions import checkpoint_keys, newest
 
 COUNTS_KEY = "checkpoint_counts"
@@ -28,7 +31,7 @@ MAX_DEPTH = 5
 # Values `_bounded` returns as they are.
 _PLAIN = frozenset({int, float, bool, type(None)})
 # Fields not dumped whole: trimmed apart.
-_KEPT_APART = frozenset({"metadata", "training_checkpoints", "inference_checkpoints"})
+_KEPT_APART = frozenset({"metadata", "training_checkpoints", "inference_checkpoints", COUNTS_KEY})
 
 CheckpointKind = Literal["training", "inference"]
 
@@ -41,8 +44,11 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
     snapshot: dict[str, Any] = {
         k: v if type(v) in _PLAIN else _bounded(v, 1) for k, v in full.items()
     }
-    wandb = (session.metadata or {}).get("wandb")
-    snapshot["metadata"] = {"wandb": _bounded(wandb, 2)} if isinstance(wandb, dict) else None
+    match session.metadata:
+        case {"wandb": dict() as wandb}:
+            snapshot["metadata"] = {"wandb": _bounded(wandb, 2)}
+        case _:
+            snapshot["metadata"] = None
     for kind in ("training", "inference"):
         checkpoints: list[Checkpoint] = list(getattr(session, f"{kind}_checkpoints"))
         # The newest (ties as the card breaks them), kept in the API's order.
@@ -57,10 +63,22 @@ def trimmed_snapshot(session: TrainingSession) -> dict[str, Any]:
     return snapshot
 
 
+class CheckpointCounts(TolerantModel):
+    """How many checkpoints of each kind the session had when it was trimmed
+    (None: not known; a count that is not an int is not known either)."""
+
+    training: StrictInt | None = None
+    inference: StrictInt | None = None
+
+
 class SessionSnapshot(TrainingSession):
     """A session as stored and told: already trimmed, so copying it into every
     outbox row (one per subscribed thread) dumps it as it is, and reading a row
-    back gives the session its message is rendered from."""
+    back gives the session its message is rendered from. It is what the
+    `watched_sessions.snapshot` column reads as (`bot.store.typed_json`)."""
+
+    #: the counts beside the few checkpoints kept (`checkpoint_count`)
+    checkpoint_counts: CheckpointCounts | None = None
 
     @classmethod
     def of(cls, session: TrainingSession) -> SessionSnapshot:
@@ -82,6 +100,8 @@ def seen_state(session: TrainingSession) -> dict[str, Any]:
     two can never drift apart."""
     return {
         "last_status": session.status,
+        # The column reads it back as a `SessionSnapshot`; written as the dict it is
+        # built as: validating it only to dump it again would triple its cost.
         "snapshot": trimmed_snapshot(session),
         "checkpoint_keys": checkpoint_keys(session),
         # Which Together row this was built from; the poller, which has the row, sets it.
@@ -93,9 +113,11 @@ def checkpoint_count(session: TrainingSession, kind: CheckpointKind) -> int:
     """How many checkpoints of `kind` the session has: the stored count for a
     trimmed snapshot, else the length of the list."""
     listed = len(getattr(session, f"{kind}_checkpoints"))
-    counts = (session.model_extra or {}).get(COUNTS_KEY)
-    stored = counts.get(kind) if isinstance(counts, dict) else None
-    if isinstance(stored, int) and not isinstance(stored, bool) and stored > listed:
+    counts = session.checkpoint_counts if isinstance(session, SessionSnapshot) else None
+    stored: int | None = None
+    if counts is not None:
+        stored = counts.training if kind == "training" else counts.inference
+    if stored is not None and stored > listed:
         return stored
     return listed
 

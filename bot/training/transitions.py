@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Literal
+
+from pydantic import Field
 
 from bot.training.checkpoints import Checkpoint
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status, is_terminal, short_status, status_of
+from bot.training.tolerant import LenientInt, TolerantModel
 
 # The new status of a session Together no longer knows: not one of Together's own.
 GONE = "GONE"
@@ -114,7 +117,23 @@ def checkpoints_beyond(previous: list[str] | None, session: TrainingSession) -> 
     return beyond
 
 
-def checkpoint_news(previous: list[str] | None, session: TrainingSession) -> list[dict[str, Any]]:
+class CheckpointNews(TolerantModel):
+    """One checkpoint told new, or newly registered, as a `checkpoints` outbox row
+    keeps it. Tolerant like Together's shapes: a row written by an older version
+    reads, a field of an odd type falls back to its default (an unknown kind is an
+    inference checkpoint, an unknown event "new", as the message always read them)."""
+
+    kind: Literal["training", "inference"] = "inference"
+    id: str = ""
+    step: LenientInt = None
+    #: when it was made, as Together said (ISO text, kept as written)
+    created_at: str | None = None
+    #: the model names it is registered as
+    registered: list[str] = Field(default_factory=list)
+    event: Literal["new", "registered"] = "new"
+
+
+def checkpoint_news(previous: list[str] | None, session: TrainingSession) -> list[CheckpointNews]:
     """Checkpoints (or registrations) among the newest TOLD_CHECKPOINTS of each kind
     that appeared since `previous`; one item each.
 
@@ -123,7 +142,7 @@ def checkpoint_news(previous: list[str] | None, session: TrainingSession) -> lis
     if previous is None:
         return []
     seen = set(previous)
-    items: list[dict[str, Any]] = []
+    items: list[CheckpointNews] = []
     for kind, code in _KINDS:
         for cp in _told(session, kind)[0]:
             names = cp.registered_names()
@@ -131,13 +150,13 @@ def checkpoint_news(previous: list[str] | None, session: TrainingSession) -> lis
             newly_registered = bool(names) and f"{code}:{cp.id}:registered" not in seen
             if is_new or newly_registered:
                 items.append(
-                    {
-                        "kind": kind,
-                        "id": cp.id,
-                        "step": cp.step,
-                        "created_at": cp.created_at.isoformat() if cp.created_at else None,
-                        "registered": names,
-                        "event": "new" if is_new else "registered",
-                    }
+                    CheckpointNews(
+                        kind=kind,
+                        id=cp.id,
+                        step=cp.step,
+                        created_at=cp.created_at.isoformat() if cp.created_at else None,
+                        registered=names,
+                        event="new" if is_new else "registered",
+                    )
                 )
     return items

@@ -20,7 +20,7 @@ they are shown.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -29,6 +29,7 @@ from pydantic import (
     ModelWrapValidatorHandler,
     StrictInt,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -72,6 +73,34 @@ class _Stored(BaseModel):
             return handler({k: v for k, v in value.items() if k not in failed})
 
 
+class _QueueDetails(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    queue_position: Any = None
+
+
+class ResourceFacts(BaseModel):
+    """The few fields of Together's resource (as `SpendRead` keeps it) that the
+    card's key and the stall watch read, as Together sent them: compared and
+    shown, never computed with, so not parsed as the whole `ModelResource`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    compute_config: Any = None
+    status_details: _QueueDetails | None = None
+    expires_at: Any = None
+    inactive_timeout: Any = None
+
+    @field_validator("status_details", mode="before")
+    @classmethod
+    def _object_or_none(cls, value: Any) -> Any:
+        return value if isinstance(value, dict) else None
+
+    @property
+    def queue_position(self) -> Any:
+        return self.status_details.queue_position if self.status_details is not None else None
+
+
 class SpendRead(_Stored):
     """The spend watch's last read of the session's model resource: the resource
     and its price as Together sent them, and how long the bot has seen it READY."""
@@ -104,6 +133,10 @@ class SpendRead(_Stored):
             ready_seconds=ready_seconds,
             seen_at=seen_at,
         )
+
+    def facts(self) -> ResourceFacts:
+        """What the card and the stall watch read of the resource (empty: none kept)."""
+        return ResourceFacts.model_validate(self.resource or {})
 
     def model_resource(self) -> ModelResource | None:
         """The resource, parsed; None when it is missing or no longer validates."""
@@ -179,11 +212,6 @@ class WatchProgress(_Stored):
     def _shape(cls, value: Any) -> Any:
         """The whole column: anything but an object reads as empty (a first look)."""
         return value if isinstance(value, dict | cls) else {}
-
-    @classmethod
-    def read(cls, stored: Any) -> Self:
-        """The column (or a payload's copy of it) back; never raises."""
-        return cls.model_validate(stored)
 
     @classmethod
     def seen(

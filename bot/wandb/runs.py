@@ -8,7 +8,8 @@ optional there). Only a run with all three can be read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from bot.training.sessions import WandbEntry
 
 #: W&B's own limits on names are far lower; this keeps a hostile value out of a query
 MAX_PART = 256
@@ -25,13 +26,12 @@ class RunRef:
         return f"{self.entity}/{self.project}/{self.run_id}"
 
 
-def run_of(metadata: dict[str, Any] | None) -> RunRef | None:
-    """The run a session's metadata names, or None when it names none (or only in part)."""
-    wandb = (metadata or {}).get("wandb")
-    if not isinstance(wandb, dict):
+def run_of(wandb: WandbEntry | None) -> RunRef | None:
+    """The run a session's W&B entry names, or None when it names none (or only in part)."""
+    if wandb is None:
         return None
-    parts = [wandb.get(key) for key in ("entity", "project", "run_id")]
-    if not all(isinstance(p, str) and p.strip() and len(p) <= MAX_PART for p in parts):
+    parts = (wandb.entity, wandb.project, wandb.run_id)
+    if not all(p is not None and p.strip() and len(p) <= MAX_PART for p in parts):
         return None
     entity, project, run_id = (str(p).strip() for p in parts)
     return RunRef(entity, project, run_id)

@@ -19,6 +19,7 @@ from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 from bot.training.rules import Progress, idles_out_at
 from bot.training.sessions import TrainingSession
+from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
 from bot.training.time_bounds import later, naive_utc, span
 from bot.training.watch_progress import WatchProgress
@@ -79,8 +80,8 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
         candidate(
             "s1",
             last_status="STOPPED",
-            progress=WatchProgress.read(None),
-            snapshot={"model_resources_id": "../x"},
+            progress=WatchProgress.model_validate(None),
+            snapshot=SessionSnapshot(id="s1", model_resources_id="../x"),
             now=NOW,
             fresh_for=FRESH,
         )
@@ -175,7 +176,7 @@ def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
         step=5,
         created_at="0001-01-01T00:00:00+05:00",
     )
-    _, got = stall_check(WatchProgress.read(stored), running, now=NOW)
+    _, got = stall_check(WatchProgress.model_validate(stored), running, now=NOW)
     assert got is not None and got.expires_at == datetime.max
     assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX
 

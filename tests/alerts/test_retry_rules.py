@@ -76,7 +76,7 @@ def test_a_failed_look_is_marked_to_wait_and_counted_in_the_stored_mark() -> Non
     assert got is not None and got.failures == 3
     assert got.idle_since == NOW - timedelta(hours=1)  # kept through a failed look
     # An old mark without a count reads as none.
-    assert WatchProgress.read({"idle_check": {"resource_id": RID}}).idle_check is not None
+    assert WatchProgress.model_validate({"idle_check": {"resource_id": RID}}).idle_check is not None
     fresh = look(idle_check={"resource_id": RID, "check_at": due["check_at"]})
     assert fresh is not None and fresh.failures == 0
 

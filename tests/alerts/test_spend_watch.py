@@ -69,9 +69,9 @@ def test_the_card_says_gpu_price_and_an_estimated_spend() -> None:
 
 def test_unreadable_columns_give_no_facts() -> None:
     for bad in (None, "x", {"spend": "x"}, {"spend": {"resource": 3, "price": []}}):
-        got = facts(CardView.read(bad))
+        got = facts(CardView.model_validate(bad))
         assert got.resource is None and got.price is None and got.ready_seconds is None
-    assert card_key(None) is None and card_key(WatchProgress.read("x").spend) is None
+    assert card_key(None) is None and card_key(WatchProgress.model_validate("x").spend) is None
 
 
 def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready() -> None:
@@ -92,7 +92,7 @@ def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready()
 
 def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the_eta() -> None:
     def key(watch: object) -> str | None:
-        return card_view_key(WatchProgress.read(watch))
+        return card_view_key(WatchProgress.model_validate(watch))
 
     assert key({"rate": None}) is None and key(None) is None
     slow, fast = key({"rate": 10.0}), key({"rate": 10.2})
@@ -101,11 +101,11 @@ def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the
     spend = stored(None, (resource(), PRICE), now=NOW)
     assert spend is not None and key({"rate": 10.0, "spend": spend.dump()}) != slow
     eta = NOW + timedelta(minutes=10)
-    got = facts(CardView.read({"rate": 100.0, "target": 2000, "eta": eta.isoformat()}))
+    got = facts(CardView.model_validate({"rate": 100.0, "target": 2000, "eta": eta.isoformat()}))
     assert got.target == 2000 and got.eta == eta
     shown = str(watch_blocks(got, step=1000))
     assert "step 2,000, ETA" in shown and "100 steps/min" in shown
-    assert facts(CardView.read({"target": True, "eta": "soon"})).target is None
+    assert facts(CardView.model_validate({"target": True, "eta": "soon"})).target is None
 
 
 def _watched(step: int, since: datetime, *, running: bool = True) -> CardView:
@@ -145,8 +145,8 @@ def test_a_watch_state_without_progress_still_shows_the_resource() -> None:
     view = CardView.of(WatchProgress.model_construct(spend=spend))
     got, step = card_facts(CardWatch(view, target=50), now=NOW)
     assert got.resource is not None and got.target == 50 and got.eta is None and step is None
-    nothing, _ = card_facts(CardWatch(CardView.read(None)), now=NOW)
-    assert nothing == facts(CardView.read(None))
+    nothing, _ = card_facts(CardWatch(CardView.model_validate(None)), now=NOW)
+    assert nothing == facts(CardView.model_validate(None))
 
 
 # --- ResourceReader: which resources a cycle reads, and how --------------------------------

@@ -32,7 +32,7 @@ def threads(*minutes: int | None, muted: bool = False) -> list[tuple[Thread, int
 
 
 def poll(stored: object, s: TrainingSession, at: timedelta) -> tuple[dict, object]:
-    new, progress = check(WatchProgress.read(stored), s, now=T0 + at)
+    new, progress = check(WatchProgress.model_validate(stored), s, now=T0 + at)
     return new.dump(), progress
 
 
@@ -103,11 +103,11 @@ def test_a_slow_start_is_told_from_togethers_created_at() -> None:
 def test_the_progress_column_round_trips_and_odd_values_are_a_first_look() -> None:
     stored, _ = poll(None, session(step=12345678901234567), 0 * MIN)
     assert stored["step"] == "12345678901234567"
-    read = WatchProgress.read(stored)
+    read = WatchProgress.model_validate(stored)
     progress, seen_at = read.progress(), read.seen_at
     assert progress is not None and progress.step == 12345678901234567 and seen_at == T0
     for odd in (None, "x", {}, {"since": "yesterday", "seen_at": "now"}, {"step": "a"}):
-        assert WatchProgress.read(odd).progress() is None
+        assert WatchProgress.model_validate(odd).progress() is None
 
 
 def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
@@ -122,7 +122,7 @@ def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
             stall_after=default, creating_after=30 * MIN, oncall_channel="COPS", page_on_stall=True
         )
         for _ in range(40):
-            narrowed = every = WatchProgress.read(None)
+            narrowed = every = WatchProgress.model_validate(None)
             at, step, status = timedelta(0), 7, "RUNNING"
             skipped = 0
             for _ in range(30):

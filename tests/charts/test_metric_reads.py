@@ -9,6 +9,7 @@ from bot.jobs.metric_reads import BadMetric, next_view
 from bot.rendering.metric_alert import metric_alert
 from bot.rendering.metric_lines import MetricLine, metrics_text, sparkline, with_metrics
 from bot.rendering.root_card import metric_lines
+from bot.store.tables import SessionMetrics
 from bot.training.metrics_view import MetricsView
 from bot.wandb.history import Series
 
@@ -63,9 +64,11 @@ def test_a_sparkline_spanning_the_whole_float_range_is_drawn() -> None:
 
 def test_metric_lines_read_the_stored_view_tolerantly() -> None:
     stored = MetricsView(latest={"reward": 0.5}, recent={"reward": [0.1, None]}).dump()
-    assert metric_lines(stored, NAMES) == (MetricLine("reward", 0.5, (0.1, None)),)
-    assert metric_lines("not a view", NAMES) == ()
-    assert metric_lines({"latest": {"reward": "x"}}, NAMES) == ()
+    # as the column reads it back (`PydanticJSON`): an unreadable view is nothing read
+    read = SessionMetrics.__table__.c.view.type.process_result_value
+    assert metric_lines(read(stored, None), NAMES) == (MetricLine("reward", 0.5, (0.1, None)),)
+    assert metric_lines(read("not a view", None), NAMES) == ()
+    assert metric_lines(read({"latest": {"reward": "x"}}, None), NAMES) == ()
 
 
 def test_the_alert_names_the_metric_value_and_step() -> None:

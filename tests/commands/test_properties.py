@@ -81,8 +81,21 @@ VERBS = ["subscribe", "unsubscribe", "show", "list", "help", "SUBSCRIBE", "Help"
 GRAMMAR = ["mute", "unmute", "digest", "on", "off", "30m", "1h30m", "09:00", "23:59", "UTC"]
 GRAMMAR += ["Europe/Berlin", "America", "Etc", "x" * 300, "status", "checkpoints", "errors-only"]
 GRAMMAR += ["alert", "alerts", "budget", "*", "<", "&lt;=", ">", "0.2", "nan", "for", "page"]
-GRAMMAR += ["steps_per_min", "$200", "$5/day", "$0", "31d"]
-ID_VERBS = ("show", "subscribe", "unsubscribe", "mute", "unmute")
+GRAMMAR += ["steps_per_min", "$200", "$5/day", "$0", "31d", "chart", "ls", "follow", "unfollow"]
+ID_VERBS = ("show", "subscribe", "unsubscribe", "mute", "unmute", "chart")
+#: verbs that name no single session, or one only inside a rule (`_rule_ids`)
+NO_ID_VERBS = ("help", "list", "digest", "ls", "follow", "unfollow", "alerts", "alert", "budget")
+
+
+def _rule_ids(command: Command) -> list[str]:
+    """The session ids (or `*`) a command's metric rule, budget or rule listing names."""
+    named = [
+        command.metric_rule.session_id if command.metric_rule else None,
+        command.budget.session_id if command.budget else None,
+        command.rules_of if isinstance(command.rules_of, str) else None,
+    ]
+    return [n for n in named if n is not None]
+
 
 _piece = st.one_of(
     st.sampled_from(SLACK_MARKUP + CONTROL + VERBS + GRAMMAR + [SID, " ", "/", "..", "%2F", "\t"]),
@@ -138,6 +151,9 @@ def valid(message: dict[str, Any]) -> None:
 @example(text="digest on 09:00 " + "x" * 300)  # a file name too long
 @example(text="digest on 09:00 <!channel>")
 @example(text=f"mute {SID} <!here>")
+@example(text="ALERTS")
+@example(text=f"alert {SID} reward < 0.2 for 10m page")
+@example(text="budget * $5/day")
 def test_parse_never_raises_and_yields_an_id_or_an_answer(text: str | None) -> None:
     command = parse(text)
     assert isinstance(command, Command)
@@ -149,7 +165,12 @@ def test_parse_never_raises_and_yields_an_id_or_an_answer(text: str | None) -> N
         assert is_session_id(command.session_id)
         assert command.session_id in (text or "")
     elif command.problem is None:
-        assert command.verb in ("help", "list", "digest")
+        # a verb about no one session, or about rules whose id (or `*`) is as well-formed
+        assert command.verb in NO_ID_VERBS, command.verb
+        for rule_id in _rule_ids(command):
+            assert rule_id == "*" or (
+                SESSION_ID_RE.fullmatch(rule_id) and rule_id in (text or "")
+            ), rule_id
     if command.verb in ID_VERBS and command.problem is None:
         assert command.session_id is not None
     # Whatever the text, the immediate answer (usage or refusal) is valid Block Kit

@@ -176,7 +176,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
         "seen_at": since.isoformat(),
     }
     at = since + timedelta(minutes=20)
-    stored = WatchProgress.read(stored_json)
+    stored = WatchProgress.model_validate(stored_json)
     stalled = with_progress(row, stored, at, timedelta(minutes=15))
     assert stalled.rate == 2.5 and stalled.stalled
     assert not with_progress(row, stored, at, timedelta(minutes=30)).stalled
@@ -220,18 +220,20 @@ def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     )
     row = SessionRow(session=stopped, resource=ready)
     idle_json = {"idle_check": {"resource_id": "res-a", "idle_since": "2026-03-01T10:00:00"}}
-    idle = WatchProgress.read(idle_json)
+    idle = WatchProgress.model_validate(idle_json)
     assert with_progress(row, idle, at, None).idle_resource
-    alerted = WatchProgress.read({"idle_check": idle_json["idle_check"] | {"done": "alerted"}})
+    alerted = WatchProgress.model_validate(
+        {"idle_check": idle_json["idle_check"] | {"done": "alerted"}}
+    )
     assert with_progress(row, alerted, at, None).idle_resource
     # Busy (taken by another session on this page, or as the follow-up found it),
     # not READY any more, or about another resource: no flag.
     assert not with_progress(row, idle, at, None, busy={"res-a"}).idle_resource
-    busy = WatchProgress.read({"idle_check": {"resource_id": "res-a", "done": "busy"}})
+    busy = WatchProgress.model_validate({"idle_check": {"resource_id": "res-a", "done": "busy"}})
     assert not with_progress(row, busy, at, None).idle_resource
     pending = ModelResource.model_validate(make_model_resource("res-a", "PENDING"))
     assert not with_progress(SessionRow(stopped, resource=pending), idle, at, None).idle_resource
-    other = WatchProgress.read(
+    other = WatchProgress.model_validate(
         {"idle_check": {"resource_id": "res-b", "idle_since": "2026-03-01T10:00:00"}}
     )
     assert not with_progress(row, other, at, None).idle_resource

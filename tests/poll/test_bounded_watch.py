@@ -99,9 +99,7 @@ def test_the_stored_keys_are_the_newest_and_a_count_and_news_is_still_told_once(
 
     one_more = TrainingSession.model_validate(_with(MANY + 1, MANY))
     news = checkpoint_news(keys, one_more)
-    assert [(i["kind"], i["id"]) for i in news] == [
-        ("training", one_more.training_checkpoints[-1].id)
-    ]
+    assert [(i.kind, i.id) for i in news] == [("training", one_more.training_checkpoints[-1].id)]
     assert checkpoints_beyond(keys, one_more) == 0
     after = checkpoint_keys(one_more)
     assert checkpoint_news(after, one_more) == []  # told once

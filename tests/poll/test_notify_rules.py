@@ -14,6 +14,7 @@ from bot.outbox.contract.payloads import (
     Kind,
     OncallPayload,
     OperatorPayload,
+    RenderedDigest,
     RootPayload,
     TransitionPayload,
     read_payload,
@@ -22,7 +23,7 @@ from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Subscriber, notifications, tells
 from bot.simulated import make_session
 from bot.training.sessions import TrainingSession
-from bot.training.transitions import detect, gone
+from bot.training.transitions import CheckpointNews, detect, gone
 from bot.training.watch_progress import WatchProgress
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -120,7 +121,7 @@ def test_no_on_call_channel_no_alert_and_an_unwatched_error_alerts_without_a_thr
 
 def test_checkpoints_are_told_only_to_unmuted_checkpoint_subscriptions() -> None:
     session = _session("RUNNING")
-    items = [{"kind": "training", "id": "ck-1", "step": 10, "event": "new", "registered": []}]
+    items = [CheckpointNews(kind="training", id="ck-1", step=10, event="new")]
     events = {SID: [SessionEvent(2, session, checkpoints=items)]}
     watchers = [
         _watcher(1),
@@ -162,10 +163,7 @@ def test_stored_rows_read_back_as_their_payload_class() -> None:
         assert "kind" not in values["payload"]
         assert read_payload(values["kind"], values["payload"]) == row.payload
     old_digest = read_payload("digest", {"message": {"text": "t", "blocks": []}})
-    assert isinstance(old_digest, DigestPayload) and old_digest.message == {
-        "text": "t",
-        "blocks": [],
-    }
+    assert isinstance(old_digest, DigestPayload) and old_digest.message == RenderedDigest(text="t")
     old_transition = read_payload(
         "transition",
         {"old_status": "A", "new_status": "B", "ended": False, "gone": False, "session": None},
@@ -183,7 +181,7 @@ def test_an_unknown_kind_is_refused() -> None:
 
 def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
-    watch = WatchProgress.read({"rate": 2.0, "spend": {"status": "READY"}})
+    watch = WatchProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
     events = {SID: [SessionEvent(3, session, watch=watch, card_view_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
@@ -202,7 +200,11 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     since = NOW - timedelta(minutes=1)
     watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
     watch |= {"anchored": True, "seen_at": NOW.isoformat()}
-    events = {SID: [SessionEvent(3, session, watch=WatchProgress.read(watch), card_view_key="k")]}
+    events = {
+        SID: [
+            SessionEvent(3, session, watch=WatchProgress.model_validate(watch), card_view_key="k")
+        ]
+    }
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows
     [row] = rows  # no spend and no target: no redraw for subscription 1

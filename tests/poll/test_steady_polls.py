@@ -167,12 +167,13 @@ def test_a_steady_poll_writes_only_what_moves_and_a_change_after_it_is_told_once
             assert stored.fingerprint == RawSession.of(running).fingerprint
             assert stored.lease_owner is None
             # Mark the stored snapshot: a steady poll must leave it as it is.
-            stored.snapshot = {**stored.snapshot, "display_name": "as-stored"}
+            assert stored.snapshot is not None
+            stored.snapshot = stored.snapshot.model_copy(update={"display_name": "as-stored"})
             first_seen = stored.progress
         await _poll(maker, RawSession.of(running))
         async with maker() as db:
             stored = await _stored(db)
-            assert stored.snapshot["display_name"] == "as-stored"
+            assert stored.snapshot.display_name == "as-stored"
             assert stored.progress != first_seen  # when it was last seen moved on
             assert stored.lease_owner is None and stored.transition_seq == 0
         assert await _rows(maker) == []
@@ -181,8 +182,8 @@ def test_a_steady_poll_writes_only_what_moves_and_a_change_after_it_is_told_once
         await _poll(maker, RawSession.of(moved))
         async with maker() as db:
             stored = await _stored(db)
-            assert stored.snapshot["display_name"] != "as-stored"
-            assert stored.snapshot["step"] == "43" or stored.snapshot["step"] == 43
+            assert stored.snapshot.display_name != "as-stored"
+            assert stored.snapshot is not None and stored.snapshot.step == 43
             assert stored.fingerprint == RawSession.of(moved).fingerprint
 
         stopping = make_session(SID, "STOPPING", step="43")
@@ -208,21 +209,24 @@ def test_a_row_like_the_stored_one_is_judged_whole_after_a_failure_or_another_wr
         async with maker() as db, db.begin():
             stored = await _stored(db)
             assert stored.consecutive_failures == 1
-            stored.snapshot = {**stored.snapshot, "display_name": "as-stored"}
+            assert stored.snapshot is not None
+            stored.snapshot = stored.snapshot.model_copy(update={"display_name": "as-stored"})
         await _poll(maker, RawSession.of(running))  # clears the failure: whole
         async with maker() as db, db.begin():
             stored = await _stored(db)
             assert stored.consecutive_failures == 0 and stored.last_failure is None
-            assert stored.snapshot["display_name"] != "as-stored"
+            assert stored.snapshot.display_name != "as-stored"
             # Another writer (a re-subscribe) stores a state from elsewhere: no fingerprint.
-            for key, value in seen_state(TrainingSession.model_validate(running)).items():
+            seen = seen_state(TrainingSession.model_validate(running))
+            for key, value in seen.items():
                 setattr(stored, key, value)
-            stored.snapshot = {**stored.snapshot, "display_name": "as-stored"}
+            # (the state is written as the dicts it is built as)
+            stored.snapshot = seen["snapshot"] | {"display_name": "as-stored"}
         async with maker() as db:
             assert (await _stored(db)).fingerprint is None
         await _poll(maker, RawSession.of(running))
         async with maker() as db:
-            assert (await _stored(db)).snapshot["display_name"] != "as-stored"
+            assert (await _stored(db)).snapshot.display_name != "as-stored"
 
     _run(db_url, work)
 
@@ -238,7 +242,7 @@ def test_a_steady_creating_session_is_still_judged_for_a_slow_start(db_url: str)
             (await _stored(db)).snapshot = {"id": SID, "display_name": "as-stored"}
         await _poll(maker, RawSession.of(creating))
         async with maker() as db:
-            assert (await _stored(db)).snapshot["display_name"] != "as-stored"
+            assert (await _stored(db)).snapshot.display_name != "as-stored"
 
     _run(db_url, work)
 

@@ -137,7 +137,7 @@ def _session() -> TrainingSession:
 def test_the_card_carries_the_chart_before_its_buttons_and_validates() -> None:
     stored = MetricsView(
         chart=StoredChart(kind="metric", name="reward", points=[(0.0, 0.1), (10.0, 0.4)])
-    ).dump()
+    )
     watch = CardWatch(CardView(), chart=card_chart(stored))
     drawn = card_with_watch(card(_session(), subscribed=True), watch, now=datetime.now(UTC))
     kinds = [b["type"] for b in drawn["blocks"]]
@@ -145,8 +145,8 @@ def test_the_card_carries_the_chart_before_its_buttons_and_validates() -> None:
     assert blocks_problems(drawn["blocks"]) == []  # the rest by slack_sdk's models
     plain_card = without_charts(drawn)
     assert not has_chart(plain_card["blocks"]) and len(plain_card["blocks"]) == len(kinds) - 1
-    assert card_chart({"chart": {"kind": "nope"}}) is None
-    assert card_chart("not a view") is None
+    assert card_chart(MetricsView.model_validate({"chart": {"kind": "nope"}})) is None
+    assert card_chart(MetricsView()) is None
 
 
 def test_a_card_never_carries_more_charts_than_slack_allows() -> None:
@@ -159,10 +159,12 @@ def test_a_card_never_carries_more_charts_than_slack_allows() -> None:
 
 
 def test_a_stored_chart_that_does_not_read_leaves_the_rest_of_the_view() -> None:
-    view = MetricsView.read({"latest": {"reward": 0.5}, "chart": {"kind": "metric", "points": 3}})
+    view = MetricsView.model_validate(
+        {"latest": {"reward": 0.5}, "chart": {"kind": "metric", "points": 3}}
+    )
     assert view.latest == {"reward": 0.5} and view.chart is None
     too_many = {"kind": "metric", "name": "r", "points": [[i, i] for i in range(21)]}
-    assert MetricsView.read({"chart": too_many}).chart is None
+    assert MetricsView.model_validate({"chart": too_many}).chart is None
 
 
 def test_the_job_keeps_the_first_metric_reduced_or_the_polls_steps() -> None:

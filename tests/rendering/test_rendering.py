@@ -39,6 +39,7 @@ from bot.rendering import (
 )
 from bot.rendering.terminal import as_text
 from bot.training.sessions import TrainingSession
+from bot.training.transitions import CheckpointNews
 from tests.block_kit import block_kit_problems
 from tests.support.blocks import (
     MENTION,
@@ -377,7 +378,7 @@ def test_checkpoint_events_name_each_kind_for_what_it_is() -> None:
         },
         {"kind": "inference", "id": "i2", "step": 20, "registered": [], "event": "new"},
     ]
-    msg = checkpoint_message(session(NEW_SHAPE), items)
+    msg = checkpoint_message(session(NEW_SHAPE), [CheckpointNews.model_validate(i) for i in items])
     assert_valid(msg)
     shown = as_text(msg)
     assert "*Training checkpoint new:* `t1` · step 10 · resumable state ml_t@rv_t" in shown
@@ -468,7 +469,7 @@ def test_a_17_digit_step_is_shown_exactly() -> None:
     shown = as_text(card(s))
     assert "Step: 12345678901234567" in shown
     assert "12345678901234568" not in shown
-    items = [{"kind": "training", "id": "t", "step": s.step, "registered": [], "event": "new"}]
+    items = [CheckpointNews(kind="training", id="t", step=s.step, event="new")]
     assert "Latest step 12345678901234567" in as_text(checkpoint_message(s, items))
 
 

@@ -34,6 +34,7 @@ from bot.rendering.watch import idle_resource_alert, stalled_message
 from bot.simulated.together import make_model_resource, make_session
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession
+from bot.training.transitions import CheckpointNews
 from tests.support.blocks import INJECTIONS, assert_inert, assert_valid, text_fields
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
@@ -123,7 +124,7 @@ def test_inference_checkpoints_get_download_buttons_on_the_card_and_in_their_new
         {"kind": "inference", "id": "ck-reg", "step": 50, "event": "registered"},
         {"kind": "training", "id": "ck-train", "step": 60, "event": "new"},
     ]
-    news = checkpoint_message(session, items)
+    news = checkpoint_message(session, [CheckpointNews.model_validate(i) for i in items])
     assert_valid(news)
     values = [e["value"] for b in news["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert values == [f"{SID}/ck-new"]

@@ -19,6 +19,7 @@ from bot.rendering.card import checkpoint_facts
 from bot.rendering.text import code_span, user_ref
 from bot.simulated.together import make_session
 from bot.training.sessions import TrainingSession
+from bot.training.transitions import CheckpointNews
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 
@@ -150,14 +151,14 @@ def test_a_checkpoint_is_described_alike_on_the_card_and_in_its_news() -> None:
         rendering.checkpoint_message(
             session,
             [
-                {
-                    "kind": "inference",
-                    "id": cp.id,
-                    "step": cp.step,
-                    "created_at": None,
-                    "registered": cp.registered_names(),
-                    "event": "new",
-                }
+                CheckpointNews(
+                    kind="inference",
+                    id=cp.id,
+                    step=cp.step,
+                    created_at=None,
+                    registered=cp.registered_names(),
+                    event="new",
+                )
             ],
         )
     )

@@ -26,6 +26,7 @@ from bot.training.thresholds import (
     local_day,
     reaches_at,
 )
+from bot.training.watch_progress import WatchProgress
 from bot.wandb.history import Series
 
 T = datetime(2026, 12, 3, 12, 0)
@@ -146,14 +147,8 @@ def test_the_daily_count_starts_at_local_midnight_not_utc() -> None:
 
 
 def test_readings_come_from_the_poll_and_the_w_and_b_read() -> None:
-    progress = {
-        "step": "120",
-        "since": T.isoformat(),
-        "running": True,
-        "rate": 12.0,
-        "anchored": True,
-        "seen_at": T.isoformat(),
-    }
+    # the progress column as the poll hands it over (its model)
+    progress = WatchProgress(step=120, since=T, running=True, rate=12.0, anchored=True, seen_at=T)
     readings = poll_readings({"s1": {"progress": progress}, "s2": {"next_poll_at": T}})
     assert list(readings) == ["s1"] and readings["s1"]["steps_per_min"].value == 12.0
     series = Series("reward", (10.0, 20.0), (0.3, 0.1))

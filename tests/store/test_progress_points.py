@@ -19,6 +19,7 @@ from bot.store.queries.progress_points import (
     steps_of,
 )
 from bot.store.tables import ProgressPoint, WatchedSession
+from bot.training.watch_progress import WatchProgress
 
 T0 = datetime(2026, 12, 1, 10, 0)
 
@@ -87,24 +88,28 @@ def test_points_go_with_the_watch(db_url: str) -> None:
     assert dropped == 1 and [s for _, s in kept] == [1]
 
 
+_read = WatchProgress.model_validate
+
+
 class _Row:
     def __init__(self, progress: Any) -> None:
         self.progress = progress
 
 
 def test_only_a_step_that_moved_is_a_point() -> None:
+    # what the poll hands over (the column's model), against what the row read
     seen = {"since": "2026-12-01T10:00:00", "seen_at": "2026-12-01T10:00:00", "running": True}
     owned = {
-        "same": _Row(seen | {"step": "5"}),
-        "moved": _Row(seen | {"step": "5"}),
+        "same": _Row(_read(seen | {"step": "5"})),
+        "moved": _Row(_read(seen | {"step": "5"})),
         "first": _Row(None),
-        "unknown": _Row(seen | {"step": None}),
+        "unknown": _Row(_read(seen | {"step": None})),
     }
     updates: dict[str, dict[str, Any]] = {
-        "same": {"progress": seen | {"step": "5"}},
-        "moved": {"progress": seen | {"step": "6"}},
-        "first": {"progress": seen | {"step": "1"}},
-        "unknown": {"progress": seen | {"step": None}},
-        "not_owned": {"progress": seen | {"step": "9"}},
+        "same": {"progress": _read(seen | {"step": "5"})},
+        "moved": {"progress": _read(seen | {"step": "6"})},
+        "first": {"progress": _read(seen | {"step": "1"})},
+        "unknown": {"progress": _read(seen | {"step": None})},
+        "not_owned": {"progress": _read(seen | {"step": "9"})},
     }
     assert moved_steps(owned, updates) == {"moved": 6, "first": 1}

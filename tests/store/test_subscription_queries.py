@@ -26,6 +26,8 @@ from bot.store.queries.subscriptions import (
 )
 from bot.store.rule_tables import Budget
 from bot.store.tables import SESSION_ENDED, ChartRefusal, SessionMetrics, Subscription, utcnow
+from bot.training.metrics_view import MetricsView
+from bot.training.watch_progress import WatchProgress
 from tests.support.store_rows import CHANNEL, TEAM, add_subscription, add_watch
 
 Maker = async_sessionmaker[AsyncSession]
@@ -220,7 +222,9 @@ async def test_first_threads_are_each_sessions_oldest_whatever_its_state(maker: 
 
 async def test_channel_watched_is_the_channels_active_watched_sessions(maker: Maker) -> None:
     async with maker() as db, db.begin():
-        await add_watch(db, "s1", last_status="ERROR", snapshot={"display_name": "run one"})
+        await add_watch(
+            db, "s1", last_status="ERROR", snapshot={"id": "s1", "display_name": "run one"}
+        )
         await add_watch(db, "s2")
         await add_watch(db, "s3")
         await add_subscription(db, "s1")
@@ -229,7 +233,9 @@ async def test_channel_watched_is_the_channels_active_watched_sessions(maker: Ma
         await add_subscription(db, "s4")  # no watch row: left out
     async with maker() as db:
         rows = await channel_watched(db, team_id=TEAM, channel_id=CHANNEL)
-    assert [tuple(r) for r in rows] == [("s1", {"display_name": "run one"}, "ERROR")]
+    assert [(sid, snap and snap.display_name, status) for sid, snap, status in rows] == [
+        ("s1", "run one", "ERROR")
+    ]
 
 
 async def test_card_settings_join_progress_view_refusal_and_the_sessions_own_budget(
@@ -267,6 +273,7 @@ async def test_card_settings_join_progress_view_refusal_and_the_sessions_own_bud
         rows = {r[0]: tuple(r) for r in await card_settings(db, [a.id, b.id])}
         assert await card_settings(db, []) == []
     assert rows == {
-        a.id: (a.id, 100, 20, {"step": 5}, {"metrics": {}}, TEAM, None, 50.0),
-        b.id: (b.id, None, None, None, None, "T2", "T2", None),
+        # a view of an older shape reads as what it still says (nothing); none read: empty
+        a.id: (a.id, 100, 20, WatchProgress(step=5), MetricsView(), TEAM, None, 50.0),
+        b.id: (b.id, None, None, None, MetricsView(), "T2", "T2", None),
     }

@@ -48,7 +48,7 @@ async def test_a_new_watch_starts_from_what_together_says_with_its_first_poll_du
         await start_watching(db, _session("s1", RUNNING), first_poll_in=60)
     watch = await _watch(maker, "s1")
     assert (watch.active, watch.last_status, watch.transition_seq) == (True, RUNNING, 0)
-    assert watch.snapshot["id"] == "s1"
+    assert watch.snapshot is not None and watch.snapshot.id == "s1"
     assert before + timedelta(seconds=59) <= watch.next_poll_at <= utcnow() + timedelta(seconds=61)
 
 
@@ -73,10 +73,10 @@ async def test_a_live_watch_is_left_to_the_poller_and_a_stopped_one_restarts_fro
 
 async def test_created_watches_are_active_watches_of_the_creators_asked(maker: Maker) -> None:
     async with maker() as db, db.begin():
-        await add_watch(db, "s1", snapshot={"created_by": "alice"})
-        await add_watch(db, "s2", snapshot={"created_by": "bob"})
-        await add_watch(db, "s3", snapshot={"created_by": "alice"}, active=False)
-        await add_watch(db, "s4", snapshot={})
+        await add_watch(db, "s1", snapshot={"id": "s1", "created_by": "alice"})
+        await add_watch(db, "s2", snapshot={"id": "s2", "created_by": "bob"})
+        await add_watch(db, "s3", snapshot={"id": "s3", "created_by": "alice"}, active=False)
+        await add_watch(db, "s4", snapshot={})  # names no session: reads as none
     async with maker() as db:
         found = await created_watches(db, created_by=["alice", "carol"])
         assert await created_watches(db, created_by=[]) == []

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.alerts.idle_follow_up import Candidate, candidate
 from bot.simulated.together import make_model_resource
+from bot.training.snapshots import SessionSnapshot
 from bot.training.watch_progress import WatchProgress
 
 NOW = datetime(2026, 12, 1, 10, 0)  # naive UTC, as the database's times
@@ -29,8 +30,8 @@ def look(status: str = "STOPPED", **progress: Any) -> Candidate | None:
     return candidate(
         "s1",
         last_status=f"TRAINING_SESSION_STATUS_{status}",
-        progress=WatchProgress.read(progress),
-        snapshot={"model_resources_id": RID},
+        progress=WatchProgress.model_validate(progress),
+        snapshot=SessionSnapshot(id="s1", model_resources_id=RID),
         now=NOW,
         fresh_for=FRESH,
     )

@@ -26,6 +26,7 @@ from bot.training.snapshots import (
     MAX_DEPTH,
     MAX_KEYS,
     MAX_STRING,
+    SessionSnapshot,
     checkpoint_count,
     trimmed_snapshot,
 )
@@ -107,7 +108,7 @@ def test_a_trimmed_snapshot_is_small_and_renders_the_same_card() -> None:
     snapshot = trimmed_snapshot(session)
     stored = json.dumps(snapshot)
     assert len(stored) < 16_000, len(stored)
-    again = TrainingSession.model_validate(json.loads(stored))
+    again = SessionSnapshot.model_validate(json.loads(stored))  # as the column reads it
     assert len(again.training_checkpoints) == KEPT_CHECKPOINTS
     assert checkpoint_count(again, "training") == 400
     assert checkpoint_count(again, "inference") == 400
@@ -136,7 +137,7 @@ def test_undated_checkpoints_keep_the_ones_the_card_shows() -> None:
     session = TrainingSession.model_validate(
         {"id": "s1", "training_checkpoints": undated, "inference_checkpoints": undated}
     )
-    again = TrainingSession.model_validate(trimmed_snapshot(session))
+    again = SessionSnapshot.model_validate(trimmed_snapshot(session))
     assert rendering.card(again) == rendering.card(session)
 
 

@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from bot.simulated.wandb import QUERIES, FakeRun, FakeWandb, normalized
+from bot.training.sessions import WandbEntry
 from bot.wandb.client import HISTORY_QUERY, WandbClient
 from bot.wandb.errors import WandbError
 from bot.wandb.runs import RunRef, run_of
@@ -219,9 +220,12 @@ async def test_card_reads_summary_and_recent_points_in_one_request(
 
 
 def test_run_of_reads_metadata_wandb_and_refuses_partial_names() -> None:
-    assert run_of({"wandb": {"entity": "e", "project": "p", "run_id": "r"}}) == RunRef(
-        "e", "p", "r"
-    )
-    assert run_of({"wandb": {"entity": "e", "project": "p"}}) is None
-    assert run_of({"wandb": "e/p/r"}) is None
-    assert run_of(None) is None
+    def run(metadata: Any) -> RunRef | None:
+        return run_of(WandbEntry.of(metadata))
+
+    assert run({"wandb": {"entity": "e", "project": "p", "run_id": "r"}}) == RunRef("e", "p", "r")
+    assert run({"wandb": {"entity": "e", "project": "p"}}) is None
+    assert run({"wandb": {"entity": "e", "project": 7, "run_id": "r"}}) is None
+    assert run({"wandb": "e/p/r"}) is None
+    assert run(["wandb"]) is None
+    assert run(None) is None

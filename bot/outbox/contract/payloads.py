@@ -12,10 +12,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from bot.training.resources import ModelResource
 from bot.training.snapshots import SessionSnapshot
+from bot.training.transitions import CheckpointNews
 from bot.training.watch_progress import CardView
 
 
@@ -64,8 +65,7 @@ class RootPayload(_StatusChange):
 
 class CheckpointsPayload(_Payload):
     kind: Literal[Kind.CHECKPOINTS] = Kind.CHECKPOINTS
-    # `transitions.checkpoint_news` items, as `rendering.checkpoint_message` reads them.
-    items: list[dict[str, Any]] = []
+    items: list[CheckpointNews] = []
     more: int = 0  # new checkpoints beyond the items (a burst): only counted
     session: SessionSnapshot | None = None
 
@@ -96,6 +96,25 @@ class DigestChange(BaseModel):
     new_status: str
 
 
+class RenderedDigest(BaseModel):
+    """A digest queued before digests were data: its message as rendered then."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    text: str = ""
+    blocks: list[Any] = []
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return str(value) if value else ""
+
+    @field_validator("blocks", mode="before")
+    @classmethod
+    def _blocks(cls, value: Any) -> list[Any]:
+        return list(value) if isinstance(value, list | tuple) else []
+
+
 class DigestPayload(_Payload):
     """What a digest says, rendered when it is sent like every other kind.
     `message` is the pre-rendered message of rows queued before that."""
@@ -104,7 +123,7 @@ class DigestPayload(_Payload):
     day: str = ""
     sessions: list[DigestSession] = []
     changes: list[DigestChange] = []
-    message: dict[str, Any] | None = None
+    message: RenderedDigest | None = None
 
 
 class ProgressPayload(_Payload):

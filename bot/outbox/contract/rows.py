@@ -36,7 +36,7 @@ from bot.outbox.contract.payloads import (
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import Status, status_of
-from bot.training.transitions import Transition
+from bot.training.transitions import CheckpointNews, Transition
 from bot.training.watch_progress import CardView
 
 # Dedupe keys are unique-indexed; a PostgreSQL btree entry has a size limit, and
@@ -138,7 +138,7 @@ def checkpoints_row(
     thread: Thread,
     *,
     seq: int,
-    items: list[dict[str, Any]],
+    items: list[CheckpointNews],
     snapshot: SessionSnapshot | None,
     more: int = 0,
 ) -> OutboxRow:

@@ -108,7 +108,7 @@ async def channel_progress(
             Subscription.active.is_(True),
         )
     )
-    return {sid: WatchProgress.read(progress) for sid, progress in rows.all()}
+    return {sid: progress or WatchProgress() for sid, progress in rows.all()}
 
 
 async def keep_budget_state(

@@ -17,7 +17,7 @@ async def view_of(db: AsyncSession, session_id: str) -> tuple[MetricsView, datet
     row = await db.get(SessionMetrics, session_id)
     if row is None:
         return MetricsView(), None
-    return MetricsView.read(row.view), row.read_at
+    return row.view, row.read_at
 
 
 async def write_view(
@@ -25,10 +25,10 @@ async def write_view(
 ) -> None:
     row = await db.get(SessionMetrics, session_id)
     if row is None:
-        db.add(SessionMetrics(session_id=session_id, read_at=read_at, view=view.dump()))
+        db.add(SessionMetrics(session_id=session_id, read_at=read_at, view=view))
     else:
         row.read_at = read_at
-        row.view = view.dump()
+        row.view = view
 
 
 async def due_sessions(db: AsyncSession, *, before: datetime, limit: int) -> list[str]:

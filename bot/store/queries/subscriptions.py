@@ -23,6 +23,9 @@ from bot.store.tables import (
     WatchedSession,
     utcnow,
 )
+from bot.training.metrics_view import MetricsView
+from bot.training.snapshots import SessionSnapshot
+from bot.training.watch_progress import WatchProgress
 
 
 async def subscription_row(
@@ -217,7 +220,7 @@ async def first_threads(
 
 async def channel_watched(
     db: AsyncSession, *, team_id: str, channel_id: str
-) -> Sequence[Row[str, dict[str, object], str]]:
+) -> Sequence[Row[str, SessionSnapshot | None, str]]:
     """The sessions a channel watches now: id, stored snapshot, last status."""
     rows = await db.execute(
         select(Subscription.session_id, WatchedSession.snapshot, WatchedSession.last_status)
@@ -238,8 +241,8 @@ async def card_settings(
         int,
         int | None,
         int | None,
-        dict[str, object] | None,
-        dict[str, object] | None,
+        WatchProgress | None,
+        MetricsView,
         str,
         str | None,
         float | None,
@@ -247,7 +250,7 @@ async def card_settings(
 ]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
-    what the bot last read of its W&B run (`view`, None when never read), its
+    what the bot last read of its W&B run (`view`, empty when never read), its
     workspace, whether that workspace refused the chart block (`refused` holds
     the team then), and the channel's budget on the session (`amount`, None
     when none is set)."""

@@ -49,7 +49,7 @@ async def created_watches(db: AsyncSession, *, created_by: list[str]) -> list[Wa
     """Watched sessions that one of these Together users created."""
     wanted = set(created_by)
     watches = await db.execute(select(WatchedSession).where(WatchedSession.active.is_(True)))
-    return [w for w in watches.scalars() if (w.snapshot or {}).get("created_by") in wanted]
+    return [w for w in watches.scalars() if w.snapshot and w.snapshot.created_by in wanted]
 
 
 async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, WatchProgress]:
@@ -59,7 +59,7 @@ async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str,
             WatchedSession.session_id.in_(session_ids)
         )
     )
-    return {r.session_id: WatchProgress.read(r.progress) for r in rows if r.progress is not None}
+    return {r.session_id: r.progress for r in rows if r.progress is not None}
 
 
 async def watched_session(db: AsyncSession, session_id: str) -> WatchedSession | None:
