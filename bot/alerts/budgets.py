@@ -22,11 +22,11 @@ from bot.store.queries.audience import muted_until
 from bot.store.queries.budgets import budgets_reaching, channel_progress, keep_budget_state
 from bot.store.queries.watch_state import snapshot_of
 from bot.store.session import Db
+from bot.training.poll_progress import SpendRead
 from bot.training.rules import estimated_spend
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
 from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
-from bot.training.watch_progress import SpendRead
 
 
 def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:

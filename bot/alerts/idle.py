@@ -6,8 +6,8 @@ out (`inactive_timeout`, about an hour). Each run lists the READY resources
 (Together's list, real pagination, at most WATCH_ALL_MAX_PAGES pages) and, for
 each, the sessions on it; a resource idle for IDLE_RESOURCE_ALERT_MINUTES gets
 one alert in the on-call channel and in the threads of its sessions'
-subscriptions, with a Stop resource button. The subscribed sessions' own
-follow-up (`bot.alerts.idle_follow_up`) tells an idle resource the same way.
+subscriptions, with a Stop resource button. The subscribed-idle watch
+(`bot.alerts.subscribed_idle`) tells an idle resource the same way.
 
 Nothing is stored: a resource has been idle since the later of its own
 `updated_at` (it became READY) and its sessions' last `updated_at` (the last one
@@ -88,8 +88,8 @@ async def write_idle_alerts(
 ) -> int:
     """Outbox rows for idle alerts, each to its sessions' threads, on-call, the
     creator's DM (for a thread with `dm=creator`) and the people whose App Home
-    switch took one of its sessions: the org-wide watch and the subscribed
-    follow-up tell an idle resource the same way."""
+    switch took one of its sessions: the org-wide watch and the subscribed-idle
+    watch tell an idle resource the same way."""
     if not alerts:
         return 0
     ids = sorted({sid for _, session_ids in alerts for sid in session_ids})

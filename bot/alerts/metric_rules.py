@@ -20,9 +20,9 @@ from bot.outbox.queue import insert_outbox
 from bot.store.queries.metric_rules import rule_states, rules_reaching, write_rule_states
 from bot.store.queries.watch_state import snapshots as stored_snapshots
 from bot.store.session import Db
+from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
 from bot.training.thresholds import OPS, STEPS_PER_MIN, Op, RuleState, judge_reading
-from bot.training.watch_progress import WatchProgress
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
     for session_id, values in updates.items():
         if "progress" not in values:
             continue
-        watch: WatchProgress = values["progress"]
+        watch: PollProgress = values["progress"]
         if not watch.running or watch.rate is None:
             continue
         rate = watch.rate

@@ -16,9 +16,9 @@ import json
 from datetime import datetime
 
 from bot.alerts.resource_reader import Read
+from bot.training.poll_progress import PollProgress, SpendRead
 from bot.training.rules import rate_words
 from bot.training.status import ResourceStatus
-from bot.training.watch_progress import SpendRead, WatchProgress
 
 #: the card's spend estimate is redrawn once per this much READY time
 SPEND_REDRAW_SECONDS = 900.0
@@ -61,7 +61,7 @@ def card_key(spend: SpendRead | None) -> str | None:
     return digest[:16]
 
 
-def card_view_key(progress: WatchProgress) -> str | None:
+def card_view_key(progress: PollProgress) -> str | None:
     """A short key of what the card shows of a `watched_sessions.progress`
     value: the resource (`card_key`) and the steps/min as worded (None: neither)."""
     spend, rate = card_key(progress.spend), rate_words(progress.rate)

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import OutboxRow, Thread, progress_row, stall_page_row
+from bot.training.poll_progress import PollProgress, SpendRead
 from bot.training.rules import (
     STALL_AFTER,
     Progress,
@@ -37,7 +38,6 @@ from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus, Status
 from bot.training.time_bounds import naive_utc, utc
-from bot.training.watch_progress import SpendRead, WatchProgress
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ SHORTEST_OWN_THRESHOLD = timedelta(minutes=1)
 
 
 def check(
-    stored: WatchProgress,
+    stored: PollProgress,
     session: TrainingSession,
     *,
     now: datetime,
     stall_after: timedelta | None = STALL_AFTER,
-) -> tuple[WatchProgress, ProgressCheck | None]:
+) -> tuple[PollProgress, ProgressCheck | None]:
     """The new progress column (the step as this poll saw it, the spend watch's
     last read carried over), and a check when this poll may owe a message.
 
@@ -78,7 +78,7 @@ def check(
     prev_seen_at = stored.seen_at if prev is not None else None
     status = session.status_enum
     progress, change = observe_progress(prev, status=status, step=session.step, now=now)
-    new = WatchProgress.seen(progress, now, spend=stored.spend)
+    new = PollProgress.seen(progress, now, spend=stored.spend)
     least = min(stall_after, SHORTEST_OWN_THRESHOLD) if stall_after else SHORTEST_OWN_THRESHOLD
     frozen = stalled_for(progress, now)
     worth = (

@@ -26,9 +26,9 @@ from bot.runtime import Runtime
 from bot.store.queries.progress_points import steps_of
 from bot.store.queries.watch_state import progress_now
 from bot.store.tables import database_now
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
 from bot.training.status import Status
-from bot.training.watch_progress import WatchProgress
 from bot.wandb.errors import WandbError
 from bot.wandb.history import Series
 from bot.wandb.runs import run_of
@@ -52,7 +52,7 @@ async def chart_of(
         points = await steps_of(db, session.id)
         row = await progress_now(db, session.id)
         now = row.now if row is not None else await database_now(db)
-    watch = (row.progress if row is not None else None) or WatchProgress()
+    watch = (row.progress if row is not None else None) or PollProgress()
     if (
         watch.step is not None
         and watch.since is not None

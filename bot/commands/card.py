@@ -24,8 +24,8 @@ from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.resource_cache import ResourceCache
+from bot.training.poll_progress import CardView
 from bot.training.sessions import TrainingSession, is_session_id
-from bot.training.watch_progress import CardView
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ async def watched_card(
         )
     if progress is not None and not session.terminal:
         own = sub.stall_after_minutes if sub is not None else None
-        watch = root_card.CardWatch(
+        watch = root_card.CardExtras(
             CardView.of(progress, budget=budget.amount if budget is not None else None),
             target=sub.target_step if sub is not None else None,
             stall_after=threshold(own, stall_threshold(settings)),

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from bot.alerts.idle import ACTIVE
-from bot.alerts.idle_follow_up import known_idle_since
 from bot.alerts.resource_reader import live_resource_pages
+from bot.alerts.subscribed_idle import known_idle_since
 from bot.commands.asker import Sessionmaker
 from bot.commands.card import stall_threshold
 from bot.commands.ls_query import ListQuery, More, creators, more_value
@@ -28,14 +28,14 @@ from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.list_pass import SHARE_SECONDS, Lister, ListPass
+from bot.training.poll_progress import PollProgress
 from bot.training.resources import ModelResource
 from bot.training.rules import stalled_for
 from bot.training.sessions import TrainingSession
 from bot.training.status import ResourceStatus
-from bot.training.watch_progress import WatchProgress
 
 #: the stored progress (`watched_sessions.progress`) of those of these sessions the bot watches
-ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, WatchProgress]]]
+ProgressLookup = Callable[[list[str]], Awaitable[Mapping[str, PollProgress]]]
 #: pages of live resources read for one `ls` page, at most (100 resources each)
 MAX_RESOURCE_PAGES = 5
 
@@ -170,7 +170,7 @@ async def page_message(
 
 def with_progress(
     row: SessionRow,
-    stored: WatchProgress | None,
+    stored: PollProgress | None,
     now: datetime,
     stall_after: timedelta | None,
     *,
@@ -179,7 +179,7 @@ def with_progress(
     """A row with what the bot's own watch knows of a session it watches: the
     steps/min its polls measured; stalled when a RUNNING session's step has not
     moved for `stall_after` (None: not judged); and an idle resource when the
-    idle follow-up found it with no CREATING or RUNNING session, the live
+    subscribed-idle watch found it with no CREATING or RUNNING session, the live
     resources still list it READY, and no session on this page runs on it
     (`busy`: the resources of the page's CREATING or RUNNING rows)."""
     progress = stored.progress() if stored is not None else None
@@ -201,7 +201,7 @@ def with_progress(
 
 async def progress_of(
     sessionmaker: Sessionmaker, session_ids: list[str]
-) -> dict[str, WatchProgress]:
+) -> dict[str, PollProgress]:
     """What the bot's polls measured of these sessions (those it watches), for `ls`."""
     async with sessionmaker() as db:
         return await stored_progress(db, session_ids)

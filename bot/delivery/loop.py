@@ -47,7 +47,7 @@ from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import claim_due, fence, hand_back, renew
 from bot.outbox.table import OutboxMessage
-from bot.rendering.root_card import CardWatch, card_chart, metric_lines
+from bot.rendering.root_card import CardExtras, card_chart, metric_lines
 from bot.runtime import Runtime
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
@@ -58,7 +58,7 @@ from bot.store.queries.subscriptions import card_settings
 from bot.store.session import Db, Sessionmaker
 from bot.store.tables import database_now
 from bot.together.client import TogetherClient
-from bot.training.watch_progress import CardView, WatchProgress
+from bot.training.poll_progress import CardView, PollProgress
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ async def deliver_due(
             lease_seconds=settings.lease_seconds,
             channel_gap=settings.channel_min_interval_seconds,
         )
-        watches = await card_watches(db, rows, settings=settings) if rows else {}
+        watches = await card_extras(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
         now = await database_now(db) if adopted else None
         modes = await thread_modes(db, rows) if rows else {}
@@ -191,9 +191,9 @@ async def _keep_leases(
 _ROOT_KINDS = frozenset({Kind.TRANSITION, Kind.ROOT, Kind.CHECKPOINTS, Kind.PROGRESS})
 
 
-async def card_watches(
+async def card_extras(
     db: Db, rows: list[OutboxMessage], *, settings: Settings
-) -> dict[int, CardWatch]:
+) -> dict[int, CardExtras]:
     """What the root cards of these rows show beyond the session, by subscription:
     the watch's current state, the thread's `target=` and stall threshold. One
     read for the whole batch, so every redraw renders from the same state."""
@@ -206,8 +206,8 @@ async def card_watches(
     minutes = settings.stall_after_minutes
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {
-        r.id: CardWatch(
-            progress=CardView.of(r.progress or WatchProgress(), budget=r.amount),
+        r.id: CardExtras(
+            progress=CardView.of(r.progress or PollProgress(), budget=r.amount),
             target=r.target_step,
             stall_after=threshold(r.stall_after_minutes, default),
             metrics=metric_lines(r.view, settings.wandb_metrics),
@@ -226,7 +226,7 @@ async def _deliver_one(
     settings: Settings,
     owner: str,
     together: TogetherClient | None = None,
-    watch: CardWatch | None = None,
+    watch: CardExtras | None = None,
     mode: str | None = None,
     runtime: Runtime | None = None,
 ) -> SendResult:
@@ -279,7 +279,7 @@ async def _send(
     settings: Settings,
     owner: str,
     together: TogetherClient | None,
-    watch: CardWatch | None,
+    watch: CardExtras | None,
     mode: str | None = None,
 ) -> SendResult:
     """The post (unless an earlier attempt made it), stored the moment Slack takes

@@ -16,7 +16,7 @@ from bot.outbox.table import OutboxMessage
 from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
 from bot.rendering.chart_block import has_chart, without_charts
-from bot.rendering.root_card import CardWatch
+from bot.rendering.root_card import CardExtras
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.tables import utcnow
 
@@ -28,7 +28,7 @@ INVALID_BLOCKS = "invalid_blocks"
 
 
 async def update_root(
-    row: OutboxMessage, payload: Payload, *, slack: SlackWeb, watch: CardWatch | None = None
+    row: OutboxMessage, payload: Payload, *, slack: SlackWeb, watch: CardExtras | None = None
 ) -> bool:
     """Keep the subscription's root message showing the current card: the
     session as the row saw it, and what the watch knows (`watch`, read when the
@@ -104,12 +104,12 @@ async def _update(slack: SlackWeb, channel: str, ts: str, card: rendering.Messag
 def _with_watch(
     card: rendering.Message,
     payload: TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload,
-    watch: CardWatch | None,
+    watch: CardExtras | None,
 ) -> rendering.Message:
     """The card with its watch section; without a stored watch state (a row
     whose subscription or session row is gone), what the row itself carries."""
     if watch is None and isinstance(payload, RootPayload) and payload.watch is not None:
-        watch = CardWatch(progress=payload.watch)
+        watch = CardExtras(progress=payload.watch)
     if watch is not None:
         return root_card.card_with_watch(card, watch, now=utcnow())
     if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends

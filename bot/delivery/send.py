@@ -19,7 +19,7 @@ from bot.delivery.routing import default_mode, reply_broadcast
 from bot.outbox.contract.payloads import RootPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
-from bot.rendering.root_card import CardWatch
+from bot.rendering.root_card import CardExtras
 from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
 from bot.together.client import TogetherClient
@@ -79,7 +79,7 @@ async def post_one(
 
 
 async def redraw_root(
-    row: OutboxMessage, *, slack: SlackWeb, watch: CardWatch | None = None
+    row: OutboxMessage, *, slack: SlackWeb, watch: CardExtras | None = None
 ) -> SendResult:
     """Redraw the row's root card (with `watch`, the watch's state). A rate limit,
     a server error or no answer at all leaves the row pending with its post

@@ -1,6 +1,6 @@
 """Retention: finished outbox rows, alerts the error watch no longer lists, ended
 subscriptions and watches nobody refers to any more are dropped, so the tables
-(and the idle follow-up's walk over ended watches) stay small.
+(and the subscribed-idle watch's walk over ended watches) stay small.
 
 Cut-offs are the database's clock, like every other time the replicas share.
 """
@@ -37,7 +37,7 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
     A subscription's outbox rows go with it (their dedupe keys name its id,
     which a new subscription may be given again), but one with a message still
     pending is kept until that is sent. A watched session is kept while any
-    subscription names it, active or ended recently: its follow-up and `ls`
+    subscription names it, active or ended recently: its check and `ls`
     still read it."""
     cutoff = db_now(-rt.settings.watch_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():

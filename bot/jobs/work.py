@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
-from bot.alerts.idle_follow_up import watch_subscribed_idle
 from bot.alerts.resource_reader import ResourceReader
+from bot.alerts.subscribed_idle import watch_subscribed_idle
 from bot.delivery.loop import deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.follow import discover

@@ -24,11 +24,11 @@ from bot.outbox.contract.rows import (
     status_row,
     watch_row,
 )
+from bot.training.poll_progress import CardView, PollProgress
 from bot.training.rules import eta
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import CheckpointNews, Transition
-from bot.training.watch_progress import CardView, WatchProgress
 
 
 @dataclass
@@ -48,7 +48,7 @@ class SessionEvent:
     progress: ProgressCheck | None = None
     # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
     # and the key of what it shows.
-    watch: WatchProgress | None = None
+    watch: PollProgress | None = None
     card_view_key: str | None = None
 
 
@@ -83,8 +83,8 @@ def tells(filters: frozenset[str], transition: Transition) -> bool:
     return "status" in filters or ("errors-only" in filters and transition.is_error)
 
 
-def _card_watch(
-    watch: WatchProgress, key: str, sub: Subscriber, now: datetime
+def _card_view(
+    watch: PollProgress, key: str, sub: Subscriber, now: datetime
 ) -> list[tuple[str, CardView]]:
     """What one subscription's card shows of the watch: the resource (spend
     watch) and, with its own `target=`, the target and ETA; nothing when neither."""
@@ -131,7 +131,7 @@ def notifications(
                         watch=watch,
                     )
                     for sub in subs
-                    for key, watch in _card_watch(event.watch, event.card_view_key, sub, now)
+                    for key, watch in _card_view(event.watch, event.card_view_key, sub, now)
                 ]
                 continue
             if event.progress is not None:

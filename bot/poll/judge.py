@@ -23,12 +23,12 @@ from bot.alerts.stall import check as check_progress
 from bot.poll.audience import SessionEvent
 from bot.poll.pace import backoff
 from bot.together.errors import TogetherError
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import RawSession, TrainingSession
 from bot.training.snapshots import seen_state
 from bot.training.status import short_status
 from bot.training.time_bounds import later
 from bot.training.transitions import checkpoint_news, checkpoints_beyond, detect, gone
-from bot.training.watch_progress import WatchProgress
 
 if TYPE_CHECKING:
     from bot.poll.fetch import Fetched
@@ -54,7 +54,7 @@ class StoredWatchedRow(WatchedRow, Protocol):
     tells a steady poll (nothing but time moved) from one to judge whole."""
 
     @property
-    def progress(self) -> WatchProgress | None: ...
+    def progress(self) -> PollProgress | None: ...
     @property
     def active(self) -> bool: ...
     @property
@@ -205,7 +205,7 @@ def judge(
             interval=interval,
         )
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            watch, progress, key = _watch_progress(
+            watch, progress, key = _poll_progress(
                 row, fetched, now=now, stall_after=stall_after, read=read
             )
             values["progress"] = watch
@@ -231,7 +231,7 @@ def _steady(
     now: datetime,
     stall_after: timedelta | None,
     read: Read | None,
-) -> WatchProgress | None:
+) -> PollProgress | None:
     """The progress column to write when this poll changes nothing else, or None
     when it may (then the row is parsed and judged whole).
 
@@ -251,25 +251,25 @@ def _steady(
         and not fetched.head.terminal
     ):
         return None
-    progress, check, key = _watch_progress(
+    progress, check, key = _poll_progress(
         row, fetched.head, now=now, stall_after=stall_after, read=read
     )
     return progress if check is None and key is None else None
 
 
-def _watch_progress(
+def _poll_progress(
     row: StoredWatchedRow,
     session: TrainingSession,
     *,
     now: datetime,
     stall_after: timedelta | None,
     read: Read | None,
-) -> tuple[WatchProgress, ProgressCheck | None, str | None]:
+) -> tuple[PollProgress, ProgressCheck | None, str | None]:
     """The progress column after this poll (the step as seen, the spend watch's
     read, the redraws so far), the stall watch's check when it may owe a message,
     and the key of this redraw of the card when what it shows of the watch changed
     (None: it did not): numbered, so each change is its own redraw."""
-    old = row.progress or WatchProgress()
+    old = row.progress or PollProgress()
     progress, check = check_progress(old, session, now=now, stall_after=stall_after)
     if read is not None:  # the spend watch's read this cycle replaces its last one
         progress = progress.model_copy(update={"spend": stored_spend(old.spend, read, now=now)})

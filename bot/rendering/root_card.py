@@ -15,8 +15,8 @@ from bot.rendering.chart_block import CardChart, chart_block, with_chart
 from bot.rendering.metric_lines import MetricLine, with_metrics
 from bot.rendering.watch import WatchFacts, with_watch
 from bot.training.metrics_view import MetricsView
+from bot.training.poll_progress import CardView
 from bot.training.rules import eta, stalled_for
-from bot.training.watch_progress import CardView
 
 
 def facts(view: CardView) -> WatchFacts:
@@ -36,7 +36,7 @@ def facts(view: CardView) -> WatchFacts:
 
 
 @dataclass(frozen=True)
-class CardWatch:
+class CardExtras:
     """What a subscription's root card shows beyond the session: the watch's
     view of it (`watched_sessions.progress`) and the subscription's own
     `target=` and stall threshold (None: no stall flag)."""
@@ -74,7 +74,7 @@ def card_chart(view: MetricsView) -> CardChart | None:
     return CardChart(chart.kind, chart.name, tuple(chart.points))
 
 
-def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | None]:
+def card_facts(watch: CardExtras, *, now: datetime) -> tuple[WatchFacts, int | None]:
     """The card's watch facts, and the step its stall flag names, from one
     watch state: every redraw of a root card (status change, checkpoints,
     stall, spend) renders from this, so none drops what another shows.
@@ -97,7 +97,7 @@ def card_facts(watch: CardWatch, *, now: datetime) -> tuple[WatchFacts, int | No
     return replace(base, target=target, eta=when, stalled_since=stalled), progress.step
 
 
-def card_with_watch(card: Message, watch: CardWatch, *, now: datetime) -> Message:
+def card_with_watch(card: Message, watch: CardExtras, *, now: datetime) -> Message:
     """A watched session's card with its watch section (see `card_facts`), its
     W&B line and its live chart."""
     shown, step = card_facts(watch, now=now)

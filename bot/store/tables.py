@@ -42,8 +42,8 @@ from sqlalchemy.sql.functions import FunctionElement
 from bot.ops.faults import clock_skew
 from bot.store.typed_json import PydanticJSON
 from bot.training.metrics_view import MetricsView
+from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
-from bot.training.watch_progress import WatchProgress
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -190,11 +190,11 @@ class WatchedSession(Base):
     # Polls in a row whose result could not be stored; at MAX_WRITE_FAILURES the
     # session is set aside (inactive, `last_failure` says why) with one alert.
     write_failures: Mapped[int] = mapped_column(Integer(), default=0, server_default="0")
-    # The watches' view of the session (`bot.training.watch_progress.WatchProgress`): the step
-    # as the polls saw it, the spend watch's last read, the idle follow-up's mark.
+    # The watches' view of the session (`bot.training.poll_progress.PollProgress`): the step
+    # as the polls saw it, the spend watch's last read, the subscribed-idle watch's mark.
     # NULL: never polled (a command shows no watch section for it).
-    progress: Mapped[WatchProgress | None] = mapped_column(
-        PydanticJSON(WatchProgress, missing=_none), nullable=True
+    progress: Mapped[PollProgress | None] = mapped_column(
+        PydanticJSON(PollProgress, missing=_none), nullable=True
     )
     # A hash of the Together row the stored state was built from (`RawSession`): a
     # poll whose row hashes the same changes nothing but the progress. NULL: unknown.

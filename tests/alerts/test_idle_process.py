@@ -1,6 +1,6 @@
 """Spend watch: a READY model resource whose last session stopped is
 alerted once (on-call, and the thread of the session's subscription), by the
-org-wide WATCH_IDLE_RESOURCES and, without it, by the follow-up of subscribed
+org-wide WATCH_IDLE_RESOURCES and, without it, by the check of subscribed
 sessions' resources, through a real `rl-bot serve`; its Stop resource button is
 refused for a user not allowed and sent once for one who is."""
 
@@ -156,7 +156,7 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
     together.set_status(SID_BUSY, "STOPPED")  # its resource still runs SID_OTHER
     wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=30)
     wait_until(lambda: idle_posts(slack, OPS), what="idle alert on-call")
-    time.sleep(4)  # several more runs of the follow-up
+    time.sleep(4)  # several more runs of the check
     [told] = idle_posts(slack, "C123")
     [page] = idle_posts(slack, OPS)
     assert told.thread_ts == roots["C123"]
@@ -166,7 +166,7 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
     assert "res-idle" in (page.text or "")
     assert idle_posts(slack, "C456") == []
     assert "res-shared" not in json.dumps([p.blocks for p in slack.successful_posts(OPS)])
-    # Each resource's sessions were listed by its id, and the follow-up is over:
+    # Each resource's sessions were listed by its id, and the check is over:
     # alerted, or taken by another session; nothing is asked any more.
     listed = resource_lists(together)
     assert {"res-idle", shared} <= set(listed)
@@ -180,7 +180,7 @@ def test_a_subscribed_sessions_idle_resource_is_alerted_without_the_org_wide_wat
         if urlsplit(p).path.endswith("/rl/model-resources")
         and parse_qs(urlsplit(p).query).get("status[]") == ["MODEL_RESOURCES_STATUS_READY"]
     ]
-    # A restart neither alerts again nor asks again: the follow-up's state is stored.
+    # A restart neither alerts again nor asks again: the check's state is stored.
     bot.stop()
     bot = start_bot(**env)
     time.sleep(4)
@@ -214,7 +214,7 @@ FOLLOW_UP_ONLY = FAST | {"WATCH_IDLE_RESOURCES": "false"}
 def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
     queued: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
-    """A session stopped while its resource waits for GPUs: the follow-up keeps
+    """A session stopped while its resource waits for GPUs: the check keeps
     looking (PENDING and CREATING end nothing) and tells the resource idle once it
     turned READY and sat there."""
     together.add_resource("res-queued", queued)
@@ -223,7 +223,7 @@ def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
     bot.command(f"subscribe {SID}", response_url=slack.response_url("sub"))
     assert "Subscribed" in json.dumps(slack.wait_for_response("sub"))
     together.set_status(SID, "STOPPED")
-    # The follow-up read the resource while it was still queued ...
+    # The check read the resource while it was still queued ...
     wait_until(lambda: answered_reads(together, "res-queued"), what="a look at the resource")
     together.set_resource("res-queued", "READY")  # ... and it turns READY afterwards
     wait_until(lambda: idle_posts(slack, "C123"), what="idle alert in the thread", timeout=20)
@@ -256,7 +256,7 @@ def test_one_resources_impossible_date_silences_no_other_resources_alert(
 def test_a_resource_together_says_is_gone_is_asked_about_once(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
-    """Together answers 404 for the resource a stopped session leaves: the follow-up
+    """Together answers 404 for the resource a stopped session leaves: the check
     is over, not asked again every interval for a day. Another session's queued
     resource, looked at on every run, shows the runs go on."""
     together.add_resource("res-queued", "PENDING")
@@ -274,7 +274,7 @@ def test_a_resource_together_says_is_gone_is_asked_about_once(
     looked = len(answered_reads(together, "res-queued"))
     wait_until(
         lambda: len(answered_reads(together, "res-queued")) >= looked + 3,
-        what="three more runs of the follow-up",
+        what="three more runs of the check",
     )
     assert answered_reads(together, "res-gone") == [404]
     assert idle_posts(slack, "C123") == []
@@ -302,7 +302,7 @@ def test_a_failed_later_page_of_ready_resources_keeps_the_alerts_already_found(
 def test_the_follow_ups_own_marks_do_not_keep_an_ended_watch_in_its_window(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    """The follow-up looks at watches that ended within a day (and at most so many
+    """The check looks at watches that ended within a day (and at most so many
     of them). Its marks must not move when a watch ended, or a resource that never
     turns READY would be looked at for ever and the watch never pruned."""
     together.add_resource("res-queued", "PENDING")

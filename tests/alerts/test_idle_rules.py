@@ -1,5 +1,5 @@
 """When a READY model resource became idle, and which watched sessions' resources
-the subscribed follow-up looks at (bot/alerts/idle.py, bot/alerts/idle_follow_up.py):
+the subscribed-idle watch looks at (bot/alerts/idle.py, bot/alerts/subscribed_idle.py):
 fast, no bot process."""
 
 from __future__ import annotations
@@ -10,21 +10,21 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from bot.alerts.idle import attached_sessions, idle_since
-from bot.alerts.idle_follow_up import ENDED, candidate, final_answer, waiting
 from bot.alerts.stall import check as stall_check
+from bot.alerts.subscribed_idle import ENDED, candidate, final_answer, waiting
 from bot.simulated import FakeTogether
 from bot.simulated.together import make_model_resource
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
+from bot.training.poll_progress import PollProgress
 from bot.training.resources import ModelResource
 from bot.training.rules import Progress, idles_out_at
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
 from bot.training.time_bounds import later, naive_utc, span
-from bot.training.watch_progress import WatchProgress
 from tests import together_fixtures
-from tests.support.idle_follow_up import FRESH, NOW, RID, look, spend
+from tests.support.subscribed_idle import FRESH, NOW, RID, look, spend
 
 # the shared Together server and client fixtures (pytest finds them by these names)
 fake = together_fixtures.fake
@@ -54,7 +54,7 @@ def test_an_active_session_keeps_it_busy() -> None:
         assert idle_since(resource(), busy) is None
 
 
-# --- the subscribed sessions' follow-up: which watched sessions' resources to look at ----------
+# --- the subscribed sessions' check: which watched sessions' resources to look at ----------
 
 
 def test_a_running_or_creating_session_keeps_its_resource_out_of_the_follow_up() -> None:
@@ -80,7 +80,7 @@ def test_without_the_spend_watch_the_snapshot_names_the_resource() -> None:
         candidate(
             "s1",
             last_status="STOPPED",
-            progress=WatchProgress.model_validate(None),
+            progress=PollProgress.model_validate(None),
             snapshot=SessionSnapshot(id="s1", model_resources_id="../x"),
             now=NOW,
             fresh_for=FRESH,
@@ -176,7 +176,7 @@ def test_a_stalled_session_with_impossible_dates_still_gets_its_check() -> None:
         step=5,
         created_at="0001-01-01T00:00:00+05:00",
     )
-    _, got = stall_check(WatchProgress.model_validate(stored), running, now=NOW)
+    _, got = stall_check(PollProgress.model_validate(stored), running, now=NOW)
     assert got is not None and got.expires_at == datetime.max
     assert got.created_at == datetime.min and got.inactive_timeout == INT64_MAX
 

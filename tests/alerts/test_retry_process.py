@@ -1,7 +1,7 @@
 """What a read that keeps failing costs, through a real `rl-bot serve` with the
 Slack-, Together- and W&B-shaped servers: one model resource whose every
 answer cannot be read, asked about by the poll cycle's resource reads (while
-a session on it runs) and by the idle follow-up (once another session on it
+a session on it runs) and by the subscribed-idle watch (once another session on it
 ended), and a W&B run that answers 500 every time. Each is tried again later
 after every failure in a row: a few requests a minute, not one every run."""
 
@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 SID_RUNS = "1a3e4567-e89b-12d3-a456-426614174000"  # runs on the bad resource all along
-SID_ENDS = "2b3e4567-e89b-12d3-a456-426614174000"  # ends on it: the idle follow-up's
+SID_ENDS = "2b3e4567-e89b-12d3-a456-426614174000"  # ends on it: the subscribed-idle watch's
 SID_OTHER = "3c3e4567-e89b-12d3-a456-426614174000"  # ends on a queued one, looked at each run
 #: how long the requests are counted: past the second try of each back-off
 #: (30 s for Together, 60 s for W&B) and short of the third (90 s, 180 s)
@@ -79,11 +79,11 @@ def test_a_resource_and_a_run_that_never_answer_cost_a_few_requests_a_minute(
         wait_until(lambda: wandb_reads(wandb, SID_RUNS[:8]), what="the first W&B read")
         queued = resource_gets(together, "res-queued")
         time.sleep(WINDOW)
-        # The follow-up ran all along (the queued resource is looked at every run) ...
+        # The check ran all along (the queued resource is looked at every run) ...
         assert resource_gets(together, "res-queued") >= queued + 20
         # ... and asked Together about the bad resource a few times, not every run.
         bad = resource_gets(together, "res-bad")
         print(f"res-bad: {bad} GETs; W&B: {wandb_reads(wandb, SID_RUNS[:8])} reads")
         assert bad <= 6, f"{bad} GETs of a resource that never answers in {WINDOW:.0f} s"
         assert wandb_reads(wandb, SID_RUNS[:8]) <= 2
-        assert "could not follow up an idle resource" in bot.log()
+        assert "could not check an idle resource" in bot.log()

@@ -1,6 +1,6 @@
 """The back-off of reads that keep failing (pure): the wait doubles with each
 failure in a row up to a ceiling, a server's longer Retry-After wins, a success
-or a long quiet starts again from the first wait; the idle follow-up keeps its
+or a long quiet starts again from the first wait; the subscribed-idle watch keeps its
 count in the stored mark, and the W&B reads in the `read_at` they write."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import math
 from datetime import datetime, timedelta
 
 from bot.alerts.backoff import FIRST_SECONDS, FORGET_SECONDS, MOST_SECONDS, Backoff, wait_after
-from bot.alerts.idle_follow_up import retry_later
+from bot.alerts.subscribed_idle import retry_later
 from bot.jobs.metric_reads import RETRY_MOST, next_read_at
-from bot.training.watch_progress import IdleCheck, WatchProgress
-from tests.support.idle_follow_up import NOW, RID, look
+from bot.training.poll_progress import IdleCheck, PollProgress
+from tests.support.subscribed_idle import NOW, RID, look
 
 
 class Clock:
@@ -67,7 +67,7 @@ def test_a_failed_look_is_marked_to_wait_and_counted_in_the_stored_mark() -> Non
     assert third.check_at == NOW + timedelta(seconds=4 * FIRST_SECONDS)
     stored = IdleCheck.model_validate(third.model_copy(update={"resource_id": RID}).dump())
     assert stored.failures == 3
-    # The mark holds the follow-up back until its time, then counts on from it.
+    # The mark holds the check back until its time, then counts on from it.
     waiting = {"resource_id": RID, "check_at": third.check_at.isoformat(), "failures": 3}
     assert look(idle_check=waiting) is None
     idle = (NOW - timedelta(hours=1)).isoformat()
@@ -76,7 +76,7 @@ def test_a_failed_look_is_marked_to_wait_and_counted_in_the_stored_mark() -> Non
     assert got is not None and got.failures == 3
     assert got.idle_since == NOW - timedelta(hours=1)  # kept through a failed look
     # An old mark without a count reads as none.
-    assert WatchProgress.model_validate({"idle_check": {"resource_id": RID}}).idle_check is not None
+    assert PollProgress.model_validate({"idle_check": {"resource_id": RID}}).idle_check is not None
     fresh = look(idle_check={"resource_id": RID, "check_at": due["check_at"]})
     assert fresh is not None and fresh.failures == 0
 

@@ -10,14 +10,14 @@ from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
-from bot.rendering.root_card import CardWatch, card_facts, card_with_watch, facts
+from bot.rendering.root_card import CardExtras, card_facts, card_with_watch, facts
 from bot.rendering.watch import watch_blocks
 from bot.simulated.together import make_model_resource, make_session
 from bot.together.client import TogetherClient
+from bot.training.poll_progress import CardView, PollProgress
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
 from bot.training.sessions import TrainingSession
-from bot.training.watch_progress import CardView, WatchProgress
 
 NOW = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 RID = "7c3e4567-e89b-12d3-a456-426614174000"
@@ -58,7 +58,7 @@ def test_another_resource_starts_the_count_again() -> None:
 def test_the_card_says_gpu_price_and_an_estimated_spend() -> None:
     first = stored(None, (resource(), PRICE), now=NOW)
     spend = stored(first, (resource(), PRICE), now=NOW + timedelta(hours=2))
-    got = facts(CardView.of(WatchProgress.model_construct(rate=3.0, spend=spend)))
+    got = facts(CardView.of(PollProgress.model_construct(rate=3.0, spend=spend)))
     assert got.resource is not None and got.resource.id == RID
     assert got.ready_seconds == 7200.0
     shown = str(watch_blocks(got))
@@ -71,7 +71,7 @@ def test_unreadable_columns_give_no_facts() -> None:
     for bad in (None, "x", {"spend": "x"}, {"spend": {"resource": 3, "price": []}}):
         got = facts(CardView.model_validate(bad))
         assert got.resource is None and got.price is None and got.ready_seconds is None
-    assert card_key(None) is None and card_key(WatchProgress.model_validate("x").spend) is None
+    assert card_key(None) is None and card_key(PollProgress.model_validate("x").spend) is None
 
 
 def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready() -> None:
@@ -92,7 +92,7 @@ def test_the_card_is_redrawn_on_a_change_it_shows_and_every_quarter_hour_ready()
 
 def test_the_watch_key_moves_with_the_shown_rate_or_resource_and_facts_carry_the_eta() -> None:
     def key(watch: object) -> str | None:
-        return card_view_key(WatchProgress.model_validate(watch))
+        return card_view_key(PollProgress.model_validate(watch))
 
     assert key({"rate": None}) is None and key(None) is None
     slow, fast = key({"rate": 10.0}), key({"rate": 10.2})
@@ -113,12 +113,12 @@ def _watched(step: int, since: datetime, *, running: bool = True) -> CardView:
     on a READY resource."""
     progress = Progress(step=step, since=since, running=running, rate=10.0, anchored=True)
     spend = stored(None, (resource(), PRICE), now=NOW)
-    return CardView.of(WatchProgress.seen(progress, since, spend=spend))
+    return CardView.of(PollProgress.seen(progress, since, spend=spend))
 
 
 def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() -> None:
     progress = _watched(1000, NOW)
-    watch = CardWatch(progress, target=2000, stall_after=timedelta(minutes=15))
+    watch = CardExtras(progress, target=2000, stall_after=timedelta(minutes=15))
     got, step = card_facts(watch, now=NOW + timedelta(minutes=5))
     assert got.resource is not None and got.price == PRICE and got.rate == 10.0
     assert got.target == 2000 and got.eta == NOW + timedelta(minutes=5 + 100)
@@ -127,10 +127,10 @@ def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() ->
     stalled, _ = card_facts(watch, now=NOW + timedelta(minutes=15))
     assert stalled.stalled_since == NOW
     # stall=off never flags; a session that stopped running has no ETA and no flag.
-    off, _ = card_facts(CardWatch(progress, target=2000), now=NOW + timedelta(hours=1))
+    off, _ = card_facts(CardExtras(progress, target=2000), now=NOW + timedelta(hours=1))
     assert off.stalled_since is None
     stopped, _ = card_facts(
-        CardWatch(_watched(1000, NOW, running=False), target=2000, stall_after=timedelta(0)),
+        CardExtras(_watched(1000, NOW, running=False), target=2000, stall_after=timedelta(0)),
         now=NOW + timedelta(hours=1),
     )
     assert stopped.eta is None and stopped.stalled_since is None and stopped.target == 2000
@@ -142,10 +142,10 @@ def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() ->
 
 def test_a_watch_state_without_progress_still_shows_the_resource() -> None:
     spend = stored(None, (resource(), PRICE), now=NOW)
-    view = CardView.of(WatchProgress.model_construct(spend=spend))
-    got, step = card_facts(CardWatch(view, target=50), now=NOW)
+    view = CardView.of(PollProgress.model_construct(spend=spend))
+    got, step = card_facts(CardExtras(view, target=50), now=NOW)
     assert got.resource is not None and got.target == 50 and got.eta is None and step is None
-    nothing, _ = card_facts(CardWatch(CardView.model_validate(None)), now=NOW)
+    nothing, _ = card_facts(CardExtras(CardView.model_validate(None)), now=NOW)
     assert nothing == facts(CardView.model_validate(None))
 
 

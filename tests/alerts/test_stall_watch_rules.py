@@ -12,8 +12,8 @@ from bot.outbox.contract.payloads import ProgressPayload
 from bot.outbox.contract.rows import Thread
 from bot.simulated import make_session
 from bot.simulated.together import make_model_resource
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
-from bot.training.watch_progress import WatchProgress
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 T0 = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC
@@ -32,7 +32,7 @@ def threads(*minutes: int | None, muted: bool = False) -> list[tuple[Thread, int
 
 
 def poll(stored: object, s: TrainingSession, at: timedelta) -> tuple[dict, object]:
-    new, progress = check(WatchProgress.model_validate(stored), s, now=T0 + at)
+    new, progress = check(PollProgress.model_validate(stored), s, now=T0 + at)
     return new.dump(), progress
 
 
@@ -103,11 +103,11 @@ def test_a_slow_start_is_told_from_togethers_created_at() -> None:
 def test_the_progress_column_round_trips_and_odd_values_are_a_first_look() -> None:
     stored, _ = poll(None, session(step=12345678901234567), 0 * MIN)
     assert stored["step"] == "12345678901234567"
-    read = WatchProgress.model_validate(stored)
+    read = PollProgress.model_validate(stored)
     progress, seen_at = read.progress(), read.seen_at
     assert progress is not None and progress.step == 12345678901234567 and seen_at == T0
     for odd in (None, "x", {}, {"since": "yesterday", "seen_at": "now"}, {"step": "a"}):
-        assert WatchProgress.model_validate(odd).progress() is None
+        assert PollProgress.model_validate(odd).progress() is None
 
 
 def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
@@ -122,7 +122,7 @@ def test_polls_that_cannot_owe_a_row_give_no_check() -> None:
             stall_after=default, creating_after=30 * MIN, oncall_channel="COPS", page_on_stall=True
         )
         for _ in range(40):
-            narrowed = every = WatchProgress.model_validate(None)
+            narrowed = every = PollProgress.model_validate(None)
             at, step, status = timedelta(0), 7, "RUNNING"
             skipped = 0
             for _ in range(30):

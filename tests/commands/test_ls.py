@@ -167,7 +167,7 @@ def test_ls_rows_show_resource_state_and_an_idle_resource_the_bot_follows(
     together.set_status(done, "STOPPED")  # its resource is left ready, and billing
     wait_until(
         lambda: "idle_since" in str(query(db_url, "SELECT progress FROM watched_sessions")),
-        what="the idle follow-up",
+        what="the subscribed-idle watch",
     )
     before = len(together.paths)
     page = ask(bot, slack, "ls all")

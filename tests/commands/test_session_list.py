@@ -162,8 +162,8 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
 
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
+    from bot.training.poll_progress import PollProgress
     from bot.training.sessions import TrainingSession
-    from bot.training.watch_progress import WatchProgress
 
     row = SessionRow(session=TrainingSession(id="s1", status="TRAINING_SESSION_STATUS_RUNNING"))
     since = datetime(2026, 3, 1, 10, 0)
@@ -176,7 +176,7 @@ def test_with_progress_shows_the_measured_rate_and_a_stall() -> None:
         "seen_at": since.isoformat(),
     }
     at = since + timedelta(minutes=20)
-    stored = WatchProgress.model_validate(stored_json)
+    stored = PollProgress.model_validate(stored_json)
     stalled = with_progress(row, stored, at, timedelta(minutes=15))
     assert stalled.rate == 2.5 and stalled.stalled
     assert not with_progress(row, stored, at, timedelta(minutes=30)).stalled
@@ -209,9 +209,9 @@ def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     from bot.commands.ls import with_progress
     from bot.rendering.ls_page import SessionRow
     from bot.simulated.together import make_model_resource
+    from bot.training.poll_progress import PollProgress
     from bot.training.resources import ModelResource
     from bot.training.sessions import TrainingSession
-    from bot.training.watch_progress import WatchProgress
 
     at = datetime(2026, 3, 1, 10, 30)
     ready = ModelResource.model_validate(make_model_resource("res-a", "READY"))
@@ -220,20 +220,20 @@ def test_an_idle_resource_is_flagged_from_the_bots_own_follow_up() -> None:
     )
     row = SessionRow(session=stopped, resource=ready)
     idle_json = {"idle_check": {"resource_id": "res-a", "idle_since": "2026-03-01T10:00:00"}}
-    idle = WatchProgress.model_validate(idle_json)
+    idle = PollProgress.model_validate(idle_json)
     assert with_progress(row, idle, at, None).idle_resource
-    alerted = WatchProgress.model_validate(
+    alerted = PollProgress.model_validate(
         {"idle_check": idle_json["idle_check"] | {"done": "alerted"}}
     )
     assert with_progress(row, alerted, at, None).idle_resource
-    # Busy (taken by another session on this page, or as the follow-up found it),
+    # Busy (taken by another session on this page, or as the check found it),
     # not READY any more, or about another resource: no flag.
     assert not with_progress(row, idle, at, None, busy={"res-a"}).idle_resource
-    busy = WatchProgress.model_validate({"idle_check": {"resource_id": "res-a", "done": "busy"}})
+    busy = PollProgress.model_validate({"idle_check": {"resource_id": "res-a", "done": "busy"}})
     assert not with_progress(row, busy, at, None).idle_resource
     pending = ModelResource.model_validate(make_model_resource("res-a", "PENDING"))
     assert not with_progress(SessionRow(stopped, resource=pending), idle, at, None).idle_resource
-    other = WatchProgress.model_validate(
+    other = PollProgress.model_validate(
         {"idle_check": {"resource_id": "res-b", "idle_since": "2026-03-01T10:00:00"}}
     )
     assert not with_progress(row, other, at, None).idle_resource

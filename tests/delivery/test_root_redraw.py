@@ -14,12 +14,12 @@ from bot.outbox.contract.payloads import Kind, TransitionPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.rendering import root_card
-from bot.rendering.root_card import CardWatch
+from bot.rendering.root_card import CardExtras
 from bot.simulated.together import make_session
 from bot.slack_web import SlackWeb
+from bot.training.poll_progress import CardView
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
-from bot.training.watch_progress import CardView
 
 SID = "a0000000-0000-0000-0000-000000000001"
 
@@ -55,7 +55,7 @@ def test_a_root_card_that_cannot_be_drawn_gives_up_that_redraw_only(
     slack = SlackWeb(
         AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:9/api/", timeout=1)
     )
-    watch = CardWatch(progress=CardView())
+    watch = CardExtras(progress=CardView())
 
     result = asyncio.run(redraw_root(_row(), slack=slack, watch=watch))
 

@@ -22,9 +22,9 @@ from bot.outbox.contract.payloads import (
 from bot.outbox.contract.rows import oncall_key, operator_row
 from bot.poll.audience import SessionEvent, Subscriber, notifications, tells
 from bot.simulated import make_session
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
 from bot.training.transitions import CheckpointNews, detect, gone
-from bot.training.watch_progress import WatchProgress
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 SID2 = "223e4567-e89b-12d3-a456-426614174000"
@@ -181,7 +181,7 @@ def test_an_unknown_kind_is_refused() -> None:
 
 def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
-    watch = WatchProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
+    watch = PollProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
     events = {SID: [SessionEvent(3, session, watch=watch, card_view_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
@@ -201,9 +201,7 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
     watch |= {"anchored": True, "seen_at": NOW.isoformat()}
     events = {
-        SID: [
-            SessionEvent(3, session, watch=WatchProgress.model_validate(watch), card_view_key="k")
-        ]
+        SID: [SessionEvent(3, session, watch=PollProgress.model_validate(watch), card_view_key="k")]
     }
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows

@@ -29,12 +29,12 @@ from bot.rendering.chart_block import (
     without_charts,
 )
 from bot.rendering.chart_points import MIN_LIMIT, reduce_points
-from bot.rendering.root_card import CardWatch, card_chart, card_with_watch
+from bot.rendering.root_card import CardExtras, card_chart, card_with_watch
 from bot.rendering.text import slack_len
 from bot.simulated.slack_charts import blocks_problems, chart_problems
 from bot.training.metrics_view import MetricsView, StoredChart
+from bot.training.poll_progress import CardView
 from bot.training.sessions import TrainingSession
-from bot.training.watch_progress import CardView
 from bot.wandb.history import Series
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
@@ -138,7 +138,7 @@ def test_the_card_carries_the_chart_before_its_buttons_and_validates() -> None:
     stored = MetricsView(
         chart=StoredChart(kind="metric", name="reward", points=[(0.0, 0.1), (10.0, 0.4)])
     )
-    watch = CardWatch(CardView(), chart=card_chart(stored))
+    watch = CardExtras(CardView(), chart=card_chart(stored))
     drawn = card_with_watch(card(_session(), subscribed=True), watch, now=datetime.now(UTC))
     kinds = [b["type"] for b in drawn["blocks"]]
     assert kinds.index("data_visualization") == kinds.index("actions") - 1

@@ -15,6 +15,7 @@ from bot.commands.parser import Problem, parse
 from bot.commands.rule_query import BudgetSpec, RuleSpec
 from bot.jobs.metric_reads import rule_readings
 from bot.rendering.rules import forecast_words
+from bot.training.poll_progress import PollProgress
 from bot.training.thresholds import (
     OPS,
     DailySpend,
@@ -26,7 +27,6 @@ from bot.training.thresholds import (
     local_day,
     reaches_at,
 )
-from bot.training.watch_progress import WatchProgress
 from bot.wandb.history import Series
 
 T = datetime(2026, 12, 3, 12, 0)
@@ -148,7 +148,7 @@ def test_the_daily_count_starts_at_local_midnight_not_utc() -> None:
 
 def test_readings_come_from_the_poll_and_the_w_and_b_read() -> None:
     # the progress column as the poll hands it over (its model)
-    progress = WatchProgress(step=120, since=T, running=True, rate=12.0, anchored=True, seen_at=T)
+    progress = PollProgress(step=120, since=T, running=True, rate=12.0, anchored=True, seen_at=T)
     readings = poll_readings({"s1": {"progress": progress}, "s2": {"next_poll_at": T}})
     assert list(readings) == ["s1"] and readings["s1"]["steps_per_min"].value == 12.0
     series = Series("reward", (10.0, 20.0), (0.3, 0.1))

@@ -19,7 +19,7 @@ from bot.store.queries.progress_points import (
     steps_of,
 )
 from bot.store.tables import ProgressPoint, WatchedSession
-from bot.training.watch_progress import WatchProgress
+from bot.training.poll_progress import PollProgress
 
 T0 = datetime(2026, 12, 1, 10, 0)
 
@@ -88,7 +88,7 @@ def test_points_go_with_the_watch(db_url: str) -> None:
     assert dropped == 1 and [s for _, s in kept] == [1]
 
 
-_read = WatchProgress.model_validate
+_read = PollProgress.model_validate
 
 
 class _Row:

@@ -27,7 +27,7 @@ from bot.store.queries.subscriptions import (
 from bot.store.rule_tables import Budget
 from bot.store.tables import SESSION_ENDED, ChartRefusal, SessionMetrics, Subscription, utcnow
 from bot.training.metrics_view import MetricsView
-from bot.training.watch_progress import WatchProgress
+from bot.training.poll_progress import PollProgress
 from tests.support.store_rows import CHANNEL, TEAM, add_subscription, add_watch
 
 Maker = async_sessionmaker[AsyncSession]
@@ -274,6 +274,6 @@ async def test_card_settings_join_progress_view_refusal_and_the_sessions_own_bud
         assert await card_settings(db, []) == []
     assert rows == {
         # a view of an older shape reads as what it still says (nothing); none read: empty
-        a.id: (a.id, 100, 20, WatchProgress(step=5), MetricsView(), TEAM, None, 50.0),
+        a.id: (a.id, 100, 20, PollProgress(step=5), MetricsView(), TEAM, None, 50.0),
         b.id: (b.id, None, None, None, MetricsView(), "T2", "T2", None),
     }

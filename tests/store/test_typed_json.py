@@ -17,10 +17,10 @@ from bot.store.queries.watched_sessions import created_watches, start_watching
 from bot.store.tables import SessionMetrics, WatchedSession
 from bot.store.typed_json import PydanticJSON
 from bot.training.metrics_view import MetricsView
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot, trimmed_snapshot
 from bot.training.transitions import CheckpointNews, checkpoint_keys, checkpoint_news
-from bot.training.watch_progress import WatchProgress
 from tests.support.store_rows import add_watch
 
 Maker = async_sessionmaker[AsyncSession]
@@ -38,7 +38,7 @@ async def test_a_watch_is_written_as_the_json_it_always_was_and_read_as_models(
     session = TrainingSession.model_validate(
         make_session("s1", checkpoints=8, metadata={"wandb": {"entity": "e", "project": "p"}})
     )
-    progress = WatchProgress(step=7, since=T0, running=True, rate=1.5, seen_at=T0)
+    progress = PollProgress(step=7, since=T0, running=True, rate=1.5, seen_at=T0)
     async with maker() as db, db.begin():
         await start_watching(db, session, first_poll_in=0)
         watch = await db.get(WatchedSession, "s1")
@@ -91,16 +91,16 @@ async def test_old_and_odd_rows_read_without_raising(maker: Maker) -> None:
     assert old is not None and (old.id, old.created_by, old.step) == ("old", "alice", None)
     assert old.model_extra == {"gone_field": [1]}
     # the step's fields read together: one unreadable, the step is unknown
-    assert rows["old"].progress == WatchProgress()
+    assert rows["old"].progress == PollProgress()
     assert rows["no-id"].snapshot is None and rows["a-list"].snapshot is None
-    assert rows["no-id"].progress == WatchProgress() == rows["a-list"].progress
+    assert rows["no-id"].progress == PollProgress() == rows["a-list"].progress
     assert views == {"old": MetricsView(), "no-id": MetricsView()}
     assert [w.session_id for w in found] == ["old"]
 
 
 def test_the_type_dumps_a_model_passes_json_through_and_reads_null_as_missing() -> None:
-    column = PydanticJSON(WatchProgress, missing=lambda: None)
-    progress = WatchProgress(step=2**62 + 1, since=T0, seen_at=T0)
+    column = PydanticJSON(PollProgress, missing=lambda: None)
+    progress = PollProgress(step=2**62 + 1, since=T0, seen_at=T0)
     dumped = column.process_bind_param(progress, None)  # type: ignore[arg-type]
     assert dumped == progress.dump() and dumped["step"] == str(2**62 + 1)
     assert column.process_bind_param({"step": "1"}, None) == {"step": "1"}  # type: ignore[arg-type]

@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from bot.training.poll_progress import CardView
 from bot.training.resources import ModelResource
 from bot.training.snapshots import SessionSnapshot
 from bot.training.transitions import CheckpointNews
-from bot.training.watch_progress import CardView
 
 
 class Kind(StrEnum):

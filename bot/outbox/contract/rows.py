@@ -33,11 +33,11 @@ from bot.outbox.contract.payloads import (
     RootPayload,
     TransitionPayload,
 )
+from bot.training.poll_progress import CardView
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import Status, status_of
 from bot.training.transitions import CheckpointNews, Transition
-from bot.training.watch_progress import CardView
 
 # Dedupe keys are unique-indexed; a PostgreSQL btree entry has a size limit, and
 # their parts can be API text of any length (error codes, listed session ids).

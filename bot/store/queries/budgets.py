@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.store.engine import upsert
 from bot.store.rule_tables import EVERY_SESSION, Budget
 from bot.store.tables import Subscription, WatchedSession
-from bot.training.watch_progress import WatchProgress
+from bot.training.poll_progress import PollProgress
 
 
 class BudgetAt(NamedTuple):
@@ -97,7 +97,7 @@ async def budgets_reaching(db: AsyncSession, session_ids: Collection[str]) -> li
 
 async def channel_progress(
     db: AsyncSession, *, team_id: str, channel_id: str
-) -> dict[str, WatchProgress]:
+) -> dict[str, PollProgress]:
     """The watch state of every session the channel is subscribed to (a daily budget's sum)."""
     rows = await db.execute(
         select(WatchedSession.session_id, WatchedSession.progress)
@@ -108,7 +108,7 @@ async def channel_progress(
             Subscription.active.is_(True),
         )
     )
-    return {sid: progress or WatchProgress() for sid, progress in rows.all()}
+    return {sid: progress or PollProgress() for sid, progress in rows.all()}
 
 
 async def keep_budget_state(

@@ -24,8 +24,8 @@ from bot.store.tables import (
     utcnow,
 )
 from bot.training.metrics_view import MetricsView
+from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
-from bot.training.watch_progress import WatchProgress
 
 
 async def subscription_row(
@@ -241,7 +241,7 @@ async def card_settings(
         int,
         int | None,
         int | None,
-        WatchProgress | None,
+        PollProgress | None,
         MetricsView,
         str,
         str | None,

@@ -18,8 +18,8 @@ from sqlalchemy import Row, Table, and_, bindparam, select, update
 from bot.store.leases import HANDED_BACK
 from bot.store.session import Db, WideRow
 from bot.store.tables import WatchedSession, db_now
+from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
-from bot.training.watch_progress import WatchProgress
 
 
 async def held_states(db: Db, session_ids: Sequence[str], *, owner: str) -> Sequence[WideRow]:
@@ -118,7 +118,7 @@ async def snapshot_of(db: Db, session_id: str) -> SessionSnapshot | None:
     return found.scalar_one_or_none()
 
 
-async def progress_now(db: Db, session_id: str) -> Row[WatchProgress | None, datetime] | None:
+async def progress_now(db: Db, session_id: str) -> Row[PollProgress | None, datetime] | None:
     """One session's stored `progress`, with the database's now (`now`); None when
     it is not watched."""
     return (
@@ -132,7 +132,7 @@ async def progress_now(db: Db, session_id: str) -> Row[WatchProgress | None, dat
 
 async def recently_ended(
     db: Db, *, not_in: Sequence[str], within: float, limit: int
-) -> Sequence[Row[str, str, WatchProgress | None, SessionSnapshot | None]]:
+) -> Sequence[Row[str, str, PollProgress | None, SessionSnapshot | None]]:
     """Watches no longer polled whose status is not one of `not_in`, that the poller
     last wrote within `within` seconds (`updated_at`: marks leave it alone), the
     newest first: each its `session_id`, `last_status`, `progress` and `snapshot`."""
@@ -157,7 +157,7 @@ async def recently_ended(
 
 async def ended_progress(
     db: Db, session_ids: Sequence[str]
-) -> Sequence[Row[str, WatchProgress | None]]:
+) -> Sequence[Row[str, PollProgress | None]]:
     """The `progress` column of those of these watches that are no longer polled."""
     rows = await db.execute(
         select(WatchedSession.session_id, WatchedSession.progress).where(

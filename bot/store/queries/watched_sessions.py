@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import insert_ignoring
 from bot.store.tables import WatchedSession, utcnow
+from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import seen_state
-from bot.training.watch_progress import WatchProgress
 
 
 async def start_watching(
@@ -52,7 +52,7 @@ async def created_watches(db: AsyncSession, *, created_by: list[str]) -> list[Wa
     return [w for w in watches.scalars() if w.snapshot and w.snapshot.created_by in wanted]
 
 
-async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, WatchProgress]:
+async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str, PollProgress]:
     """The progress column of those of these sessions the bot watches."""
     rows = await db.execute(
         select(WatchedSession.session_id, WatchedSession.progress).where(

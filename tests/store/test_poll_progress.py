@@ -1,4 +1,4 @@
-"""The `watched_sessions.progress` column (`bot.training.watch_progress`): the JSON the
+"""The `watched_sessions.progress` column (`bot.training.poll_progress`): the JSON the
 watches have always written reads back and writes out unchanged, and odd values
 read tolerantly. Pure: no process, no database."""
 
@@ -11,9 +11,9 @@ import pytest
 
 from bot.outbox.contract.payloads import RootPayload
 from bot.simulated.together import make_model_resource
+from bot.training.poll_progress import CardView, IdleCheck, PollProgress, SpendRead
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import Progress
-from bot.training.watch_progress import CardView, IdleCheck, SpendRead, WatchProgress
 
 NOW = datetime(2026, 12, 1, 10, 0)  # the database's naive UTC
 RID = "7c3e4567-e89b-12d3-a456-426614174000"
@@ -59,8 +59,8 @@ TODAYS_SHAPES: list[dict[str, Any]] = [
 
 @pytest.mark.parametrize("stored", TODAYS_SHAPES)
 def test_todays_column_reads_back_and_writes_out_unchanged(stored: dict[str, Any]) -> None:
-    assert WatchProgress.model_validate(stored).dump() == stored
-    assert WatchProgress.model_validate(stored).model_dump(mode="json") == stored
+    assert PollProgress.model_validate(stored).dump() == stored
+    assert PollProgress.model_validate(stored).model_dump(mode="json") == stored
 
 
 @pytest.mark.parametrize("stored", TODAYS_SHAPES[:4])
@@ -79,7 +79,7 @@ def test_what_the_watches_write_is_what_they_always_wrote() -> None:
     resource = ModelResource.model_validate(make_model_resource(RID, "READY"))
     price = CostEstimate(currency="USD", price_per_hour=3.0)
     spend = SpendRead.of(resource, price, ready_seconds=60.0, seen_at=NOW)
-    written = WatchProgress.seen(progress, NOW, spend=spend).dump()
+    written = PollProgress.seen(progress, NOW, spend=spend).dump()
     assert written == {
         "step": "5",
         "since": NOW.isoformat(),
@@ -96,10 +96,10 @@ def test_what_the_watches_write_is_what_they_always_wrote() -> None:
             "seen_at": NOW.isoformat(),
         },
     }
-    assert WatchProgress.model_validate(written) == WatchProgress.seen(progress, NOW, spend=spend)
+    assert PollProgress.model_validate(written) == PollProgress.seen(progress, NOW, spend=spend)
     mark = IdleCheck.model_construct(resource_id=RID, waiting="PENDING", check_at=NOW)
     assert mark.dump() == {"resource_id": RID, "waiting": "PENDING", "check_at": NOW.isoformat()}
-    view = CardView.of(WatchProgress.seen(progress, NOW), target=10, eta=NOW + timedelta(hours=1))
+    view = CardView.of(PollProgress.seen(progress, NOW), target=10, eta=NOW + timedelta(hours=1))
     without_spend = {k: v for k, v in written.items() if k != "spend"}
     assert view.dump() == without_spend | {"target": 10, "eta": "2026-12-01T11:00:00"}
 
@@ -109,22 +109,22 @@ def test_what_the_watches_write_is_what_they_always_wrote() -> None:
     [None, "x", 3, [], {}, {"since": "yesterday", "seen_at": "now"}, {"step": "a"}, {"step": {}}],
 )
 def test_an_unreadable_column_is_a_first_look(odd: Any) -> None:
-    read = WatchProgress.model_validate(odd)
+    read = PollProgress.model_validate(odd)
     assert read.progress() is None and read.spend is None and read.idle_check is None
 
 
 def test_one_unreadable_step_field_drops_the_step_but_keeps_the_rest() -> None:
     stored = STEP | {"step": "a", "spend": SPEND, "idle_check": MARKS[0]}
-    read = WatchProgress.model_validate(stored)
+    read = PollProgress.model_validate(stored)
     assert read.progress() is None and read.rate == 12.5  # the rate is read on its own
     assert read.spend is not None and read.spend.dump() == SPEND
     assert read.idle_check is not None and read.idle_check.dump() == MARKS[0]
-    no_time = WatchProgress.model_validate(STEP | {"seen_at": "later"})
+    no_time = PollProgress.model_validate(STEP | {"seen_at": "later"})
     assert no_time.progress() is None and "step" not in no_time.dump()
 
 
 def test_odd_sections_read_as_missing_or_their_defaults() -> None:
-    read = WatchProgress.model_validate(
+    read = PollProgress.model_validate(
         STEP
         | {
             "rate": "fast",
@@ -144,7 +144,7 @@ def test_odd_sections_read_as_missing_or_their_defaults() -> None:
     bad = SpendRead.model_validate({"resource": {"status": "READY"}, "price": {"currency": 1}})
     assert bad.model_resource() is None  # no id: not a resource
     assert "from_a_later_version" not in read.dump() and "version" not in read.dump()
-    assert WatchProgress.model_validate({"version": 2} | STEP).dump() == {"version": 2} | STEP
+    assert PollProgress.model_validate({"version": 2} | STEP).dump() == {"version": 2} | STEP
 
 
 def test_an_odd_card_view_in_an_old_payload_still_loads() -> None:

@@ -1,10 +1,10 @@
-"""The subscribed sessions' idle-resource follow-up: a watched session that ended
+"""The subscribed sessions' idle-resource watch: a watched session that ended
 leaves its model resource behind, and its threads hear when that resource sits
 READY, and billing, with nothing on it.
 
 It judges idleness by the org-wide watch's rule (`bot.alerts.idle.idle_since`)
 and writes the same alert with the same dedupe keys, so a resource is told once
-whichever watch finds it first. Where each session's follow-up stands is kept
+whichever watch finds it first. Where each session's check stands is kept
 in its `watched_sessions.progress` (`IdleCheck`), which `ls` also reads.
 """
 
@@ -33,12 +33,12 @@ from bot.store.queries.watch_state import ended_progress, mark_ended_progress, r
 from bot.store.session import Db
 from bot.store.tables import database_now
 from bot.together.errors import TogetherError
+from bot.training.poll_progress import IdleCheck, PollProgress, SpendRead
 from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import is_session_id
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import STATUS_PREFIX, ResourceStatus, status_of
 from bot.training.time_bounds import later, naive_utc
-from bot.training.watch_progress import IdleCheck, SpendRead, WatchProgress
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ FOLLOW_FOR = timedelta(days=1)
 #: the most ended watches one run reads, the most recently ended first
 FOLLOW_UP_ROWS = 1000
 _NOT_IDLE = tuple(f"{STATUS_PREFIX}{s.value}" for s in ACTIVE) + tuple(s.value for s in ACTIVE)
-#: a resource in one of these will never be READY again: its follow-up is over
+#: a resource in one of these will never be READY again: its check is over
 ENDED = frozenset({ResourceStatus.STOPPED, ResourceStatus.ERROR})
 
 
@@ -72,14 +72,14 @@ def candidate(
     session_id: str,
     *,
     last_status: str,
-    progress: WatchProgress,
+    progress: PollProgress,
     snapshot: SessionSnapshot | None,
     now: datetime,
     fresh_for: timedelta,
 ) -> Candidate | None:
     """Whether an ended watched session's resource is worth a look now: the session
     is not CREATING or RUNNING, the resource was not last read as anything but
-    READY, and its follow-up is not over (alerted, taken by another session,
+    READY, and its check is not over (alerted, taken by another session,
     stopped or failed) nor waiting for a later time. Pure."""
     if status_of(last_status) in ACTIVE:
         return None
@@ -108,7 +108,7 @@ def candidate(
 
 
 async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = None) -> int:
-    """One run of the subscribed sessions' idle-resource follow-up; returns the
+    """One run of the subscribed sessions' idle-resource watch; returns the
     rows it wrote. See README "Idle model resources": a watched session that
     ended (stopped, failed, expired: no longer polled) leaves its resource to be
     looked at (the spend watch's read at its last poll when fresh, else one
@@ -151,7 +151,9 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             db, not_in=_NOT_IDLE, within=FOLLOW_FOR.total_seconds(), limit=FOLLOW_UP_ROWS
         )
         if len(rows) == FOLLOW_UP_ROWS:
-            log.warning("idle follow-up: %d ended watches or more; the oldest wait", len(rows))
+            log.warning(
+                "subscribed-idle watch: %d ended watches or more; the oldest wait", len(rows)
+            )
         found = [
             c
             for r in rows
@@ -159,7 +161,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
                 c := candidate(
                     r.session_id,
                     last_status=r.last_status,
-                    progress=r.progress or WatchProgress(),
+                    progress=r.progress or PollProgress(),
                     snapshot=r.snapshot,
                     now=now,
                     fresh_for=timedelta(seconds=2 * settings.poll_interval_seconds),
@@ -182,11 +184,11 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
         try:
             outcome = await _look(rt, resource_id, on_it, after=after, now=now, reader=reader)
         except TogetherError as exc:
-            log.info("could not follow up an idle resource: %s", exc.kind)
+            log.info("could not check an idle resource: %s", exc.kind)
             retry = retry_later(failures, now=now, retry_after=exc.retry_after)
             outcome = retry.model_copy(update={"idle_since": since}), None
         except Exception:  # this resource's data; the others' alerts are still written
-            log.exception("could not follow up idle resource %s", resource_id)
+            log.exception("could not check idle resource %s", resource_id)
             retry = retry_later(failures, now=now, retry_after=None)
             outcome = retry.model_copy(update={"idle_since": since}), None
         mark, alert = outcome
@@ -214,7 +216,7 @@ async def _look(
     now: datetime,
     reader: ResourceReader | None,
 ) -> tuple[IdleCheck, tuple[IdlePayload, list[str]] | None]:
-    """One resource's follow-up: where it stands now, and its alert when it is due."""
+    """One resource's check: where it stands now, and its alert when it is due."""
     together = rt.together
     resource = next((c.fresh for c in on_it if c.fresh is not None), None)
     if resource is None:
@@ -252,7 +254,7 @@ async def _look(
 
 def final_answer(exc: TogetherError) -> str | None:
     """The mark of an answer that will not change by asking again (Together's own
-    404, a 4xx refusal, an id it cannot take): the follow-up is over, rather than
+    404, a 4xx refusal, an id it cannot take): the check is over, rather than
     asking every interval until FOLLOW_FOR runs out. None: worth asking again
     (a timeout, a 5xx, a rate limit, the key refused). Pure."""
     if exc.kind == "not_found":
@@ -283,19 +285,19 @@ def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleC
 
 
 async def _mark(db: Db, marks: dict[str, IdleCheck]) -> None:
-    """Note where each ended session's follow-up stands, in its progress column
+    """Note where each ended session's check stands, in its progress column
     (rows the poller no longer writes). `updated_at` stays when the watch ended: it
-    bounds how long the follow-up goes on and when the watch is pruned."""
+    bounds how long the check goes on and when the watch is pruned."""
     if not marks:
         return
     for r in await ended_progress(db, list(marks)):
-        progress = r.progress or WatchProgress()
+        progress = r.progress or PollProgress()
         progress = progress.model_copy(update={"idle_check": marks[r.session_id]})
         await mark_ended_progress(db, r.session_id, progress)
 
 
-def known_idle_since(progress: WatchProgress, resource_id: str | None) -> datetime | None:
-    """When this follow-up last found the session's resource idle (None: it did not,
+def known_idle_since(progress: PollProgress, resource_id: str | None) -> datetime | None:
+    """When this check last found the session's resource idle (None: it did not,
     or it found it busy or gone since). Pure; for `ls`."""
     check = progress.idle_check
     if check is None or not resource_id or check.resource_id != resource_id:

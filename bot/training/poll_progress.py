@@ -3,7 +3,7 @@ session between polls, as one model written and read only here.
 
 The stall watch's view of the step (`step`, `since`, `running`, `rate`,
 `anchored`, `seen_at`), the spend watch's last read of the session's model
-resource (`spend`) and where the idle follow-up of that resource stands
+resource (`spend`) and where the subscribed-idle watch of that resource stands
 (`idle_check`). A root card's redraw carries the same view with the
 subscription's `target=` and its ETA (`CardView`, in the outbox payload).
 
@@ -159,7 +159,7 @@ class SpendRead(_Stored):
 
 
 class IdleCheck(_Stored):
-    """Where the idle follow-up of the session's resource stands, once the
+    """Where the subscribed-idle watch of the session's resource stands, once the
     session ended: over (`done`: alerted, busy, gone, refused, stopped, error),
     waiting for a status (`waiting`), or to be looked at again (`check_at`),
     later after each read that failed in a row (`failures`)."""
@@ -168,7 +168,7 @@ class IdleCheck(_Stored):
     done: str | None = None
     waiting: str | None = None
     check_at: datetime | None = None
-    #: since when the follow-up found the resource idle
+    #: since when the check found the resource idle
     idle_since: datetime | None = None
     #: reads of the resource that failed in a row (a passing reason), for the back-off
     failures: StrictInt = 0
@@ -186,7 +186,7 @@ class IdleCheck(_Stored):
         return {k: v for k, v in fields.items() if v is not None}
 
 
-class WatchProgress(_Stored):
+class PollProgress(_Stored):
     """The column. Its step fields are known only together (`progress`)."""
 
     _together: ClassVar[frozenset[str]] = frozenset({"step", "since", "seen_at"})
@@ -216,9 +216,9 @@ class WatchProgress(_Stored):
     @classmethod
     def seen(
         cls, progress: Progress, seen_at: datetime, *, spend: SpendRead | None = None
-    ) -> WatchProgress:
+    ) -> PollProgress:
         """What a poll just measured."""
-        return WatchProgress(
+        return PollProgress(
             step=progress.step,
             since=progress.since,
             running=progress.running,
@@ -265,7 +265,7 @@ class WatchProgress(_Stored):
         return self._fields()
 
 
-class CardView(WatchProgress):
+class CardView(PollProgress):
     """What a root card's redraw shows of the watch: the column, and with a
     subscription's own `target=` that target and the ETA worked out for it."""
 
@@ -277,7 +277,7 @@ class CardView(WatchProgress):
     @classmethod
     def of(
         cls,
-        watch: WatchProgress,
+        watch: PollProgress,
         *,
         target: int | None = None,
         eta: datetime | None = None,
