@@ -55,7 +55,7 @@ async def page_new_errors(rt: Runtime, *, lister: Lister | None = None) -> int:
     if not settings.oncall_channel:
         return 0
     async with exclusive_job(
-        rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds
+        rt.sessionmaker, JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
     ) as run:
         if run is None:
             return 0

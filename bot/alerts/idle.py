@@ -64,7 +64,10 @@ async def watch_idle_resources(rt: Runtime) -> int:
     if not settings.oncall_channel or after <= timedelta(0):
         return 0
     async with exclusive_job(
-        rt.sessionmaker, "watch_idle_resources", owner=rt.owner, lease=settings.lease_seconds
+        rt.sessionmaker,
+        "watch_idle_resources",
+        owner=rt.owner,
+        lease_seconds=settings.lease_seconds,
     ) as run:
         if run is None:
             return 0

@@ -124,14 +124,16 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
         return 0
     async with rt.sessionmaker() as db, db.begin():
         if (
-            await claim_job(db, SUBSCRIBED_JOB, owner=rt.owner, lease=settings.lease_seconds)
+            await claim_job(
+                db, SUBSCRIBED_JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
+            )
             is None
         ):
             return 0
     written = 0
     try:
         async with renewing(
-            rt.sessionmaker, SUBSCRIBED_JOB, owner=rt.owner, lease=settings.lease_seconds
+            rt.sessionmaker, SUBSCRIBED_JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
         ):
             written = await _follow_up(rt, after=after, reader=reader)
     finally:

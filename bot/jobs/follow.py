@@ -80,11 +80,14 @@ async def discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Out
         if not await follow_rules.anyone_following(db):
             return Outcome()
     async with rt.sessionmaker() as db, db.begin():
-        if await claim_job(db, FOLLOW_JOB, owner=rt.owner, lease=settings.lease_seconds) is None:
+        if (
+            await claim_job(db, FOLLOW_JOB, owner=rt.owner, lease_seconds=settings.lease_seconds)
+            is None
+        ):
             return Outcome()
     try:
         async with renewing(
-            rt.sessionmaker, FOLLOW_JOB, owner=rt.owner, lease=settings.lease_seconds
+            rt.sessionmaker, FOLLOW_JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
         ):
             return await _discover(rt, lister=lister, state=state)
     finally:

@@ -128,7 +128,7 @@ async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
     async with rt.sessionmaker() as db, db.begin():
-        job = await claim_job(db, JOB, owner=rt.owner, lease=settings.lease_seconds)
+        job = await claim_job(db, JOB, owner=rt.owner, lease_seconds=settings.lease_seconds)
         if job is None:
             return 0
         now = await database_now(db)
@@ -142,7 +142,9 @@ async def read_metrics(rt: Runtime) -> int:
     refresh = timedelta(seconds=settings.wandb_refresh_seconds)
     readings: dict[str, dict[str, Reading]] = {}
     try:
-        async with renewing(rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds):
+        async with renewing(
+            rt.sessionmaker, JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
+        ):
             for session_id in due:
                 bad: list[BadMetric] = []
                 extra = sorted(wanted.get(session_id, set()) - {STEPS_PER_MIN})

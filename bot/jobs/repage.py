@@ -21,7 +21,7 @@ async def repage_unacknowledged(rt: Runtime) -> int:
     if minutes <= 0 or not channel:
         return 0
     async with exclusive_job(
-        rt.sessionmaker, JOB, owner=rt.owner, lease=settings.lease_seconds
+        rt.sessionmaker, JOB, owner=rt.owner, lease_seconds=settings.lease_seconds
     ) as run:
         if run is None:
             return 0

@@ -27,12 +27,12 @@ from bot.store.tables import Job, database_now
 
 @contextlib.asynccontextmanager
 async def renewing(
-    sessionmaker: Sessionmaker, name: str, *, owner: str, lease: float
+    sessionmaker: Sessionmaker, name: str, *, owner: str, lease_seconds: float
 ) -> AsyncIterator[None]:
     """Renew `owner`'s lease on the job every third of a lease while the body runs
     (no transaction is held meanwhile); a renewal that fails is logged and the
     next one tried, and the body is never interrupted by it."""
-    task = asyncio.create_task(_keep(sessionmaker, name, owner=owner, lease=lease))
+    task = asyncio.create_task(_keep(sessionmaker, name, owner=owner, lease_seconds=lease_seconds))
     try:
         yield
     finally:
@@ -41,12 +41,12 @@ async def renewing(
             await task
 
 
-async def _keep(sessionmaker: Sessionmaker, name: str, *, owner: str, lease: float) -> None:
+async def _keep(sessionmaker: Sessionmaker, name: str, *, owner: str, lease_seconds: float) -> None:
     async def once() -> None:
         async with sessionmaker() as db, db.begin():
-            await renew_job(db, name, owner=owner, lease=lease)
+            await renew_job(db, name, owner=owner, lease_seconds=lease_seconds)
 
-    await renew_while(once, lease_seconds=lease, what=f"the {name} job's")
+    await renew_while(once, lease_seconds=lease_seconds, what=f"the {name} job's")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +61,14 @@ class JobRun:
 
 @contextlib.asynccontextmanager
 async def exclusive_job(
-    sessionmaker: Sessionmaker, name: str, *, owner: str, lease: float
+    sessionmaker: Sessionmaker, name: str, *, owner: str, lease_seconds: float
 ) -> AsyncIterator[JobRun | None]:
     """Run the body as the one replica that holds job `name`: None when another
     replica holds it. The lease is renewed while the body runs (no transaction is
     held meanwhile) and given back when it ends, failed or not, so the next run
     is the next tick's, never a lease later."""
     async with sessionmaker() as db, db.begin():
-        job = await claim_job(db, name, owner=owner, lease=lease)
+        job = await claim_job(db, name, owner=owner, lease_seconds=lease_seconds)
         if job is not None:
             run = JobRun(
                 now=await database_now(db), last_run_at=job.last_run_at, baseline_at=job.baseline_at
@@ -77,7 +77,7 @@ async def exclusive_job(
         yield None
         return
     try:
-        async with renewing(sessionmaker, name, owner=owner, lease=lease):
+        async with renewing(sessionmaker, name, owner=owner, lease_seconds=lease_seconds):
             yield run
     finally:
         async with sessionmaker() as db, db.begin():

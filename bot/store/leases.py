@@ -187,7 +187,7 @@ async def hand_back_sessions(db: Db, ids: Sequence[str] | None, *, owner: str) -
 # -- periodic jobs -------------------------------------------------------------------------------
 
 
-async def claim_job(db: Db, name: str, *, owner: str, lease: float) -> Job | None:
+async def claim_job(db: Db, name: str, *, owner: str, lease_seconds: float) -> Job | None:
     """The job's row, leased to `owner` by the database's clock; None if another has it."""
     await db.execute(insert_ignoring(db, Job).values(name=name))
     job = (
@@ -199,15 +199,15 @@ async def claim_job(db: Db, name: str, *, owner: str, lease: float) -> Job | Non
         await db.execute(
             update(Job)
             .where(Job.name == name)
-            .values(**leased_to(owner, lease))
+            .values(**leased_to(owner, lease_seconds))
             .execution_options(synchronize_session=False)
         )
     return job
 
 
-async def renew_job(db: Db, name: str, *, owner: str, lease: float) -> int:
+async def renew_job(db: Db, name: str, *, owner: str, lease_seconds: float) -> int:
     """Renew `owner`'s lease on the job, if it still holds it."""
-    return await renew(db, Job, Job.name == name, owner=owner, lease_seconds=lease)
+    return await renew(db, Job, Job.name == name, owner=owner, lease_seconds=lease_seconds)
 
 
 async def release_job(db: Db, name: str, *, owner: str) -> None:

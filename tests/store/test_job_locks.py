@@ -17,7 +17,7 @@ LEASE = 2.0  # renewed every 0.67 s: a loaded machine still renews in time
 
 async def _claim(maker: async_sessionmaker[AsyncSession], owner: str) -> bool:
     async with maker() as db, db.begin():
-        return await claim_job(db, "job", owner=owner, lease=LEASE) is not None
+        return await claim_job(db, "job", owner=owner, lease_seconds=LEASE) is not None
 
 
 @pytest.mark.slow  # waits out three leases in real time
@@ -28,7 +28,7 @@ async def test_a_job_longer_than_its_lease_keeps_it_and_gives_it_back_when_its_h
     maker = make_sessionmaker(engine)
     try:
         assert await _claim(maker, "a")
-        async with renewing(maker, "job", owner="a", lease=LEASE):
+        async with renewing(maker, "job", owner="a", lease_seconds=LEASE):
             # two leases long: without the renewals, b would have it after one
             for _ in range(4):
                 await asyncio.sleep(LEASE / 2)
@@ -53,13 +53,13 @@ async def test_an_exclusive_job_runs_once_at_a_time_and_is_given_back_even_when_
     engine = make_engine(db_url)
     maker = make_sessionmaker(engine)
     try:
-        async with exclusive_job(maker, "job", owner="a", lease=30.0) as run:
+        async with exclusive_job(maker, "job", owner="a", lease_seconds=30.0) as run:
             assert run is not None and run.last_run_at is None
             # another replica is refused while a holds it
-            async with exclusive_job(maker, "job", owner="b", lease=30.0) as other:
+            async with exclusive_job(maker, "job", owner="b", lease_seconds=30.0) as other:
                 assert other is None
         with pytest.raises(RuntimeError):
-            async with exclusive_job(maker, "job", owner="a", lease=30.0) as run:
+            async with exclusive_job(maker, "job", owner="a", lease_seconds=30.0) as run:
                 assert run is not None and run.last_run_at is not None
                 raise RuntimeError("the body failed")
         # given back at once, not a 30 s lease later

@@ -51,7 +51,7 @@ async def test_a_session_of_a_replica_gone_silent_is_adopted_but_its_job_waits_t
     await _held_by_a_silent_replica(maker, now=now)
     assert await _claim(maker, "b") == ["s"]
     async with maker() as db, db.begin():
-        assert await claim_job(db, "j", owner="b", lease=LEASE) is None
+        assert await claim_job(db, "j", owner="b", lease_seconds=LEASE) is None
         # a command's own claim never takes a lease that has not run out
         assert await claim_session(db, "s", owner="c", lease_seconds=LEASE) is None
 
