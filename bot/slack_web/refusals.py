@@ -78,6 +78,8 @@ UPLOAD_FINAL = frozenset(
 CHANNEL_GONE = frozenset(
     {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
 )
+#: the bot cannot post in a channel: gone, or the workspace does not allow it
+CANNOT_POST = CHANNEL_GONE | frozenset({"restricted_action"})
 
 
 class RefusalKind(enum.Enum):

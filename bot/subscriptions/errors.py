@@ -4,11 +4,12 @@ words are `bot.rendering.refusals`)."""
 
 from __future__ import annotations
 
-from bot.rendering.refusals import SLACK_CHANNEL_PROBLEMS, slack_refusal
+from bot.rendering.refusals import slack_refusal
 from bot.slack_web import SlackApiError
+from bot.slack_web.refusals import CANNOT_POST
 
 #: Slack's errors that say the bot cannot post in this channel at all
-CHANNEL_PROBLEMS = frozenset(SLACK_CHANNEL_PROBLEMS)
+CHANNEL_PROBLEMS = CANNOT_POST
 
 
 class SubscriptionError(Exception):

@@ -119,3 +119,12 @@ def test_option_words_only_for_what_was_given() -> None:
     assert "`(unknown)`" in unmapped
     mapped = routing_words(broadcast=None, dm="creator", creator="u", creator_slack_user="U0123ABC")
     assert mapped == ", DMs to the creator <@U0123ABC> when it errors, stalls or idles"
+
+
+def test_every_channel_slack_refuses_us_has_words_for_the_person() -> None:
+    """The codes the Slack adapter classes as "cannot post here" and the codes the
+    answer words are one set: a new code on either side needs the other."""
+    from bot.rendering.refusals import SLACK_CHANNEL_PROBLEMS
+    from bot.slack_web.refusals import CANNOT_POST
+
+    assert set(SLACK_CHANNEL_PROBLEMS) == CANNOT_POST
