@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.alerts.stall import threshold
@@ -63,20 +64,39 @@ from bot.training.poll_progress import CardView, PollProgress
 log = logging.getLogger(__name__)
 
 
-async def deliver_due(
-    *,
-    sessionmaker: Sessionmaker,
-    slack: SlackWeb,
-    settings: Settings,
-    owner: str,
-    metrics: Metrics | None = None,
-    limit: int = 500,
-    together: TogetherClient | None = None,
-    runtime: Runtime | None = None,
-) -> list[SendResult]:
-    """Claim, fence and send the due rows. `together`, when given, is asked for
-    what a message is better with (a slow start's place in the GPU queue);
-    `runtime`, for chart rows (W&B, the chart cache)."""
+@dataclass(frozen=True)
+class Delivery:
+    """What sending the outbox takes: the database, Slack, the settings and this
+    replica's name; Together, when given, for what a message is better with (a slow
+    start's place in the GPU queue); the runtime, for chart rows (W&B, the chart
+    cache). A running bot's is `Delivery.of(rt)`; a test gives only what it has."""
+
+    sessionmaker: Sessionmaker
+    slack: SlackWeb
+    settings: Settings
+    owner: str
+    metrics: Metrics | None = None
+    together: TogetherClient | None = None
+    runtime: Runtime | None = None
+
+    @classmethod
+    def of(cls, rt: Runtime) -> Delivery:
+        return cls(
+            sessionmaker=rt.sessionmaker,
+            slack=rt.delivery_slack,
+            settings=rt.settings,
+            owner=rt.owner,
+            metrics=rt.metrics,
+            together=rt.together,
+            runtime=rt,
+        )
+
+
+async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResult]:
+    """Claim, fence and send the due rows."""
+    sessionmaker, slack, settings = delivery.sessionmaker, delivery.slack, delivery.settings
+    owner, metrics = delivery.owner, delivery.metrics
+    together, runtime = delivery.together, delivery.runtime
     async with sessionmaker() as db, db.begin():
         rows = await claim_due(
             db,

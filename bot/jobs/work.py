@@ -15,7 +15,7 @@ from bot.alerts.error_watch import page_new_errors
 from bot.alerts.idle import watch_idle_resources
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.subscribed_idle import watch_subscribed_idle
-from bot.delivery.loop import deliver_due
+from bot.delivery.loop import Delivery, deliver_due
 from bot.jobs.digests import send_digests
 from bot.jobs.follow import discover
 from bot.jobs.follow_live import DiscoveryState
@@ -156,15 +156,7 @@ class Work:
     async def deliver(self) -> None:
         rt = self.rt
         while not self.stopping():
-            outcomes = await deliver_due(
-                together=rt.together,
-                sessionmaker=rt.sessionmaker,
-                slack=rt.delivery_slack,
-                settings=rt.settings,
-                owner=rt.owner,
-                metrics=rt.metrics,
-                runtime=rt,
-            )
+            outcomes = await deliver_due(Delivery.of(rt))
             if not any(o.state == State.SENT for o in outcomes):
                 break
 

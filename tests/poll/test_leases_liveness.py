@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import OperationalError
 
-from bot.delivery.loop import deliver_due
+from bot.delivery.loop import Delivery, deliver_due
 from bot.ops.metrics import Metrics
 from bot.outbox.contract.rows import State, operator_row
 from bot.outbox.queue import claim_due, insert_outbox
@@ -240,7 +240,9 @@ async def test_the_heartbeat_renews_delivery_rows_waiting_their_turn(db_url: str
                 )
             web = SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test"))
             outcomes = await deliver_due(
-                sessionmaker=maker, slack=web, settings=settings, owner=ME, metrics=metrics
+                Delivery(
+                    sessionmaker=maker, slack=web, settings=settings, owner=ME, metrics=metrics
+                )
             )
             assert [o.state for o in outcomes] == [State.SENT] * 4, outcomes
             renewed = metrics.lease_renewals.labels(work="outbox")._value.get()
@@ -288,7 +290,9 @@ async def test_a_row_whose_fence_cannot_reach_the_database_is_handed_back(db_url
                 return maker()
 
             web = SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test"))
-            outcomes = await deliver_due(sessionmaker=blip, slack=web, settings=settings, owner=ME)
+            outcomes = await deliver_due(
+                Delivery(sessionmaker=blip, slack=web, settings=settings, owner=ME)
+            )
             assert sorted(o.state for o in outcomes) == [State.PENDING, State.SENT]
             async with maker() as db, db.begin():
                 again = await claim_due(
