@@ -225,13 +225,14 @@ async def test_the_heartbeat_renews_a_poll_longer_than_its_lease(
 
 @pytest.mark.slow  # waits out two leases in real time
 async def test_the_heartbeat_renews_delivery_rows_waiting_their_turn(db_url: str) -> None:
-    """Four rows sent one at a time, 0.6 s a post, on a 1 s lease: the last ones
-    wait longer than the lease; renewed meanwhile, every one is sent in one pass
-    (without it, their fence would find the lease run out)."""
-    settings = _settings(lease_seconds=1.0, delivery_concurrency=1, channel_min_interval_seconds=0)
+    """Four rows sent one at a time, 1.5 s a post, on a 3 s lease: the last ones
+    wait longer than the lease; renewed meanwhile (every second), every one is sent
+    in one pass (without it, their fence would find the lease run out). A shorter
+    lease left a loaded machine too little room between two renewals."""
+    settings = _settings(lease_seconds=3.0, delivery_concurrency=1, channel_min_interval_seconds=0)
     metrics = Metrics()
     with FakeSlack() as slack:
-        slack.method_latency["chat.postMessage"] = 0.6
+        slack.method_latency["chat.postMessage"] = 1.5
 
         async def work(maker: Any) -> None:
             async with maker() as db, db.begin():
