@@ -1,10 +1,13 @@
-"""The message a row posts, drawn from what the row carries (and, for a slow
-start, the model resource's place in the GPU queue, when Together gives it)."""
+"""The message a row posts, in two steps: `look_up` asks Slack and Together for
+what the message is better with (permalinks to the threads an alert links, a slow
+start's place in the GPU queue, when Together gives it), then `render` draws it
+from the row and what was found, with no I/O."""
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
@@ -42,7 +45,7 @@ from bot.slack_web import SlackApiError, SlackWeb
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
-from bot.training.resources import CostEstimate
+from bot.training.resources import CostEstimate, ModelResource
 from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
@@ -57,6 +60,20 @@ def session_of(snapshot: TrainingSession | None, row: OutboxMessage) -> Training
     return TrainingSession(id=row.session_id or "unknown", status="")
 
 
+@dataclass(frozen=True)
+class LookedUp:
+    """What a row's message is better with, found before it is drawn."""
+
+    #: the permalink of each thread the message links (None: Slack gave none)
+    permalinks: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    #: the model resource of a slow start (its place in the GPU queue)
+    resource: ModelResource | None = None
+    now: datetime = field(default_factory=utcnow)
+
+    def link(self, channel: str | None, ts: str | None) -> str | None:
+        return self.permalinks.get((channel, ts)) if channel and ts else None
+
+
 async def render_row(
     row: OutboxMessage,
     *,
@@ -64,21 +81,76 @@ async def render_row(
     settings: Settings,
     together: TogetherClient | None = None,
 ) -> rendering.Message:
+    """The message a row posts: what it links looked up, then drawn."""
+    return render(row, await look_up(row, slack=slack, together=together), settings=settings)
+
+
+async def look_up(
+    row: OutboxMessage, *, slack: SlackWeb, together: TogetherClient | None
+) -> LookedUp:
+    """Ask Slack for the permalinks the row's message links and Together for a slow
+    start's resource; what cannot be had is left out (the message goes without)."""
+    payload = row.typed_payload
+    permalinks: dict[tuple[str, str], str | None] = {}
+    for channel, ts in _linked_threads(payload):
+        permalinks[(channel, ts)] = await _permalink(slack, channel, ts, row)
+    resource = None
+    resource_id = _slow_start_resource(payload, row)
+    if together is not None and resource_id:
+        try:  # its place in the GPU queue, when Together gives one
+            resource = await together.get_model_resource(resource_id)
+        except TogetherError as exc:
+            log.info("no model resource for a slow start: %s", exc, extra={"outbox_id": row.id})
+    return LookedUp(permalinks=permalinks, resource=resource)
+
+
+def _linked_threads(payload: Payload) -> list[tuple[str, str]]:
+    """The threads a message of this payload links: an on-call page's (and a paged
+    alert's) first thread; a creator's DM, the thread it came from."""
+    match payload:
+        case CreatorDmPayload() as p:
+            own = [(p.thread_channel, p.thread_ts)] if p.thread_channel and p.thread_ts else []
+            return _linked_threads(p.event) + own
+        case DmPayload() as p:
+            return _linked_threads(p.about)
+        case OncallPayload() as p if p.thread_channel and p.thread_ts:
+            return [(p.thread_channel, p.thread_ts)]
+        case MetricPayload() | RulePayload() | BudgetPayload() as p if (
+            p.page and p.thread_channel and p.thread_ts
+        ):
+            return [(p.thread_channel, p.thread_ts)]
+        case ProgressPayload() as p if (
+            p.event not in ("resumed", "creating") and p.page and p.thread_channel and p.thread_ts
+        ):
+            return [(p.thread_channel, p.thread_ts)]
+    return []
+
+
+def _slow_start_resource(payload: Payload, row: OutboxMessage) -> str | None:
+    match payload:
+        case CreatorDmPayload() as p:
+            return _slow_start_resource(p.event, row)
+        case DmPayload() as p:
+            return _slow_start_resource(p.about, row)
+        case ProgressPayload(event="creating") as p:
+            return session_of(p.session, row).model_resources_id or None
+    return None
+
+
+def render(row: OutboxMessage, looked: LookedUp, *, settings: Settings) -> rendering.Message:
     """The message a row posts; a root row posts none (it only edits the root card).
     On-call's pages carry Acknowledge (naming this row), and stall and idle
     alerts Keep alive 1 h."""
     payload = row.typed_payload
     match payload:
         case CreatorDmPayload() as p:
-            inner = await _render(p.event, row, slack=slack, settings=settings, together=together)
-            permalink = None
-            if p.thread_channel and p.thread_ts:
-                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            inner = _render(p.event, row, looked, settings=settings)
             return rendering_actions.creator_dm(
-                with_actions(inner, action_buttons(p.event, alert_id=None)), permalink=permalink
+                with_actions(inner, action_buttons(p.event, alert_id=None)),
+                permalink=looked.link(p.thread_channel, p.thread_ts),
             )
         case DmPayload() as p:  # what the thread says, headed as the person's own
-            inner = await _render(p.about, row, slack=slack, settings=settings, together=together)
+            inner = _render(p.about, row, looked, settings=settings)
             return personal_heading(
                 with_actions(inner, action_buttons(p.about, alert_id=None)),
                 name=session_of(_snapshot_of(p), row).name,
@@ -87,7 +159,7 @@ async def render_row(
             return rendering_actions.repage_message(
                 p.minutes, p.what, mention=settings.oncall_mention
             )
-    message = await _render(payload, row, slack=slack, settings=settings, together=together)
+    message = _render(payload, row, looked, settings=settings)
     return with_actions(message, action_buttons(payload, alert_id=row.id))
 
 
@@ -117,13 +189,8 @@ def action_buttons(payload: Payload, *, alert_id: int | None) -> list[dict[str, 
     return out
 
 
-async def _render(
-    payload: Payload,
-    row: OutboxMessage,
-    *,
-    slack: SlackWeb,
-    settings: Settings,
-    together: TogetherClient | None,
+def _render(
+    payload: Payload, row: OutboxMessage, looked: LookedUp, *, settings: Settings
 ) -> rendering.Message:
     match payload:
         case TransitionPayload() as p:
@@ -148,23 +215,20 @@ async def _render(
                 [rendering.StatusChange(c.name, c.old_status, c.new_status) for c in p.changes],
             )
         case OncallPayload() as p:
-            permalink = None
-            if p.thread_channel and p.thread_ts:
-                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
             return rendering.oncall_alert(
-                session_of(p.session, row), permalink=permalink, mention=settings.oncall_mention
+                session_of(p.session, row),
+                permalink=looked.link(p.thread_channel, p.thread_ts),
+                mention=settings.oncall_mention,
             )
         case OperatorPayload() as p:
             return rendering.operator_alert(p.title, p.detail, mention=settings.oncall_mention)
         case ProgressPayload() as p:
-            return await _progress_message(
-                row, p, slack=slack, settings=settings, together=together
-            )
+            return _progress_message(row, p, looked, settings=settings)
         case IdlePayload() as p:
             return rendering_watch.idle_resource_alert(
                 p.resource,
                 idle_since=p.idle_since,
-                now=utcnow(),
+                now=looked.now,
                 sessions=list(p.sessions),
                 price=CostEstimate(currency=p.currency or "USD", price_per_hour=p.price_per_hour)
                 if p.price_per_hour is not None
@@ -172,9 +236,7 @@ async def _render(
                 mention=settings.oncall_mention if p.page else None,
             )
         case MetricPayload() as p:
-            permalink = None
-            if p.page and p.thread_channel and p.thread_ts:
-                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            permalink = looked.link(p.thread_channel, p.thread_ts) if p.page else None
             return metric_alert(
                 session_label(session_of(p.session, row)),
                 p.metric,
@@ -184,9 +246,7 @@ async def _render(
                 permalink=permalink,
             )
         case RulePayload() as p:
-            permalink = None
-            if p.page and p.thread_channel and p.thread_ts:
-                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            permalink = looked.link(p.thread_channel, p.thread_ts) if p.page else None
             return rule_alert(
                 session_label(session_of(p.session, row)),
                 RuleWords(
@@ -199,9 +259,7 @@ async def _render(
                 permalink=permalink,
             )
         case BudgetPayload() as p:
-            permalink = None
-            if p.page and p.thread_channel and p.thread_ts:
-                permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
+            permalink = looked.link(p.thread_channel, p.thread_ts) if p.page else None
             what = "This channel's spend today"
             if not p.daily:
                 what = session_label(session_of(p.session, row))
@@ -231,13 +289,8 @@ def _snapshot_of(p: DmPayload) -> SessionSnapshot | None:
     return about.session
 
 
-async def _progress_message(
-    row: OutboxMessage,
-    p: ProgressPayload,
-    *,
-    slack: SlackWeb,
-    settings: Settings,
-    together: TogetherClient | None,
+def _progress_message(
+    row: OutboxMessage, p: ProgressPayload, looked: LookedUp, *, settings: Settings
 ) -> rendering.Message:
     """A stall (in the thread, or on-call's page with the thread linked), its end,
     or a slow start."""
@@ -247,18 +300,9 @@ async def _progress_message(
             session, old_step=p.step, new_step=p.new_step, stalled_for=timedelta(seconds=p.seconds)
         )
     if p.event == "creating":
-        resource = None
-        if together is not None and session.model_resources_id:
-            try:  # its place in the GPU queue, when Together gives one
-                resource = await together.get_model_resource(session.model_resources_id)
-            except TogetherError as exc:
-                log.info("no model resource for a slow start: %s", exc, extra={"outbox_id": row.id})
         return rendering_watch.creating_message(
-            session, waited=timedelta(seconds=p.seconds), resource=resource
+            session, waited=timedelta(seconds=p.seconds), resource=looked.resource
         )
-    permalink = None
-    if p.page and p.thread_channel and p.thread_ts:
-        permalink = await _permalink(slack, p.thread_channel, p.thread_ts, row)
     return rendering_watch.stalled_message(
         session,
         step=p.step,
@@ -267,7 +311,7 @@ async def _progress_message(
         idles_out_at=p.idles_out_at,
         idles_out_estimated=p.idles_out_estimated,
         mention=settings.oncall_mention if p.page else None,
-        permalink=permalink,
+        permalink=looked.link(p.thread_channel, p.thread_ts) if p.page else None,
     )
 
 
