@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from bot.outbox.table import OutboxMessage
 from bot.settings.model import Settings
+from bot.store.chart_tables import ChartRefusal
 from bot.store.database_url import async_url
 from bot.store.engine import make_engine
 from bot.store.rule_tables import MetricRule
@@ -19,9 +20,11 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-# Every table: `bot.store.tables`'s, and the outbox's, which lives with its contract.
+# Every table: `bot.store.tables`'s, the rules' and the charts', and the outbox's,
+# which lives with its contract.
 assert OutboxMessage.__table__.metadata is Base.metadata
 assert MetricRule.__table__.metadata is Base.metadata
+assert ChartRefusal.__table__.metadata is Base.metadata
 target_metadata = Base.metadata
 
 

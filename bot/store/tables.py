@@ -41,7 +41,6 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from bot.ops.faults import clock_skew
 from bot.store.typed_json import PydanticJSON
-from bot.training.metrics_view import MetricsView
 from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
 
@@ -367,44 +366,3 @@ class PersonalWatch(Base):
     user_id: Mapped[str] = mapped_column(String(32), primary_key=True)
     session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime())
-
-
-class ProgressPoint(Base):
-    """The step one poll saw of a watched session, written only when it moved: what
-    a progress chart draws. Bounded per session (`bot.store.queries.progress_points`
-    thins it past a thousand points) and deleted with the session's watch."""
-
-    __tablename__ = "progress_points"
-    __table_args__ = (Index("ix_progress_points_session_seen", "session_id", "seen_at"),)
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(128))
-    seen_at: Mapped[datetime] = mapped_column(DateTime())
-    step: Mapped[int] = mapped_column(BigInteger())
-
-
-class SessionMetrics(Base):
-    """What the bot last read of a watched session's W&B run for its card: the
-    latest values and recent points (`bot.training.metrics_view.MetricsView` as JSON),
-    when, and which metrics were already told to have gone NaN or infinite."""
-
-    __tablename__ = "session_metrics"
-
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    read_at: Mapped[datetime | None] = mapped_column(DateTime(), nullable=True)
-    # NULL (nothing read yet) reads as the empty view.
-    view: Mapped[MetricsView] = mapped_column(
-        PydanticJSON(MetricsView, missing=MetricsView), nullable=True
-    )
-
-
-class ChartRefusal(Base):
-    """A Slack workspace that refused the root card's chart block
-    (`invalid_blocks`): its cards are drawn without the chart from then on, on
-    every replica and after a restart, so no redraw is refused for it again."""
-
-    __tablename__ = "chart_refusals"
-
-    team_id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    refused_at: Mapped[datetime] = mapped_column(DateTime())
-    error: Mapped[str] = mapped_column(String(64))

@@ -9,7 +9,7 @@ from bot.jobs.metric_reads import BadMetric, next_view
 from bot.rendering.metric_alert import metric_alert
 from bot.rendering.metric_lines import MetricLine, metrics_text, sparkline, with_metrics
 from bot.rendering.root_card import metric_lines
-from bot.store.tables import SessionMetrics
+from bot.store.chart_tables import SessionMetrics
 from bot.training.metrics_view import MetricsView
 from bot.wandb.history import Series
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, insert, select
 
 from bot.poll.record import moved_steps
+from bot.store.chart_tables import ProgressPoint
 from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.queries.progress_points import (
     KEEP_NEWEST,
@@ -18,7 +19,7 @@ from bot.store.queries.progress_points import (
     record_steps,
     steps_of,
 )
-from bot.store.tables import ProgressPoint, WatchedSession
+from bot.store.tables import WatchedSession
 from bot.training.poll_progress import PollProgress
 
 T0 = datetime(2026, 12, 1, 10, 0)

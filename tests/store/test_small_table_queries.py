@@ -8,10 +8,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.store.chart_tables import ChartRefusal
 from bot.store.queries.alert_acks import acknowledged, alert_ack, take_alert
 from bot.store.queries.channel_settings import set_digest
 from bot.store.queries.chart_refusals import remember_refusal
-from bot.store.tables import ChannelSettings, ChartRefusal
+from bot.store.tables import ChannelSettings
 
 Maker = async_sessionmaker[AsyncSession]
 T0 = datetime(2026, 12, 1, 10, 0)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from bot.store.chart_tables import ChartRefusal, SessionMetrics
 from bot.store.queries.chart_subscriptions import chart_thread
 from bot.store.queries.routing import DM_CREATOR, broadcast_modes, creator_dm_subscriptions
 from bot.store.queries.subscriptions import (
@@ -25,7 +26,7 @@ from bot.store.queries.subscriptions import (
     user_subscriptions,
 )
 from bot.store.rule_tables import Budget
-from bot.store.tables import SESSION_ENDED, ChartRefusal, SessionMetrics, Subscription, utcnow
+from bot.store.tables import SESSION_ENDED, Subscription, utcnow
 from bot.training.metrics_view import MetricsView
 from bot.training.poll_progress import PollProgress
 from tests.support.store_rows import CHANNEL, TEAM, add_subscription, add_watch

@@ -13,8 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.outbox.contract.payloads import CheckpointsPayload
 from bot.simulated.together import make_session
+from bot.store.chart_tables import SessionMetrics
 from bot.store.queries.watched_sessions import created_watches, start_watching
-from bot.store.tables import SessionMetrics, WatchedSession
+from bot.store.tables import WatchedSession
 from bot.store.typed_json import PydanticJSON
 from bot.training.metrics_view import MetricsView
 from bot.training.poll_progress import PollProgress

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.simulated.together import make_session
+from bot.store.chart_tables import SessionMetrics
 from bot.store.queries.session_metrics import (
     due_sessions,
     prune_orphan_metrics,
@@ -17,7 +18,7 @@ from bot.store.queries.session_metrics import (
     write_view,
 )
 from bot.store.queries.watched_sessions import created_watches, start_watching, stored_progress
-from bot.store.tables import SessionMetrics, WatchedSession, utcnow
+from bot.store.tables import WatchedSession, utcnow
 from bot.training.metrics_view import MetricsView
 from bot.training.sessions import TrainingSession
 from tests.support.store_rows import add_watch

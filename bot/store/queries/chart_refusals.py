@@ -6,8 +6,8 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.chart_tables import ChartRefusal
 from bot.store.engine import insert_ignoring
-from bot.store.tables import ChartRefusal
 
 
 async def remember_refusal(db: AsyncSession, team_id: str, *, error: str, now: datetime) -> None:

@@ -15,7 +15,8 @@ from datetime import datetime
 from sqlalchemy import delete, exists, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.tables import ProgressPoint, WatchedSession
+from bot.store.chart_tables import ProgressPoint
+from bot.store.tables import WatchedSession
 
 MAX_POINTS = 1000
 #: the newest points never thinned

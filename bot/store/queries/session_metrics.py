@@ -8,7 +8,8 @@ from datetime import datetime
 from sqlalchemy import delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.tables import SessionMetrics, WatchedSession
+from bot.store.chart_tables import SessionMetrics
+from bot.store.tables import WatchedSession
 from bot.training.metrics_view import MetricsView
 
 

@@ -13,16 +13,9 @@ from datetime import datetime
 from sqlalchemy import Row, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.chart_tables import ChartRefusal, SessionMetrics
 from bot.store.rule_tables import Budget
-from bot.store.tables import (
-    SESSION_ENDED,
-    ChartRefusal,
-    PersonalWatch,
-    SessionMetrics,
-    Subscription,
-    WatchedSession,
-    utcnow,
-)
+from bot.store.tables import SESSION_ENDED, PersonalWatch, Subscription, WatchedSession, utcnow
 from bot.training.metrics_view import MetricsView
 from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
