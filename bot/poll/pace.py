@@ -18,13 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.settings.model import Settings
+from bot.settings.timings import Timings
 from bot.together.poll_plan import Plan, Seen, budget_interval, budget_pages, round_cost
 
 # The longest a failing session waits for its next poll.
 MAX_POLL_BACKOFF_SECONDS = 900.0
-# A session due this close to a tick is polled at that tick, not one tick later:
-# ticks jitter by milliseconds, and a miss costs a whole tick (up to 5 s).
-MAX_DUE_SLACK_SECONDS = 0.5
 # The side requests of a round are averaged over at least this long (`side_window`).
 SIDE_WINDOW = 300.0
 
@@ -125,8 +123,8 @@ def side_window(settings: Settings) -> float:
 
 
 def due_slack(settings: Settings) -> float:
-    """How long before it is due a session may be claimed (see MAX_DUE_SLACK_SECONDS)."""
-    return min(MAX_DUE_SLACK_SECONDS, settings.poll_interval_seconds / 10)
+    """How long before it is due a session may be claimed (the timing table's)."""
+    return Timings.of(settings).due_slack
 
 
 def poll_gap(interval: float, settings: Settings) -> float:

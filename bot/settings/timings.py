@@ -20,7 +20,8 @@ REPORT_STALE_SECONDS = 30.0
 # The poll job's tick stays within these bounds whatever the intervals.
 POLL_TICK_MIN_SECONDS = 0.25
 POLL_TICK_MAX_SECONDS = 5.0
-# A session may be claimed at most this long before it is due.
+# A session may be claimed at most this long before it is due: ticks jitter by
+# milliseconds, and a session missed by one waits a whole tick more.
 MAX_DUE_SLACK_SECONDS = 0.5
 
 
