@@ -128,3 +128,15 @@ def test_every_channel_slack_refuses_us_has_words_for_the_person() -> None:
     from bot.slack_web.refusals import CANNOT_POST
 
     assert set(SLACK_CHANNEL_PROBLEMS) == CANNOT_POST
+
+
+def test_a_subscribe_answer_says_what_changed_or_that_nothing_did() -> None:
+    from bot.rendering.answers import subscribed
+
+    sid = "123e4567-e89b-12d3-a456-426614174000"
+    new = subscribed(sid, "status", already=False, changed=False)
+    assert new.startswith(":white_check_mark: Subscribed (status)") and "thread" in new
+    same = subscribed(sid, "status", already=True, changed=False)
+    assert "already subscribed" in same and "Filters" not in same
+    changed = subscribed(sid, "errors-only", already=True, changed=True)
+    assert "are now: errors-only" in changed and "already" not in changed

@@ -15,6 +15,7 @@ from bot.commands.chart import chart_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.ls_query import read_more
 from bot.commands.subscribe import subscribe_here
+from bot.rendering import answers
 from bot.rendering.ls_page import LS_MORE, ROW_STOP, ROW_SUBSCRIBE
 from bot.rendering.watch import STOP_RESOURCE
 from bot.slack.listeners.request import Request, button
@@ -44,7 +45,7 @@ def card_problem(req: Request) -> str | None:
     if not is_session_id(req.session_id):
         return USER_MESSAGES["invalid_id"]
     if not req.channel_id or not req.user_id:
-        return "I could not tell where that click came from."
+        return answers.NOWHERE
     return None
 
 
@@ -68,9 +69,9 @@ async def subscribe(req: Request) -> str:
         as_poll=as_poll(req.rt),
     )
     await req.say(
-        "This channel is already subscribed; updates go in its thread."
+        answers.ALREADY_SUBSCRIBED_HERE
         if result.already
-        else f":white_check_mark: <@{req.user_id}> subscribed this channel to `{session.id}`."
+        else answers.subscribed_by(req.user_id, session.id)
     )
     return "already" if result.already else "ok"
 
@@ -86,7 +87,7 @@ async def unsubscribe(req: Request) -> str:
         user_id=req.asker.user_id,
     )
     if sub is None:
-        await req.say("This channel is not subscribed to that session.")
+        await req.say(answers.NOT_SUBSCRIBED_TO_THAT)
         return "not_subscribed"
     return "ok"
 
@@ -162,7 +163,7 @@ async def stop(req: Request) -> str:
 def more_problem(req: Request) -> str | None:
     """More carries the query and Together's cursor; anything else is not ours."""
     if read_more(req.value) is None or not req.user_id:
-        return "That button is out of date or was not made by me. Run `/rl-session ls` again."
+        return answers.OUT_OF_DATE_BUTTON
     return None
 
 
@@ -196,9 +197,9 @@ async def stop_from_list(req: Request) -> str:
 def resource_problem(req: Request) -> str | None:
     """A Stop resource button must name a resource and come from a channel and a user."""
     if not is_session_id(req.value):  # resource ids share the session ids' alphabet
-        return "That is not a model resource id."
+        return answers.NOT_A_RESOURCE_ID
     if not req.channel_id or not req.user_id:
-        return "I could not tell where that click came from."
+        return answers.NOWHERE
     return None
 
 

@@ -11,6 +11,7 @@ from bot.commands.acknowledge import acknowledge as acknowledge_alert
 from bot.commands.download import checkpoint_download
 from bot.commands.keep_alive import keep_alive as keep_resource_alive
 from bot.commands.keep_alive import keep_failed
+from bot.rendering import answers
 from bot.rendering.actions import (
     ACKNOWLEDGE,
     DOWNLOAD_ACTION,
@@ -22,8 +23,6 @@ from bot.rendering.actions import (
 from bot.slack.listeners.request import Request, button
 from bot.together.errors import TogetherError
 from bot.training.sessions import is_session_id
-
-NOWHERE = "I could not tell where that click came from."
 
 
 def register(app: AsyncApp) -> None:
@@ -40,8 +39,8 @@ def register(app: AsyncApp) -> None:
 
 def ack_problem(req: Request) -> str | None:
     if read_alert_id(req.value) is None:
-        return "That button is not one of my alerts'."
-    return NOWHERE if not req.channel_id or not req.user_id else None
+        return answers.NOT_MY_ALERT
+    return answers.NOWHERE if not req.channel_id or not req.user_id else None
 
 
 async def acknowledge(req: Request) -> str:
@@ -67,8 +66,8 @@ async def acknowledge(req: Request) -> str:
 
 def resource_problem(req: Request) -> str | None:
     if not is_session_id(req.value):  # resource ids share the session ids' alphabet
-        return "That is not a model resource id."
-    return NOWHERE if not req.channel_id or not req.user_id else None
+        return answers.NOT_A_RESOURCE_ID
+    return answers.NOWHERE if not req.channel_id or not req.user_id else None
 
 
 async def keep_alive(req: Request) -> str:
@@ -90,14 +89,14 @@ async def keep_alive(req: Request) -> str:
         await req.say(f":no_entry_sign: {done.refusal}")
         return "refused"
     if not req.message_ts:  # an ephemeral alert cannot be redrawn: say it instead
-        await req.say(":hourglass_flowing_sand: Kept up for another hour.")
+        await req.say(answers.KEPT_UP)
     return "ok"
 
 
 def download_problem(req: Request) -> str | None:
     if read_download_value(req.value) is None:
-        return "That button does not name a checkpoint of mine."
-    return NOWHERE if not req.user_id else None
+        return answers.NOT_MY_CHECKPOINT
+    return answers.NOWHERE if not req.user_id else None
 
 
 async def download(req: Request) -> str:

@@ -22,6 +22,7 @@ from bot.commands.parser import Command, Problem, Verb, parse
 from bot.commands.routing import option_words
 from bot.commands.rules import alert_here, alerts_here, budget_here
 from bot.commands.subscribe import subscribe_here
+from bot.rendering import answers
 from bot.rendering.follow import with_rules
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
@@ -118,16 +119,8 @@ async def subscribe(req: Request, command: Command) -> str:
     what = ", ".join(sorted(result.filters)) + option_words(
         command.options, session, req.rt.settings.created_by_user_map
     )
-    if result.filters_changed or (result.already and command.options.sets_thread):
-        text = f":white_check_mark: Filters for `{session.id}` in this channel are now: {what}."
-    elif result.already:
-        text = f"This channel is already subscribed to `{session.id}`; updates go in its thread."
-    else:
-        text = (
-            f":white_check_mark: Subscribed ({what}). Updates of `{session.id}` will be told "
-            "in the thread of the card I just posted."
-        )
-    await req.say(text)
+    changed = result.filters_changed or (result.already and command.options.sets_thread)
+    await req.say(answers.subscribed(session.id, what, already=result.already, changed=changed))
     return "already" if result.already else "ok"
 
 
@@ -143,7 +136,7 @@ async def unsubscribe(req: Request, command: Command) -> str:
     )
     if sub is None:
         return await _not_subscribed(req, session_id)
-    await req.say(f":white_check_mark: Unsubscribed this channel from `{session_id}`.")
+    await req.say(answers.unsubscribed(session_id))
     return "ok"
 
 
@@ -160,14 +153,14 @@ async def mute(req: Request, command: Command) -> str:
     if not change.subscribed:
         return await _not_subscribed(req, session_id)
     if change.message is None:
-        await req.say(f"This channel's updates of `{session_id}` are not muted.")
+        await req.say(answers.not_muted(session_id))
         return "not_muted"
     await req.answer(change.message)
     return "ok"
 
 
 async def _not_subscribed(req: Request, session_id: str) -> str:
-    await req.say(f"This channel is not subscribed to `{session_id}`.")
+    await req.say(answers.not_subscribed(session_id))
     return "not_subscribed"
 
 
@@ -180,12 +173,9 @@ async def digest(req: Request, command: Command) -> str:
         tz=zone,
     )
     if command.digest_time is None:
-        await req.say(":white_check_mark: The daily digest for this channel is off.")
+        await req.say(answers.DIGEST_OFF)
     else:
-        await req.say(
-            f":white_check_mark: This channel gets a daily digest at {command.digest_time} "
-            f"({zone}). `/rl-session digest off` stops it."
-        )
+        await req.say(answers.digest_at(command.digest_time, zone))
     return "ok"
 
 

@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.commands.follow import set_personal
 from bot.commands.home import publish_home
+from bot.rendering import answers
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, button
 from bot.slack_web import SlackWeb
@@ -46,7 +47,7 @@ def subscription_problem(req: Request) -> str | None:
     """The button carries a subscription id; who may use it is checked against the clicker."""
     value = req.value
     if not (value.isascii() and value.isdigit()) or len(value) > 18 or not req.user_id:
-        return "That button does not name a subscription."
+        return answers.NOT_A_SUBSCRIPTION
     return None
 
 
@@ -66,7 +67,7 @@ async def unsubscribe(req: Request) -> str:
 
 def switch_problem(req: Request) -> str | None:
     if req.value not in ("on", "off") or not req.user_id:
-        return "That button does not say on or off."
+        return answers.NOT_ON_OR_OFF
     return None
 
 
