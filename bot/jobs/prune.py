@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from bot.outbox.retention import drop_ended, drop_finished
 from bot.runtime import Runtime
-from bot.store.queries.personal_alerts import drop_unwatched
-from bot.store.queries.progress_points import prune_orphans
-from bot.store.queries.session_metrics import prune_orphan_metrics
-from bot.store.tables import db_now
+from bot.store.chart_tables import ProgressPoint, SessionMetrics
+from bot.store.queries.watched_sessions import drop_unwatched_rows
+from bot.store.tables import PersonalWatch, db_now
 
 DAY_SECONDS = 86400.0
 
@@ -43,8 +42,8 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
     async with rt.sessionmaker() as db, db.begin():
         subscriptions, watches = await drop_ended(db, cutoff)
         # a session's chart points and W&B reads go with its watch
-        await prune_orphans(db)
-        await prune_orphan_metrics(db)
+        await drop_unwatched_rows(db, ProgressPoint)
+        await drop_unwatched_rows(db, SessionMetrics)
     return subscriptions, watches
 
 
@@ -53,4 +52,4 @@ async def prune_follow(rt: Runtime) -> int:
     claims are kept while their session is live: discovery, which lists who is,
     drops the others, `bot.jobs.follow`.)"""
     async with rt.sessionmaker() as db, db.begin():
-        return await drop_unwatched(db)
+        return await drop_unwatched_rows(db, PersonalWatch)

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, CursorResult, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from bot.outbox.contract.rows import OutboxRow, State
 from bot.outbox.table import OutboxMessage
-from bot.store.engine import insert_ignoring
+from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.leases import HANDED_BACK, claimable, leased_to
 from bot.store.leases import hand_back as hand_back_leases
 from bot.store.leases import renew as renew_leases
@@ -157,7 +157,7 @@ async def fence(db: AsyncSession, row_id: int, *, owner: str, lease_seconds: flo
         .values(lease_until=db_now(lease_seconds))
         .execution_options(synchronize_session=False)
     )
-    if isinstance(result, CursorResult) and result.rowcount == 1:
+    if rows_touched(result) == 1:
         return True
     await db.execute(
         update(OutboxMessage)

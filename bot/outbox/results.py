@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import CursorResult, select, update
+from sqlalchemy import select, update
 
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
+from bot.store.engine import rows_touched
 from bot.store.leases import HANDED_BACK
 from bot.store.leases import hand_back as hand_back_leases
 from bot.store.session import Db
@@ -49,7 +50,7 @@ async def store_result(db: Db, row_id: int, values: Mapping[str, Any], *, owner:
         .values(dict(values) | HANDED_BACK)
         .execution_options(synchronize_session=False)
     )
-    return isinstance(result, CursorResult) and result.rowcount == 1
+    return rows_touched(result) == 1
 
 
 async def hand_back_row(db: Db, row_id: int, *, owner: str) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
+from bot.store.engine import rows_touched
 from bot.store.tables import AlertAck, AlertSent, Subscription, WatchedSession
 
 
@@ -37,7 +38,7 @@ async def drop_finished(db: AsyncSession, cutoff: Any) -> int:
         .where(AlertAck.acked_at < cutoff)
         .execution_options(synchronize_session=False)
     )
-    return _count(result)
+    return rows_touched(result)
 
 
 async def drop_ended(db: AsyncSession, cutoff: Any) -> tuple[int, int]:
@@ -75,8 +76,4 @@ async def drop_ended(db: AsyncSession, cutoff: Any) -> tuple[int, int]:
         )
         .execution_options(synchronize_session=False)
     )
-    return _count(subscriptions), _count(watches)
-
-
-def _count(result: object) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)
+    return rows_touched(subscriptions), rows_touched(watches)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import CursorResult, event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
@@ -63,6 +63,11 @@ def _finite(value: Any) -> Any:
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def rows_touched(result: object) -> int:
+    """How many rows an UPDATE, DELETE or INSERT touched (0 when the driver cannot say)."""
+    return max(0, result.rowcount or 0) if isinstance(result, CursorResult) else 0
 
 
 def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | None = None) -> Any:

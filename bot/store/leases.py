@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, CursorResult, Row, func, or_, select, update
+from sqlalchemy import ColumnElement, Row, func, or_, select, update
 
-from bot.store.engine import insert_ignoring
+from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.heartbeats import holder_gone
 from bot.store.session import Db
 from bot.store.tables import Job, WatchedSession, db_now
@@ -77,7 +77,7 @@ async def hand_back(
 
 
 def _count(result: Any) -> int:
-    return max(0, result.rowcount) if isinstance(result, CursorResult) else 0
+    return rows_touched(result)
 
 
 # -- watched sessions (the poller) ---------------------------------------------------------------

@@ -10,13 +10,12 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 
 from bot.simulated import FakeSlack, FakeTogether, make_session
 from tests.support import BotFactory, BotProcess, query, wait_until
-from tests.support.home import open_home
+from tests.support.home import click_home, open_home
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 SID2 = "223e4567-e89b-12d3-a456-426614174000"
@@ -599,34 +598,6 @@ def test_bad_mute_durations_are_refused(
 # --- App Home ----------------------------------------------------------------------------
 
 
-def home_click(bot: BotProcess, value: str, user: str) -> None:
-    """A block_actions payload from the Home tab: a view container, no channel."""
-    payload = {
-        "type": "block_actions",
-        "user": {"id": user, "username": "u", "name": "u", "team_id": "T1"},
-        "api_app_id": "A1",
-        "token": "x",
-        "container": {"type": "view", "view_id": "V1"},
-        "trigger_id": "t.9",
-        "team": {"id": "T1", "domain": "example"},
-        "enterprise": None,
-        "is_enterprise_install": False,
-        "view": {"id": "V1", "type": "home", "blocks": [], "state": {"values": {}}},
-        "actions": [
-            {
-                "action_id": "rl_home_unsubscribe",
-                "block_id": "b1",
-                "text": {"type": "plain_text", "text": "Unsubscribe"},
-                "value": value,
-                "type": "button",
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-    body = urlencode({"payload": json.dumps(payload)})
-    assert bot.post(body).status_code == 200
-
-
 def published(slack: FakeSlack, user: str) -> list[dict[str, Any]]:
     return [
         as_json(c.params.get("view"))
@@ -688,13 +659,13 @@ def test_app_home_unsubscribe_only_by_the_subscriber(
     ids = dict(query(db_url, "SELECT session_id, id FROM subscriptions"))
 
     # Someone else presses it (a forged value naming U123's subscription): refused.
-    home_click(bot, str(ids[SID]), user="U999")
+    click_home(bot, "rl_home_unsubscribe", str(ids[SID]), user="U999")
     slack.wait_for(lambda: published(slack, "U999"), message="U999's home re-published")
     assert query(db_url, "SELECT active FROM subscriptions WHERE id = :i", i=ids[SID]) == [(True,)]
     assert thread_posts(slack, "C1", root) == []
-    home_click(bot, "1; DROP TABLE subscriptions", user="U123")
+    click_home(bot, "rl_home_unsubscribe", "1; DROP TABLE subscriptions", user="U123")
 
-    home_click(bot, str(ids[SID]), user="U123")
+    click_home(bot, "rl_home_unsubscribe", str(ids[SID]), user="U123")
     wait_until(lambda: published(slack, "U123"), what="U123's home re-published")
     [view] = published(slack, "U123")
     assert "kept-run" in json.dumps(view) and "home-run" not in json.dumps(view)

@@ -15,10 +15,10 @@ from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.queries.progress_points import (
     KEEP_NEWEST,
     MAX_POINTS,
-    prune_orphans,
     record_steps,
     steps_of,
 )
+from bot.store.queries.watched_sessions import drop_unwatched_rows
 from bot.store.tables import WatchedSession
 from bot.training.poll_progress import PollProgress
 
@@ -79,7 +79,7 @@ def test_points_go_with_the_watch(db_url: str) -> None:
                 db.add(WatchedSession(session_id="kept", last_status="RUNNING", snapshot={}))
                 await record_steps(db, {"kept": 1, "gone": 2}, now=T0)
             async with sessions() as db, db.begin():
-                dropped = await prune_orphans(db)
+                dropped = await drop_unwatched_rows(db, ProgressPoint)
             async with sessions() as db:
                 return dropped, await steps_of(db, "kept")
         finally:

@@ -13,11 +13,15 @@ from bot.simulated.together import make_session
 from bot.store.chart_tables import SessionMetrics
 from bot.store.queries.session_metrics import (
     due_sessions,
-    prune_orphan_metrics,
     view_of,
     write_view,
 )
-from bot.store.queries.watched_sessions import created_watches, start_watching, stored_progress
+from bot.store.queries.watched_sessions import (
+    created_watches,
+    drop_unwatched_rows,
+    start_watching,
+    stored_progress,
+)
 from bot.store.tables import WatchedSession, utcnow
 from bot.training.metrics_view import MetricsView
 from bot.training.sessions import TrainingSession
@@ -138,8 +142,8 @@ async def test_reads_of_sessions_no_longer_watched_are_pruned(maker: Maker) -> N
         for sid in ("kept", "gone1", "gone2"):
             db.add(SessionMetrics(session_id=sid, read_at=T0, view=None))
     async with maker() as db, db.begin():
-        assert await prune_orphan_metrics(db) == 2
+        assert await drop_unwatched_rows(db, SessionMetrics) == 2
     async with maker() as db:
         left = (await db.scalars(select(SessionMetrics.session_id))).all()
-        assert await prune_orphan_metrics(db) == 0
+        assert await drop_unwatched_rows(db, SessionMetrics) == 0
     assert left == ["kept"]

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.engine import upsert
+from bot.store.engine import rows_touched, upsert
 from bot.store.rule_tables import EVERY_SESSION, Budget
 from bot.store.tables import Subscription, WatchedSession
 from bot.training.poll_progress import PollProgress
@@ -61,7 +61,7 @@ async def remove_budget(
             Budget.session_id == session_id,
         )
     )
-    return bool(getattr(result, "rowcount", 0))
+    return rows_touched(result) > 0
 
 
 async def channel_budgets(db: AsyncSession, *, team_id: str, channel_id: str) -> list[Budget]:

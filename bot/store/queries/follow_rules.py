@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from sqlalchemy import CursorResult, delete, exists, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.engine import insert_ignoring
+from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.tables import FollowClaim, FollowRule, PersonalAlerts, Subscription, db_now
 
 #: the most rules one channel may hold
@@ -105,7 +105,7 @@ async def remove_rules(
         .where(FollowRule.id.in_(ids))
         .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+    return rows_touched(result)
 
 
 async def _selector_rules(
@@ -187,7 +187,7 @@ async def claim(
                 claimed_at=now,
             )
         )
-        fresh = isinstance(result, CursorResult) and result.rowcount == 1
+        fresh = rows_touched(result) == 1
         if fresh and session_id not in subscribed:
             taken.append(session_id)
     return taken
@@ -278,7 +278,7 @@ async def retake(
             .values(retry_at=None, claimed_by=owner)
             .execution_options(synchronize_session=False)
         )
-        if isinstance(result, CursorResult) and result.rowcount == 1:
+        if rows_touched(result) == 1:
             taken.append(session_id)
         else:  # subscribed by hand meanwhile: settled, not due any more
             await db.execute(
@@ -342,7 +342,7 @@ async def prune_claims(db: AsyncSession, *, session_ids: Sequence[str], before: 
         .where(FollowClaim.claimed_at < before, FollowClaim.session_id.in_(list(session_ids)))
         .execution_options(synchronize_session=False)
     )
-    return int(result.rowcount or 0) if isinstance(result, CursorResult) else 0
+    return rows_touched(result)
 
 
 async def set_cap_told(db: AsyncSession, rule_id: int, told: bool) -> None:

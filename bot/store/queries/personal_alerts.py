@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import CursorResult, delete, exists, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.engine import insert_ignoring, upsert
-from bot.store.tables import PersonalAlerts, PersonalWatch, WatchedSession, database_now
+from bot.store.engine import insert_ignoring, rows_touched, upsert
+from bot.store.tables import PersonalAlerts, PersonalWatch, database_now
 
 
 async def set_switch(db: AsyncSession, *, team_id: str, user_id: str, enabled: bool) -> None:
@@ -64,7 +64,7 @@ async def take(
                 user_id=user_id, session_id=session_id, created_at=now
             )
         )
-        if isinstance(result, CursorResult) and result.rowcount == 1:
+        if rows_touched(result) == 1:
             taken.append(session_id)
     return taken
 
@@ -90,13 +90,3 @@ async def listeners(db: AsyncSession, session_ids: Sequence[str]) -> dict[str, l
     for row in rows:
         out.setdefault(row.session_id, []).append(row.user_id)
     return out
-
-
-async def drop_unwatched(db: AsyncSession) -> int:
-    """The personal switch's sessions whose watch is gone; how many."""
-    result = await db.execute(
-        delete(PersonalWatch)
-        .where(~exists().where(WatchedSession.session_id == PersonalWatch.session_id))
-        .execution_options(synchronize_session=False)
-    )
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from sqlalchemy import delete, exists, func, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.chart_tables import ProgressPoint
-from bot.store.tables import WatchedSession
 
 MAX_POINTS = 1000
 #: the newest points never thinned
@@ -69,13 +68,3 @@ async def steps_of(db: AsyncSession, session_id: str) -> list[tuple[datetime, in
         .limit(MAX_POINTS + KEEP_NEWEST)
     )
     return [(r.seen_at, r.step) for r in rows]
-
-
-async def prune_orphans(db: AsyncSession) -> int:
-    """Drop the points of sessions whose watch is gone; how many."""
-    result = await db.execute(
-        delete(ProgressPoint)
-        .where(~exists().where(WatchedSession.session_id == ProgressPoint.session_id))
-        .execution_options(synchronize_session=False)
-    )
-    return int(getattr(result, "rowcount", 0) or 0)

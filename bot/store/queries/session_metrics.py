@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.chart_tables import SessionMetrics
@@ -45,12 +45,3 @@ async def due_sessions(db: AsyncSession, *, before: datetime, limit: int) -> lis
         .limit(limit)
     )
     return list(rows)
-
-
-async def prune_orphan_metrics(db: AsyncSession) -> int:
-    result = await db.execute(
-        delete(SessionMetrics)
-        .where(~exists().where(WatchedSession.session_id == SessionMetrics.session_id))
-        .execution_options(synchronize_session=False)
-    )
-    return int(getattr(result, "rowcount", 0) or 0)

@@ -8,11 +8,12 @@ stopped watch is taken up again.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.store.engine import insert_ignoring
+from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.tables import WatchedSession, utcnow
 from bot.training.poll_progress import PollProgress
 from bot.training.sessions import TrainingSession
@@ -64,3 +65,15 @@ async def stored_progress(db: AsyncSession, session_ids: list[str]) -> dict[str,
 
 async def watched_session(db: AsyncSession, session_id: str) -> WatchedSession | None:
     return await db.get(WatchedSession, session_id)
+
+
+async def drop_unwatched_rows(db: AsyncSession, table: Any) -> int:
+    """Delete the rows of a per-session table (`session_id`) whose session is no
+    longer watched: its chart points, W&B reads, a person's switch; how many."""
+    return rows_touched(
+        await db.execute(
+            delete(table)
+            .where(~exists().where(WatchedSession.session_id == table.session_id))
+            .execution_options(synchronize_session=False)
+        )
+    )
