@@ -6,10 +6,10 @@ from .together import (
     FakeTogether,
     TogetherFault,
     TogetherRequest,
-    free_port,
     make_model_resource,
     make_old_shape_session,
     make_session,
+    refusing_port,
 )
 
 __all__ = [
@@ -20,11 +20,11 @@ __all__ = [
     "TogetherFault",
     "TogetherRequest",
     "block_action_body",
-    "free_port",
     "make_model_resource",
     "make_old_shape_session",
     "make_session",
     "post_signed",
+    "refusing_port",
     "sign",
     "slash_command_body",
 ]

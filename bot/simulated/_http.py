@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
@@ -31,19 +31,22 @@ __all__ = [
     "Request",
     "Response",
     "Served",
-    "free_port",
     "parse_body",
+    "refusing_port",
 ]
 
 T = TypeVar("T")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port on `host` with nothing listening (for connection-refused tests)."""
+@contextlib.contextmanager
+def refusing_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port on `host` that refuses connections while the block runs: bound, so no
+    other server on the machine can take it meanwhile, and never listening. (A port
+    merely found free was taken by another test's server under load.)"""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
-    return port
+        yield port
 
 
 class _Server(ThreadingHTTPServer):

@@ -53,7 +53,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ._http import Request, Response, free_port
+from ._http import Request, Response, refusing_port
 from .together_actions import AlertActionRoutes
 from .together_faults import TogetherFault, TogetherFaults
 from .together_lists import ListRoutes
@@ -84,11 +84,11 @@ __all__ = [
     "TogetherFault",
     "TogetherRequest",
     "error_body",
-    "free_port",
     "full_status",
     "make_model_resource",
     "make_old_shape_session",
     "make_session",
+    "refusing_port",
 ]
 _BASE = "/v1/rl/training-sessions"
 _RESOURCES = "/v1/rl/model-resources"

@@ -18,8 +18,8 @@ from bot.simulated import (
     FakeSlack,
     FakeTogether,
     block_action_body,
-    free_port,
     post_signed,
+    refusing_port,
     sign,
     slash_command_body,
 )
@@ -295,9 +295,9 @@ def test_fault_delay_exceeds_client_timeout_and_disconnect(together: FakeTogethe
     assert httpx.get(url, headers=AUTH).status_code == 200
 
 
-def test_free_port_refuses_connections() -> None:
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{free_port()}/v1/rl/training-sessions/x", timeout=2)
+def test_a_refusing_port_refuses_connections() -> None:
+    with refusing_port() as port, pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{port}/v1/rl/training-sessions/x", timeout=2)
 
 
 def test_keep_alive_reuses_connection(together: FakeTogether) -> None:

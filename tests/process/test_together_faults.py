@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.simulated import FakeSlack, FakeTogether, free_port
+from bot.simulated import FakeSlack, FakeTogether, refusing_port
 from tests.support import BotFactory, BotProcess, query, wait_until
 from tests.support.threads import subscribed_root
 
@@ -163,14 +163,15 @@ def test_commands_under_rate_limits(
 def test_connection_refused_is_told_and_the_bot_keeps_serving(
     start_bot: BotFactory, slack: FakeSlack, db_url: str
 ) -> None:
-    bot = start_bot(TOGETHER_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
-    texts = [OK, f"subscribe {OK}", f"show {OK}"]
-    for i, text in enumerate(texts):
-        assert ask(bot, slack, text, f"refused-{i}") < ACK_BOUND
-    for i in range(len(texts)):
-        answer = slack.wait_for_response(f"refused-{i}", timeout=10)
-        assert answer["response_type"] == "ephemeral"
-        assert UNAVAILABLE in answer["text"]
+    with refusing_port() as port:
+        bot = start_bot(TOGETHER_BASE_URL=f"http://127.0.0.1:{port}/v1")
+        texts = [OK, f"subscribe {OK}", f"show {OK}"]
+        for i, text in enumerate(texts):
+            assert ask(bot, slack, text, f"refused-{i}") < ACK_BOUND
+        for i in range(len(texts)):
+            answer = slack.wait_for_response(f"refused-{i}", timeout=10)
+            assert answer["response_type"] == "ephemeral"
+            assert UNAVAILABLE in answer["text"]
     help_ = bot.command("help", response_url=slack.response_url("h")).json()
     assert "/rl-session subscribe" in json.dumps(help_)
     assert httpx.get(f"{bot.url}/healthz", timeout=2).status_code == 200
