@@ -27,7 +27,7 @@ DEFAULT_FILTER: StatusFilter = "running"
 MAX_MODEL = 200
 MAX_CURSOR = 1000
 LS_USAGE = (
-    "Use `ls [running|creating|error|all] [mine|@user] [model=<name>]`, "
+    "Use `ls [running|creating|error|all] [mine|@user] [model=&lt;name&gt;]`, "
     "e.g. `ls running mine` or `ls all model=Qwen/Qwen3.5-4B`."
 )
 _STATUSES: dict[str, list[str]] = {
@@ -71,7 +71,7 @@ def parse_args(args: Sequence[str]) -> ListQuery | str:
         elif lowered.startswith("model="):
             name = word[len("model=") :].strip()
             if model is not None or not name or len(name) > MAX_MODEL:
-                return f"Give one `model=<name>` (at most {MAX_MODEL} characters). {LS_USAGE}"
+                return f"Give one `model=&lt;name&gt;` (at most {MAX_MODEL} characters). {LS_USAGE}"
             model = name
         else:
             return f"I did not understand that. {LS_USAGE}"

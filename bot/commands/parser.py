@@ -80,7 +80,7 @@ DM_USAGE = (
 )
 _OPTIONS = ("stall=", "target=", "broadcast=", "dm=", "chart=")
 CHART_USAGE = (
-    "Use `chart <id> [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
+    "Use `chart &lt;id&gt; [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
     "or `progress` for the bot's own step chart. Without names: WANDB_METRICS."
 )
 CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) or `chart=off`."
@@ -258,7 +258,9 @@ def _parse_follow(head: str, args: list[str]) -> Command:
         if lowered.startswith("model="):
             name = word[len("model=") :].strip()
             if model is not None or not name or len(name) > MAX_MODEL:
-                return _usage(verb, f"Give one `model=<name>` of at most {MAX_MODEL} characters.")
+                return _usage(
+                    verb, f"Give one `model=&lt;name&gt;` of at most {MAX_MODEL} characters."
+                )
             model = name
         elif verb == "unfollow":
             return _usage(

@@ -232,7 +232,7 @@ def unmapped_answer(slack_user: str, *, caller: str) -> str:
     return (
         f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
         "sessions are theirs. Ask whoever runs the bot to add the pair "
-        f"`<Together user id>={slack_user}` to CREATED_BY_USER_MAP (comma-separated "
+        f"`&lt;Together user id&gt;={slack_user}` to CREATED_BY_USER_MAP (comma-separated "
         "pairs; the Together user id is the `created_by` of their sessions, as "
-        "`/rl-session <id>` shows it) and restart the bot, or use `all`."
+        "`/rl-session &lt;id&gt;` shows it) and restart the bot, or use `all`."
     )

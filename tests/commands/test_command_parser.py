@@ -339,7 +339,7 @@ def test_follow_takes_a_selector_model_filters_stall_and_existing() -> None:
         ("follow bob", "needs `mine`, `@user` or `all` first"),
         ("follow @bob", "pick the person"),
         ("follow all model=" + "m" * 201, "at most 200 characters"),
-        ("follow all model=a model=b", "one `model=<name>`"),
+        ("follow all model=a model=b", "one `model=&lt;name&gt;`"),
         ("follow all status errors-only", "not both"),
         ("follow all stall=forever", "stall="),
         ("follow all sometimes", "Unknown word"),

@@ -141,6 +141,9 @@ def valid(message: dict[str, Any]) -> None:
 @PROPERTY
 @given(text=st.one_of(st.none(), command_text))
 @example(text="<!channel>")
+@example(text="CHART")  # usage words that show `<id>` or `model=<name>` escape them
+@example(text="follow all model=a model=b")
+@example(text="ls all model=a model=b")
 @example(text="subscribe <@U0123ABC>")
 @example(text="<https://evil.example/../x|123e4567>")
 @example(text="show " + "a" * 129)

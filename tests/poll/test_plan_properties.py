@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
@@ -163,7 +164,9 @@ class Case:
 def _cases(draw: st.DrawFn) -> Case:
     live = draw(st.integers(0, 1000))
     pool = live + draw(st.integers(0, 20))  # the rest have ended
-    rnd = draw(st.randoms(use_true_random=False))
+    # Per-row choices from a PRNG seeded by one draw: hypothesis' own randoms make
+    # every choice a draw, which cost half the test's time for up to 1,000 rows.
+    rnd = random.Random(draw(st.integers(0, 2**32 - 1)))
     watched = sorted(rnd.sample(range(pool), draw(st.integers(0, pool))))
     replicas = draw(st.integers(1, 3))
     cycles = []

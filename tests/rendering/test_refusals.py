@@ -89,7 +89,7 @@ def test_slack_refusals_name_the_code_when_no_sentence_fits() -> None:
 def test_an_unmapped_user_is_you_to_the_caller_and_a_mention_to_others() -> None:
     assert "no Together user for you," in unmapped_answer("U1", caller="U1")
     assert "no Together user for <@U2>," in unmapped_answer("U2", caller="U1")
-    assert "`<Together user id>=U2`" in unmapped_answer("U2", caller="U1")
+    assert "`&lt;Together user id&gt;=U2`" in unmapped_answer("U2", caller="U1")
     assert "for you," in unlisted_creator("U1", mine=True)
     assert "for <@U2>," in unlisted_creator("U2", mine=False)
 

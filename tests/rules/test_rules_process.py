@@ -169,24 +169,27 @@ def test_a_budget_warns_at_80_and_100_percent_with_the_forecast_and_pages_at_100
     together.add_resource(RID, "READY")
     together.add(SID, "RUNNING", step="10", model_resources_id=RID)
     bot = start_bot(SPEND_WATCH="true", ONCALL_CHANNEL=OPS)
-    # $25.00/h (the fake's price): 80 % of $0.05 after 5.8 s READY, 100 % after 7.2 s
-    assert "Set a budget $0.05" in say(bot, slack, f"budget {SID} $0.05")
+    # $25.00/h (the fake's price): 80 % of $0.10 after 11.5 s READY, 100 % after 14.4 s.
+    # The READY time grows by a poll's interval at a time; a read that passes both
+    # levels at once tells only the 100 %, so the window between them is kept
+    # wider than a loaded machine's gap between polls.
+    assert "Set a budget $0.10" in say(bot, slack, f"budget {SID} $0.10")
     root = subscribe(bot, slack, SID)
 
     def card() -> str:
         updates = slack.updates(CHANNEL, root)
         return json.dumps(updates[-1].blocks, ensure_ascii=False) if updates else ""
 
-    wait_until(lambda: "of $0.05 budget" in card().replace("\u2060", ""), what="the card")
+    wait_until(lambda: "of $0.10 budget" in card().replace("\u2060", ""), what="the card")
     assert "Spend so far (estimate)" in card()
 
     [eighty] = wait_until(
         lambda: told(slack, CHANNEL, root, "is at 80 % of its budget"), timeout=60
     )
-    assert "of $0.05; at $25.00/h it reaches $0.05 at" in text_of(eighty)
+    assert "of $0.10; at $25.00/h it reaches $0.10 at" in text_of(eighty)
     assert " UTC" in text_of(eighty)
     [full] = wait_until(lambda: told(slack, CHANNEL, root, "has reached its budget"), timeout=60)
-    assert "of $0.05" in text_of(full)
+    assert "of $0.10" in text_of(full)
     [page] = wait_until(lambda: told(slack, OPS, None, "has reached its budget"))
     assert set(buttons(page)) == {"rl_ack", "rl_stop_resource", "rl_keep_alive"}
     assert buttons(page)["rl_stop_resource"]["value"] == RID
@@ -216,14 +219,18 @@ def test_a_daily_budget_is_counted_anew_on_the_channels_local_day(
         "UPDATE budgets SET told_level = 100, day = :d, baseline = '{}'",
         d=yesterday,
     )
-    wait_until(  # 12 s on a quiet machine; the spend accrues by polls, slow under load
-        lambda: told(slack, CHANNEL, None, "This channel's spend today is at 80 %"), timeout=120
+    # Today's count starts from nothing, so today's 100 % is told although
+    # yesterday's was. (The spend grows by a poll's interval at a time: on a loaded
+    # machine one read may pass 80 % and 100 % at once and tell only the 100 %; the
+    # 80 % warning's words are the per-session test's.)
+    wait_until(
+        lambda: told(slack, CHANNEL, None, "This channel's spend today has reached"), timeout=90
     )
-    wait_until(lambda: told(slack, CHANNEL, None, "This channel's spend today has reached"))
     days = query(db_url, "SELECT day, told_level FROM budgets")
     assert days == [(today.isoformat(), 100)]
     keys = [k for (k,) in query(db_url, "SELECT dedupe_key FROM outbox WHERE kind = 'budget'")]
-    assert len(keys) == 2 and all(today.isoformat() in k for k in keys)
+    assert 1 <= len(keys) <= 2 and all(today.isoformat() in k for k in keys), keys
+    assert len(told(slack, CHANNEL, None, "This channel's spend today")) == len(keys)
 
 
 @pytest.mark.backend_independent("rule evaluation; the once-per-crossing row is tested on both")
