@@ -64,8 +64,8 @@ async def judge_budgets(
             )
             costs: dict[str, float] = {}
             per_hour, currency = 0.0, "USD"
-            for sid, watch in progress.items():
-                found = spend_of(watch.spend)
+            for sid, kept in progress.items():
+                found = spend_of(kept.spend)
                 if found is not None:
                     costs[sid], rate, currency = found[0], found[1], found[2]
                     per_hour += rate

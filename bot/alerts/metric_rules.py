@@ -41,16 +41,16 @@ def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[st
     for session_id, values in updates.items():
         if "progress" not in values:
             continue
-        watch: PollProgress = values["progress"]
-        if not watch.running or watch.rate is None:
+        progress: PollProgress = values["progress"]
+        if not progress.running or progress.rate is None:
             continue
-        rate = watch.rate
-        if watch.since is not None and watch.seen_at is not None:
+        rate = progress.rate
+        if progress.since is not None and progress.seen_at is not None:
             # a step standing still for t minutes allows at most one step in t
-            still = (watch.seen_at - watch.since).total_seconds() / 60
+            still = (progress.seen_at - progress.since).total_seconds() / 60
             if still > 0:
                 rate = min(rate, 1 / still)
-        step = float(watch.step) if watch.step is not None else None
+        step = float(progress.step) if progress.step is not None else None
         out[session_id] = {STEPS_PER_MIN: Reading(rate, step)}
     return out
 

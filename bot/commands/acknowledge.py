@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.commands.asker import Asker, Sessionmaker
-from bot.outbox.pages import cancel_repage, page_row
+from bot.outbox.oncall_pages import cancel_repage, page_row
 from bot.rendering.actions import acknowledged
 from bot.rendering.blocks import Message
 from bot.rendering.refusals import UNKNOWN_ALERT

@@ -1,12 +1,12 @@
 """Paging on-call once more (ONCALL_REPAGE_MINUTES): each run, one replica
 (job lock) writes a repage row for every page nobody acknowledged in time
-(`bot.outbox.pages.unacknowledged`); delivery posts it in the page's thread,
+(`bot.outbox.oncall_pages.unacknowledged`); delivery posts it in the page's thread,
 shown in the channel too, mentioning ONCALL_MENTION. Its dedupe key makes each
 page repaged once, whichever replica runs it."""
 
 from __future__ import annotations
 
-from bot.outbox.pages import unacknowledged
+from bot.outbox.oncall_pages import unacknowledged
 from bot.outbox.queue import insert_outbox
 from bot.runtime import Runtime
 from bot.store.job_locks import exclusive_job

@@ -46,9 +46,9 @@ class SessionEvent:
     more_checkpoints: int = 0
     # The step as this poll saw it, when a stall, its end or a slow start may be owed.
     progress: ProgressCheck | None = None
-    # The watch's view (`watched_sessions.progress`) when the card is worth a redraw,
+    # The polls' progress (`watched_sessions.progress`) when the card is worth a redraw,
     # and the key of what it shows.
-    watch: PollProgress | None = None
+    card_progress: PollProgress | None = None
     card_view_key: str | None = None
 
 
@@ -84,17 +84,17 @@ def tells(filters: frozenset[str], transition: Transition) -> bool:
 
 
 def _card_view(
-    watch: PollProgress, key: str, sub: Subscriber, now: datetime
+    progress: PollProgress, key: str, sub: Subscriber, now: datetime
 ) -> list[tuple[str, CardView]]:
-    """What one subscription's card shows of the watch: the resource (spend
+    """What one subscription's card shows of the progress: the resource (spend
     watch) and, with its own `target=`, the target and ETA; nothing when neither."""
     budgeted = f":b{sub.budget:g}" if sub.budget is not None else ""
     if sub.target_step is None:
-        shown = CardView.of(watch, budget=sub.budget)
-        return [(key + budgeted, shown)] if watch.spend is not None else []
-    progress = watch.progress()
-    when = eta(progress, sub.target_step, now) if progress is not None else None
-    shown = CardView.of(watch, target=sub.target_step, eta=when, budget=sub.budget)
+        shown = CardView.of(progress, budget=sub.budget)
+        return [(key + budgeted, shown)] if progress.spend is not None else []
+    steps = progress.progress()
+    when = eta(steps, sub.target_step, now) if steps is not None else None
+    shown = CardView.of(progress, target=sub.target_step, eta=when, budget=sub.budget)
     return [(f"{key}:t{sub.target_step}{budgeted}", shown)]
 
 
@@ -122,16 +122,16 @@ def notifications(
         subs = by_session.get(session_id, [])
         for event in found:
             session = event.session
-            if event.watch is not None and event.card_view_key and session is not None:
+            if event.card_progress is not None and event.card_view_key and session is not None:
                 out.rows += [
                     watch_row(
                         Thread(sub.id, session_id, sub.channel_id, sub.root_ts),
                         key=key,
                         session=session,
-                        watch=watch,
+                        view=view,
                     )
                     for sub in subs
-                    for key, watch in _card_view(event.watch, event.card_view_key, sub, now)
+                    for key, view in _card_view(event.card_progress, event.card_view_key, sub, now)
                 ]
                 continue
             if event.progress is not None:

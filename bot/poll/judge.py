@@ -205,16 +205,18 @@ def judge(
             interval=interval,
         )
         if isinstance(fetched, TrainingSession):  # the step as this poll saw it
-            watch, progress, key = _poll_progress(
+            kept, progress, key = _poll_progress(
                 row, fetched, now=now, stall_after=stall_after, read=read
             )
-            values["progress"] = watch
+            values["progress"] = kept
             if progress is not None:
                 found.append(SessionEvent(values["transition_seq"], fetched, progress=progress))
             # the card is redrawn when what it shows changes: the resource, steps/min
             if key is not None and not fetched.terminal:
                 found.append(
-                    SessionEvent(values["transition_seq"], fetched, watch=watch, card_view_key=key)
+                    SessionEvent(
+                        values["transition_seq"], fetched, card_progress=kept, card_view_key=key
+                    )
                 )
             # the row this state was built from; a later poll of the same row is steady
             values["fingerprint"] = fingerprint

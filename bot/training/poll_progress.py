@@ -266,7 +266,7 @@ class PollProgress(_Stored):
 
 
 class CardView(PollProgress):
-    """What a root card's redraw shows of the watch: the column, and with a
+    """What a root card's redraw shows of the progress: the column, and with a
     subscription's own `target=` that target and the ETA worked out for it."""
 
     target: StrictInt | None = None
@@ -277,14 +277,14 @@ class CardView(PollProgress):
     @classmethod
     def of(
         cls,
-        watch: PollProgress,
+        progress: PollProgress,
         *,
         target: int | None = None,
         eta: datetime | None = None,
         budget: float | None = None,
     ) -> CardView:
         """The column's view for one card."""
-        return cls(**dict(watch), target=target, eta=eta, budget=budget)
+        return cls(**dict(progress), target=target, eta=eta, budget=budget)
 
     def _fields(self) -> dict[str, Any]:
         out = super()._fields()

@@ -18,6 +18,10 @@ import pytest
 
 from tests.support.rig import Rig, ask, shared_rig
 
+pytestmark = pytest.mark.backend_independent(
+    "cards, usage and Together's errors as Slack sees them; the database only stores"
+)
+
 SID_NEW = "123e4567-e89b-12d3-a456-426614174000"
 SID_OLD = "0a1b2c3d-0000-4000-8000-00000000000a"
 

@@ -8,10 +8,15 @@ import json
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.block_kit import block_kit_problems
 from tests.support import BotFactory, BotProcess, query, wait_until
 
+pytestmark = pytest.mark.backend_independent(
+    "ls reads Together's pages; the watched rows it marks are plain queries tested on both"
+)
 _tokens = itertools.count()
 
 

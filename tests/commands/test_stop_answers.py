@@ -8,10 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.together import error_body
 from tests.support import BotProcess, wait_until
 
+pytestmark = pytest.mark.backend_independent(
+    "how Together's answers to a stop are told; the database only stores"
+)
 SID = "123e4567-e89b-12d3-a456-426614174000"
 SID2 = "223e4567-e89b-12d3-a456-426614174000"
 RES = "res-idle"

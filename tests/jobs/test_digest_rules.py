@@ -35,7 +35,7 @@ def rows() -> list[OutboxRow]:
         status_row(thread, seq=2, transition=change, snapshot=None, told=False),  # muted
         status_row(thread, seq=3, transition=gone(STOPPING), snapshot=None, told=True),
         *(
-            watch_row(thread, key=f"spend-{i}", session=session, watch={"spend": i})
+            watch_row(thread, key=f"spend-{i}", session=session, view={"spend": i})
             for i in range(5)
         ),
     ]

@@ -181,8 +181,8 @@ def test_an_unknown_kind_is_refused() -> None:
 
 def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
-    watch = PollProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
-    events = {SID: [SessionEvent(3, session, watch=watch, card_view_key="abc")]}
+    progress = PollProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
+    events = {SID: [SessionEvent(3, session, card_progress=progress, card_view_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
     )
@@ -191,7 +191,7 @@ def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_sh
     for row in rows.rows:
         payload = row.payload
         assert isinstance(payload, RootPayload) and payload.watch is not None
-        assert payload.watch.dump() == watch.dump()
+        assert payload.watch.dump() == progress.dump()
         assert payload.old_status == payload.new_status == session.status
 
 
@@ -201,7 +201,11 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     watch = {"step": "1000", "since": since.isoformat(), "running": True, "rate": 100.0}
     watch |= {"anchored": True, "seen_at": NOW.isoformat()}
     events = {
-        SID: [SessionEvent(3, session, watch=PollProgress.model_validate(watch), card_view_key="k")]
+        SID: [
+            SessionEvent(
+                3, session, card_progress=PollProgress.model_validate(watch), card_view_key="k"
+            )
+        ]
     }
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows

@@ -177,6 +177,6 @@ def test_a_card_value_that_comes_back_is_redrawn_again() -> None:
         )
         owed = notifications(judged.events, [sub], now=now, oncall_channel=None)
         keys += [row.dedupe_key for row in owed.rows]
-        shown += [str(e.watch.rate) for e in judged.events.get(SID, []) if e.watch]
+        shown += [str(e.card_progress.rate) for e in judged.events.get(SID, []) if e.card_progress]
     assert shown == ["12.0", "13.0", "12.0"]
     assert len(keys) == 3 and len(set(keys)) == 3, keys

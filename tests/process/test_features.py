@@ -240,6 +240,7 @@ def test_subscribe_button_keeps_the_channels_filters(
     assert len(roots(slack, "C123")) == 1
 
 
+@pytest.mark.backend_independent("input refused before anything is stored")
 def test_bad_filters_are_refused_and_store_nothing(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -290,6 +291,7 @@ def _stop_buttons(blocks: list[Any] | None) -> list[dict[str, Any]]:
     return [e for e in elements(blocks) if e.get("action_id") == "rl_stop"]
 
 
+@pytest.mark.backend_independent("the Stop allowlist; the database only stores")
 def test_stop_refused_when_not_enabled_for_users_not_allowed_and_for_bad_values(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -395,6 +397,7 @@ def test_stop_by_an_allowed_user_is_sent_told_in_the_thread_and_logged(
     assert len(slack.successful_posts("C9")) == 1
 
 
+@pytest.mark.backend_independent("Slack's user-group answer; the database only stores")
 def test_stop_allowed_by_user_group_membership(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -456,6 +459,7 @@ def test_error_watch_alerts_new_errors_once_not_history(
     assert [k[0].split(":")[1] for k in keys] == [SID3, SID4]
 
 
+@pytest.mark.backend_independent("Together's pages; the told-once rows are tested on both")
 def test_error_watch_paginates_and_is_bounded_per_cycle(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -483,6 +487,7 @@ def test_error_watch_paginates_and_is_bounded_per_cycle(
     assert len(paths) >= 3 and not any("after=" in p for p in paths)
 
 
+@pytest.mark.backend_independent("Together's cursor; the told-once rows are tested on both")
 def test_error_watch_follows_meta_cursor_to_an_error_on_page_3(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -576,6 +581,7 @@ def test_mute_holds_thread_updates_but_not_on_call_and_unmute_resumes(
     assert "Stopped" in thread_posts(slack, "C123", root)[-1]
 
 
+@pytest.mark.backend_independent("input refused before anything is stored")
 def test_bad_mute_durations_are_refused(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -683,6 +689,7 @@ def test_app_home_unsubscribe_only_by_the_subscriber(
 # --- the daily digest --------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("input refused before anything is stored")
 def test_digest_bad_times_zones_and_off(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

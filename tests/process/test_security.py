@@ -33,6 +33,10 @@ from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_unt
 from tests.support.rig import Rig, shared_rig
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
+#: what a test here checks is HTTP, signing and Slack's view; the database only stores
+BACKEND_FREE = pytest.mark.backend_independent(
+    "requests, signatures and bodies; the database only stores"
+)
 NOT_AN_ID = "not a session id"
 
 
@@ -68,6 +72,7 @@ def post(rig: Rig, body: str, headers: dict[str, str]) -> httpx.Response:
 # --- signatures -----------------------------------------------------------------------------
 
 
+@BACKEND_FREE
 def test_unverifiable_requests_get_401_and_do_nothing(fresh: Rig) -> None:
     rig = fresh
     rig.together.add(SID)
@@ -216,6 +221,7 @@ async def stall_body(url: str, headers: dict[str, str], wait: float) -> float | 
         writer.transport.abort()
 
 
+@BACKEND_FREE
 def test_bodies_that_stop_short_are_cut_off_and_bounded(
     start_bot: BotFactory, slack: FakeSlack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -301,6 +307,7 @@ BAD_IDS = [
 SPLIT_IDS = ["abc def", "abc\tdef", "abc\u00a0def", "123e4567 e89b"]
 
 
+@BACKEND_FREE
 def test_bad_session_ids_are_refused_in_the_ack_and_never_reach_together(fresh: Rig) -> None:
     rig = fresh
     for verb in ("", "show ", "subscribe ", "unsubscribe "):
@@ -332,6 +339,7 @@ def raw_click(rig: Rig, payload: dict[str, Any]) -> httpx.Response:
     return rig.bot.post(urlencode({"payload": json.dumps(payload)}))
 
 
+@BACKEND_FREE
 @pytest.mark.parametrize("action", ["rl_subscribe", "rl_unsubscribe", "rl_refresh"])
 def test_tampered_button_values_are_refused(fresh: Rig, action: str) -> None:
     rig = fresh
@@ -351,6 +359,7 @@ def test_tampered_button_values_are_refused(fresh: Rig, action: str) -> None:
     assert rig.query("SELECT count(*) FROM subscriptions") == [(0,)]
 
 
+@BACKEND_FREE
 def test_a_button_value_naming_a_channel_is_just_an_unknown_session(fresh: Rig) -> None:
     rig = fresh
     answer = click(rig, "CEVIL0001", channel_id="C1")
@@ -363,6 +372,7 @@ def test_a_button_value_naming_a_channel_is_just_an_unknown_session(fresh: Rig) 
 DROP = object()
 
 
+@BACKEND_FREE
 @pytest.mark.parametrize(
     "changes",
     [
@@ -398,6 +408,7 @@ def _payload(action: str, value: str, response_url: str, **kwargs: Any) -> str:
     return parse_qs(body)["payload"][0]
 
 
+@BACKEND_FREE
 def test_the_channel_acted_on_is_the_one_slack_says(fresh: Rig) -> None:
     rig = fresh
     rig.together.add(SID)
@@ -432,6 +443,7 @@ def test_the_channel_acted_on_is_the_one_slack_says(fresh: Rig) -> None:
 # --- allowlists ----------------------------------------------------------------------------------
 
 
+@BACKEND_FREE
 def test_allowlists_refuse_other_workspaces_and_channels(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

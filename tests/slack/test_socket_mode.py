@@ -22,6 +22,8 @@ from tests.conftest import BotLauncher
 from tests.fakes.socket_mode import FakeSocketMode, SocketModeSlack
 from tests.support import SIGNING_SECRET, BotProcess, query, wait_until
 
+pytestmark = pytest.mark.backend_independent("the Socket Mode transport; the database only stores")
+
 SID = "123e4567-e89b-12d3-a456-426614174000"
 APP_TOKEN = "xapp-1-A1-1234567890-apptokensecret"
 

@@ -59,7 +59,8 @@ class TransitionPayload(_StatusChange):
 
 class RootPayload(_StatusChange):
     kind: Literal[Kind.ROOT] = Kind.ROOT
-    #: the watch's view of the session (`watched_sessions.progress`) for the card
+    #: the card's view of the polls' progress (`watched_sessions.progress`); the
+    #: field keeps its stored name, `watch`, so rows written before still read
     watch: CardView | None = None
 
 

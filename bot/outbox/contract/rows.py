@@ -122,14 +122,14 @@ def status_row(
     return _thread_row(thread, f"transition:{thread.subscription_id}:{seq}", payload)
 
 
-def watch_row(thread: Thread, *, key: str, session: TrainingSession, watch: CardView) -> OutboxRow:
+def watch_row(thread: Thread, *, key: str, session: TrainingSession, view: CardView) -> OutboxRow:
     """A redraw of one subscription's root card with what the spend watch saw
     (resource, price, estimated spend), once per `key` of what it shows."""
     payload = RootPayload(
         old_status=session.status,
         new_status=session.status,
         session=SessionSnapshot.of(session),
-        watch=watch,
+        watch=view,
     )
     return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
 
