@@ -11,6 +11,7 @@ from bot.outbox.retention import drop_ended, drop_finished
 from bot.runtime import Runtime
 from bot.store.chart_tables import ProgressPoint, SessionMetrics
 from bot.store.queries.watched_sessions import drop_unwatched_rows
+from bot.store.rule_tables import RuleStateRow
 from bot.store.tables import PersonalWatch, db_now
 
 DAY_SECONDS = 86400.0
@@ -30,8 +31,8 @@ async def prune_outbox(rt: Runtime) -> int:
 async def prune_watches(rt: Runtime) -> tuple[int, int]:
     """Drop subscriptions that ended more than WATCH_RETENTION_DAYS ago, then the
     watched sessions that have been inactive as long and that no subscription
-    refers to any more (with their chart points and W&B reads); returns how many
-    of each.
+    refers to any more (with their chart points, W&B reads and where each metric
+    rule stood on them); returns how many of each.
 
     A subscription's outbox rows go with it (their dedupe keys name its id,
     which a new subscription may be given again), but one with a message still
@@ -41,9 +42,10 @@ async def prune_watches(rt: Runtime) -> tuple[int, int]:
     cutoff = db_now(-rt.settings.watch_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():
         subscriptions, watches = await drop_ended(db, cutoff)
-        # a session's chart points and W&B reads go with its watch
+        # a session's chart points, W&B reads and rule states go with its watch
         await drop_unwatched_rows(db, ProgressPoint)
         await drop_unwatched_rows(db, SessionMetrics)
+        await drop_unwatched_rows(db, RuleStateRow)
     return subscriptions, watches
 
 
