@@ -15,3 +15,13 @@ class PollParts:
     together: Any
     settings: Any
     owner: str
+
+
+@dataclass(frozen=True)
+class CommandParts:
+    """`CommandDeps` for a test: any sessionmaker (a broken one, too)."""
+
+    settings: Any
+    together: Any
+    sessionmaker: Any
+    slack: Any
