@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
@@ -21,6 +22,18 @@ from bot.poll import isolate
 from bot.runtime import build_runtime
 from bot.settings.model import Settings
 from bot.simulated import FakeTogether
+from bot.store.session import Sessionmaker
+from bot.together.client import TogetherClient
+
+
+@dataclass(frozen=True)
+class _BenchDeps:
+    """The runtime's parts the poll cycle uses, under the bench's own replica name."""
+
+    sessionmaker: Sessionmaker
+    together: TogetherClient
+    settings: Settings
+    owner: str
 
 
 class StatementCounter:
@@ -120,10 +133,7 @@ async def _cycles(url: str, together: FakeTogether, sizes: Sizes, ids: list[str]
                 counter.reset()
                 phases.reset()
                 result = await poller.poll_cycle(
-                    sessionmaker=rt.sessionmaker,
-                    together=rt.together,
-                    settings=rt.settings,
-                    owner="bench",
+                    _BenchDeps(rt.sessionmaker, rt.together, rt.settings, owner="bench")
                 )
                 out[name] = {
                     "claimed": result.claimed,

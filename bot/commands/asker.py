@@ -1,9 +1,10 @@
 """Who asks, and where: what every request a person makes (a slash command, a
 card button, App Home) hands to the steps in `bot.commands`.
 
-Those steps take what they use as keywords (the sessionmaker, the Slack and
-Together clients, settings), open their own short transactions and never hold
-one across a Slack or Together call.
+Those steps take the runtime's parts they use as one `CommandDeps` (a
+listener's `Request` is one), or just the sessionmaker, and the request's own
+values as keywords; they open their own short transactions and never hold one
+across a Slack or Together call.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from datetime import timedelta
 
 from bot import rendering
 from bot.alerts.stall import threshold
-from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.asker import Asker
+from bot.commands.deps import CommandDeps
 from bot.rendering import root_card
 from bot.rendering.blocks import Message
 from bot.rendering.resource_line import with_resource_line
@@ -21,7 +22,6 @@ from bot.store.queries.session_metrics import view_of
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
-from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.resource_cache import ResourceCache
 from bot.training.poll_progress import CardView
@@ -31,21 +31,19 @@ log = logging.getLogger(__name__)
 
 
 async def watched_card(
+    deps: CommandDeps,
     *,
-    sessionmaker: Sessionmaker,
-    settings: Settings,
     session: TrainingSession,
     asker: Asker,
     subscribed: bool = False,
-    together: TogetherClient | None = None,
     resources: ResourceCache | None = None,
 ) -> Message:
     """The session's card; for a session the bot watches, with the watch section
     every root redraw shows (resource and spend, steps/min, a stall, and this
     channel's own target and stall threshold when `subscribed`), so a Refresh or
     a Stop on the root card does not drop it (see `root_card.card_with_watch`).
-    With `together` and `resources`, a card whose watch shows no resource gets
-    the resource line."""
+    With `resources`, a card whose watch shows no resource gets the resource line."""
+    sessionmaker, settings = deps.sessionmaker, deps.settings
     card = rendering.card(session, subscribed=subscribed)
     async with sessionmaker() as db:
         progress = (await stored_progress(db, [session.id])).get(session.id)
@@ -71,22 +69,18 @@ async def watched_card(
         card = root_card.card_with_watch(card, watch, now=utcnow())
         if progress.spend is not None and progress.spend.resource is not None:
             return card  # the watch section already shows the resource
-    if together is None or resources is None:
+    if resources is None:
         return card
-    return await card_with_resource(card, session, together, resources, settings=settings)
+    return await card_with_resource(deps, card, session, resources)
 
 
 async def card_with_resource(
-    card: Message,
-    session: TrainingSession,
-    together: TogetherClient,
-    resources: ResourceCache,
-    *,
-    settings: Settings,
+    deps: CommandDeps, card: Message, session: TrainingSession, resources: ResourceCache
 ) -> Message:
     """The card with its resource line: the resource as the spend watch (or an
     earlier card) read it within SPEND_REFRESH_SECONDS, else one read now, and
     its price per hour. A failed read leaves the card without the line."""
+    together, settings = deps.together, deps.settings
     resource_id = session.model_resources_id
     if not resource_id or not is_session_id(resource_id):
         return card

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from bot.commands.as_poll import fetch_for_user
+from bot.commands.deps import CommandDeps
 from bot.commands.stop import may_stop
 from bot.rendering.actions import NOT_DOWNLOADABLE, FileLink, download_answer
 from bot.rendering.blocks import Message
@@ -21,9 +22,6 @@ from bot.rendering.refusals import (
     allowlist_refusal,
     files_refused,
 )
-from bot.settings.model import Settings
-from bot.slack_web import SlackWeb
-from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
 
@@ -39,18 +37,13 @@ def variant_for(session: TrainingSession) -> str:
 
 
 async def checkpoint_download(
-    *,
-    settings: Settings,
-    together: TogetherClient,
-    slack: SlackWeb,
-    user_id: str,
-    session_id: str,
-    checkpoint_id: str,
+    deps: CommandDeps, *, user_id: str, session_id: str, checkpoint_id: str
 ) -> Message | str:
     """The files of one inference checkpoint, as a message for the clicker; a
     string is why not (not on the allowlist, a training checkpoint, one the
     session no longer has, or Together's refusal in its own words). Raises
     TogetherError for the rest."""
+    settings, together, slack = deps.settings, deps.together, deps.slack
     refusal = await may_stop(settings=settings, slack=slack, user_id=user_id)
     if refusal is not None:
         log.warning(

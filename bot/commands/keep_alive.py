@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 
 from bot.commands.asker import Asker
+from bot.commands.deps import CommandDeps
 from bot.commands.stop import may_stop
 from bot.rendering.actions import KEEP_ALIVE_SECONDS, kept_alive
 from bot.rendering.blocks import Message
@@ -20,10 +21,7 @@ from bot.rendering.refusals import (
     keep_refused,
     keep_unknown,
 )
-from bot.settings.model import Settings
-from bot.slack_web import SlackWeb
 from bot.subscriptions.thread import refusal_logged
-from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.resources import ModelResource
 
@@ -39,10 +37,8 @@ class KeptAlive:
 
 
 async def keep_alive(
+    deps: CommandDeps,
     *,
-    settings: Settings,
-    together: TogetherClient,
-    slack: SlackWeb,
     asker: Asker,
     resource_id: str,
     message_ts: str | None,
@@ -51,6 +47,7 @@ async def keep_alive(
     """Check who asks, ask Together to keep the resource up an hour, and note it
     on the clicked alert. A TogetherError is logged and raised (`keep_failed`
     words it)."""
+    settings, together, slack = deps.settings, deps.together, deps.slack
     who = {"user_id": asker.user_id, "model_resources_id": resource_id}
     refusal = await may_stop(settings=settings, slack=slack, user_id=asker.user_id)
     if refusal is not None:

@@ -20,10 +20,10 @@ from bot.alerts.resource_reader import live_resource_pages
 from bot.alerts.subscribed_idle import known_idle_since
 from bot.commands.asker import Sessionmaker
 from bot.commands.card import stall_threshold
+from bot.commands.deps import CommandDeps
 from bot.commands.ls_query import ListQuery, More, creators, more_value
 from bot.rendering.blocks import Message
 from bot.rendering.ls_page import LS_PAGE, SessionRow, list_title, session_list_page
-from bot.settings.model import Settings
 from bot.store.queries.watched_sessions import stored_progress
 from bot.store.tables import utcnow
 from bot.together.client import TogetherClient
@@ -208,10 +208,8 @@ async def progress_of(
 
 
 async def org_sessions_page(
+    deps: CommandDeps,
     *,
-    together: TogetherClient,
-    sessionmaker: Sessionmaker,
-    settings: Settings,
     query: ListQuery,
     caller: str,
     after: str | None = None,
@@ -222,14 +220,14 @@ async def org_sessions_page(
     polls measured of the sessions it watches; the first from a fresh pass of
     `lister` (the process's own) when one covers it."""
     return await page_message(
-        together,
+        deps.together,
         query,
         caller=caller,
-        user_map=settings.created_by_user_map,
+        user_map=deps.settings.created_by_user_map,
         now=utcnow(),
         after=after,
         first_number=first_number,
-        progress_of=partial(progress_of, sessionmaker),
-        stall_after=stall_threshold(settings),
+        progress_of=partial(progress_of, deps.sessionmaker),
+        stall_after=stall_threshold(deps.settings),
         lister=lister,
     )

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
+from bot.commands.deps import CommandDeps
 from bot.rendering import watch as rendering_watch
 from bot.rendering.refusals import (
     AllowlistRefusal,
@@ -29,7 +30,6 @@ from bot.store.errors import DatabaseError
 from bot.store.queries.subscriptions import active_subscription
 from bot.store.tables import Subscription
 from bot.subscriptions.thread import post_in_thread
-from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.training.sessions import TrainingSession
 
@@ -70,19 +70,13 @@ async def may_stop(*, settings: Settings, slack: SlackWeb, user_id: str) -> Allo
 
 
 async def stop_session(
-    *,
-    settings: Settings,
-    together: TogetherClient,
-    sessionmaker: Sessionmaker,
-    slack: SlackWeb,
-    asker: Asker,
-    session_id: str,
-    message_ts: str | None,
+    deps: CommandDeps, *, asker: Asker, session_id: str, message_ts: str | None
 ) -> StopRequest:
     """Check who asks, ask Together to stop the session, and say who did in the
     subscription's thread (else under the clicked card). Slack has already shown
     the confirm dialog. A TogetherError (not accepted) is logged and raised
     (`stop_failed` words it)."""
+    settings, together, slack = deps.settings, deps.together, deps.slack
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "session_id": session_id, "channel_id": channel_id}
     refusal = await _may_stop_logged(settings, slack, user_id, "stop", who)
@@ -91,7 +85,7 @@ async def stop_session(
     session = await _stop_logged(together.stop_session(session_id), "stop", who)
     status = session.status if session is not None else None
     log.info("session stop requested", extra=who | {"together_status": status})
-    sub = await _subscription(sessionmaker, asker, session_id)
+    sub = await _subscription(deps.sessionmaker, asker, session_id)
     thread = sub.root_ts if sub is not None else message_ts
     if session is not None:
         message = rendering.stop_requested_message(user_id, session)
@@ -112,18 +106,13 @@ class ResourceStop:
 
 
 async def stop_resource(
-    *,
-    settings: Settings,
-    together: TogetherClient,
-    slack: SlackWeb,
-    asker: Asker,
-    resource_id: str,
-    message_ts: str | None,
+    deps: CommandDeps, *, asker: Asker, resource_id: str, message_ts: str | None
 ) -> ResourceStop:
     """The same allowlist as Stop session, then ask Together to stop the model
     resource (never `force`: a resource with an active session stays up, and
     Together says why); say who did under the clicked alert, and log it. A
     TogetherError (not accepted) is logged and raised (`stop_failed` words it)."""
+    settings, together, slack = deps.settings, deps.together, deps.slack
     user_id, channel_id = asker.user_id, asker.channel_id
     who = {"user_id": user_id, "model_resources_id": resource_id, "channel_id": channel_id}
     refusal = await _may_stop_logged(settings, slack, user_id, "resource stop", who)

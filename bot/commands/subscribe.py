@@ -5,19 +5,16 @@ count that fetch as its poll, then subscribe the person's channel
 from __future__ import annotations
 
 from bot.commands.as_poll import AsPoll, fetch_for_user
-from bot.commands.asker import Asker, Sessionmaker
-from bot.slack_web import SlackWeb
+from bot.commands.asker import Asker
+from bot.commands.deps import CommandDeps
 from bot.subscriptions.options import ThreadOptions
 from bot.subscriptions.service import Subscribed, subscribe
-from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
 
 
 async def subscribe_here(
+    deps: CommandDeps,
     *,
-    together: TogetherClient,
-    sessionmaker: Sessionmaker,
-    slack: SlackWeb,
     asker: Asker,
     session_id: str,
     first_poll_in: float,
@@ -30,12 +27,12 @@ async def subscribe_here(
     fetch as the poll of a session already watched, before this channel joins
     (its root card shows the state it subscribed at).
     Raises TogetherError or SubscriptionError, each worded for the person."""
-    session = await fetch_for_user(together, session_id)
+    session = await fetch_for_user(deps.together, session_id)
     if as_poll is not None:
         await as_poll(session)
     result = await subscribe(
-        sessionmaker=sessionmaker,
-        slack=slack,
+        sessionmaker=deps.sessionmaker,
+        slack=deps.slack,
         session=session,
         team_id=asker.team_id,
         channel_id=asker.channel_id,

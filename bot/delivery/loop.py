@@ -94,9 +94,8 @@ class Delivery:
 
 async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResult]:
     """Claim, fence and send the due rows."""
-    sessionmaker, slack, settings = delivery.sessionmaker, delivery.slack, delivery.settings
+    sessionmaker, settings = delivery.sessionmaker, delivery.settings
     owner, metrics = delivery.owner, delivery.metrics
-    together, runtime = delivery.together, delivery.runtime
     async with sessionmaker() as db, db.begin():
         rows = await claim_due(
             db,
@@ -134,14 +133,9 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
             async with semaphore:
                 return await _deliver_one(
                     row,
-                    sessionmaker=sessionmaker,
-                    slack=slack,
-                    settings=settings,
-                    owner=owner,
-                    together=together,
+                    delivery,
                     watch=watches.get(row.subscription_id or 0),
                     mode=modes.get(row.subscription_id or 0),
-                    runtime=runtime,
                 )
         except Exception as exc:  # the fence could not reach the database: nothing sent
             log.warning(
@@ -154,9 +148,7 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
         finally:
             unfinished.discard(row.id)
 
-    renewing = asyncio.create_task(
-        _keep_leases(sessionmaker, unfinished, owner=owner, settings=settings, metrics=metrics)
-    )
+    renewing = asyncio.create_task(_keep_leases(delivery, unfinished))
     try:
         outcomes = await asyncio.gather(*(one(r) for r in rows))
     finally:
@@ -186,15 +178,10 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
     return outcomes
 
 
-async def _keep_leases(
-    sessionmaker: Sessionmaker,
-    unfinished: set[int],
-    *,
-    owner: str,
-    settings: Settings,
-    metrics: Metrics | None,
-) -> None:
+async def _keep_leases(delivery: Delivery, unfinished: set[int]) -> None:
     """Renew the leases of the batch's rows not yet done, every third of a lease."""
+    sessionmaker, owner = delivery.sessionmaker, delivery.owner
+    settings, metrics = delivery.settings, delivery.metrics
 
     async def once() -> None:
         async with sessionmaker() as db, db.begin():
@@ -240,18 +227,15 @@ async def card_extras(
 
 async def _deliver_one(
     row: OutboxMessage,
+    delivery: Delivery,
     *,
-    sessionmaker: Sessionmaker,
-    slack: SlackWeb,
-    settings: Settings,
-    owner: str,
-    together: TogetherClient | None = None,
     watch: CardExtras | None = None,
     mode: str | None = None,
-    runtime: Runtime | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
     unnoticed and each result is stored as soon as it is known."""
+    sessionmaker, settings, owner = delivery.sessionmaker, delivery.settings, delivery.owner
+    runtime = delivery.runtime
     extra = {"outbox_id": row.id, "channel_id": row.channel_id}
     async with sessionmaker() as db, db.begin():
         held = await fence(db, row.id, owner=owner, lease_seconds=settings.lease_seconds)
@@ -262,21 +246,12 @@ async def _deliver_one(
         payload = row.typed_payload
         if isinstance(payload, ChartPayload):
             outcome = (
-                await send_chart(row, payload, runtime=runtime, slack=slack)
+                await send_chart(row, payload, runtime=runtime, slack=delivery.slack)
                 if runtime is not None
                 else SendResult(row.id, State.DEAD, error="no_runtime")  # charts need W&B, cache
             )
         else:
-            outcome = await _send(
-                row,
-                sessionmaker=sessionmaker,
-                slack=slack,
-                settings=settings,
-                owner=owner,
-                together=together,
-                watch=watch,
-                mode=mode,
-            )
+            outcome = await _send(row, delivery, watch=watch, mode=mode)
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = retry_later(row, None, type(exc).__name__)
@@ -292,21 +267,14 @@ async def _deliver_one(
 
 
 async def _send(
-    row: OutboxMessage,
-    *,
-    sessionmaker: Sessionmaker,
-    slack: SlackWeb,
-    settings: Settings,
-    owner: str,
-    together: TogetherClient | None,
-    watch: CardExtras | None,
-    mode: str | None = None,
+    row: OutboxMessage, delivery: Delivery, *, watch: CardExtras | None, mode: str | None = None
 ) -> SendResult:
     """The post (unless an earlier attempt made it), stored the moment Slack takes
     it; then the root card, whose refusal retries the card alone."""
+    sessionmaker, slack, settings = delivery.sessionmaker, delivery.slack, delivery.settings
     duplicate = False
     if posts_message(row):
-        posted = await post_one(row, slack=slack, settings=settings, together=together, mode=mode)
+        posted = await post_one(row, delivery, mode=mode)
         if posted.state != State.SENT:
             return posted
         crash_point("deliver_after_post", settings.fault_crash_at)
@@ -314,7 +282,7 @@ async def _send(
         row.sent_ts = posted_mark(row, posted.sent_ts)
         try:
             async with sessionmaker() as db, db.begin():
-                owed = await record_posted(db, row, row.sent_ts, owner=owner)
+                owed = await record_posted(db, row, row.sent_ts, owner=delivery.owner)
         except Exception:
             log.exception(
                 "could not store a post; its root card is redrawn all the same",

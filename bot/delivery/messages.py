@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from bot import rendering
+from bot.delivery.deps import Posting
 from bot.outbox.contract.payloads import (
     BudgetPayload,
     ChartPayload,
@@ -74,15 +75,10 @@ class LookedUp:
         return self.permalinks.get((channel, ts)) if channel and ts else None
 
 
-async def render_row(
-    row: OutboxMessage,
-    *,
-    slack: SlackWeb,
-    settings: Settings,
-    together: TogetherClient | None = None,
-) -> rendering.Message:
+async def render_row(row: OutboxMessage, posting: Posting) -> rendering.Message:
     """The message a row posts: what it links looked up, then drawn."""
-    return render(row, await look_up(row, slack=slack, together=together), settings=settings)
+    looked = await look_up(row, slack=posting.slack, together=posting.together)
+    return render(row, looked, settings=posting.settings)
 
 
 async def look_up(

@@ -11,6 +11,7 @@ import logging
 
 import aiohttp
 
+from bot.delivery.deps import Posting
 from bot.delivery.duplicates import METADATA_EVENT, already_posted
 from bot.delivery.messages import render_row
 from bot.delivery.outcome import SendResult, classify, retry_later
@@ -20,9 +21,7 @@ from bot.outbox.contract.payloads import RootPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardExtras
-from bot.settings.model import Settings
 from bot.slack_web import SlackApiError, SlackWeb
-from bot.together.client import TogetherClient
 
 log = logging.getLogger(__name__)
 
@@ -36,23 +35,17 @@ def posts_message(row: OutboxMessage) -> bool:
     return row.sent_ts is None and not isinstance(row.typed_payload, RootPayload)
 
 
-async def post_one(
-    row: OutboxMessage,
-    *,
-    slack: SlackWeb,
-    settings: Settings,
-    together: TogetherClient | None = None,
-    mode: str | None = None,
-) -> SendResult:
+async def post_one(row: OutboxMessage, posting: Posting, *, mode: str | None = None) -> SendResult:
     """Post the row's message, unless Slack already has it from an earlier attempt.
     SENT (with the message's ts) means Slack has it; the root card is not touched.
     `mode` is the thread's `broadcast=` (None: BROADCAST_ERRORS decides)."""
+    slack, settings = posting.slack, posting.settings
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     try:
         if row.attempts > 1 and (ts := await already_posted(slack, row)):
             log.info("outbox row already in Slack; not posting again", extra=extra)
             return SendResult(row.id, State.SENT, sent_ts=ts, duplicate=True)
-        message = await render_row(row, slack=slack, settings=settings, together=together)
+        message = await render_row(row, posting)
         response = await slack.post(
             channel=row.channel_id,
             thread_ts=row.thread_ts,

@@ -26,6 +26,7 @@ from bot.jobs.spend_exchange import Spend, deployment, exchange
 from bot.outbox.contract.rows import State
 from bot.outbox.queue import pending_count
 from bot.poll.cycle import poll_cycle
+from bot.poll.deps import PollState
 from bot.poll.leases import release_all
 from bot.poll.pace import Planner, side_window
 from bot.runtime import Runtime
@@ -73,14 +74,7 @@ class Work:
             self._poll_failed = False
         try:
             result = await poll_cycle(
-                sessionmaker=rt.sessionmaker,
-                together=rt.together,
-                settings=rt.settings,
-                owner=rt.owner,
-                planner=self.planner,
-                lister=self.lister,
-                resources=self.resources,
-                wrote_rows=self.ring,
+                rt, PollState(self.planner, self.lister, self.resources, wrote_rows=self.ring)
             )
         except Exception:
             self._poll_failed = True

@@ -23,6 +23,7 @@ from datetime import datetime
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.ops.faults import crash_point
+from bot.poll.deps import PollDeps, PollState
 from bot.poll.fetch import (
     MAX_LIST_PAGES,
     Fetched,
@@ -37,7 +38,6 @@ from bot.poll.isolate import store_apart
 from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.settings.model import Settings
-from bot.store.session import Sessionmaker
 from bot.store.tables import database_now
 from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
 from bot.together.client import TogetherClient
@@ -71,66 +71,44 @@ class CycleResult:
     released: int = 0  # sessions handed back by a batch that failed
 
 
-async def poll_cycle(
-    *,
-    sessionmaker: Sessionmaker,
-    together: TogetherClient,
-    settings: Settings,
-    owner: str,
-    planner: Planner | None = None,
-    lister: Lister | None = None,
-    resources: ResourceReader | None = None,
-    wrote_rows: Callable[[], None] | None = None,
-) -> CycleResult:
+async def poll_cycle(deps: PollDeps, state: PollState | None = None) -> CycleResult:
     """Poll every due session once; loops while a claim comes back full (the
-    batches of one cycle share one list pass, and `resources`, the spend watch,
-    reads each model resource once). Its Together requests are charged to the
-    poller in the request budget. `wrote_rows` is called as soon as a part of a
-    batch has written outbox rows, so delivery need not wait for the cycle's end."""
+    batches of one cycle share one list pass, and `state.resources`, the spend
+    watch, reads each model resource once). Its Together requests are charged to
+    the poller in the request budget. `state.wrote_rows` is called as soon as a
+    part of a batch has written outbox rows, so delivery need not wait for the
+    cycle's end."""
     with charged_to(POLL):
-        return await _poll_cycle(
-            sessionmaker=sessionmaker,
-            together=together,
-            settings=settings,
-            owner=owner,
-            planner=planner or Planner(),
-            lister=lister,
-            resources=resources,
-            wrote_rows=wrote_rows,
-        )
+        return await _poll_cycle(deps, state or PollState())
 
 
-async def _poll_cycle(
-    *,
-    sessionmaker: Sessionmaker,
-    together: TogetherClient,
-    settings: Settings,
-    owner: str,
-    planner: Planner,
-    lister: Lister | None,
-    resources: ResourceReader | None,
-    wrote_rows: Callable[[], None] | None,
-) -> CycleResult:
-    lister = lister or Lister(together, clock=planner.clock)
+@dataclass(frozen=True)
+class _Cycle:
+    """One cycle, handed to each of its batches as one value: the runtime's parts,
+    the poller's kept state (with this cycle's list passes) and when it began."""
+
+    deps: PollDeps
+    planner: Planner
+    lister: Lister
+    resources: ResourceReader | None
+    wrote_rows: Callable[[], None] | None
+    started: float
+
+
+async def _poll_cycle(deps: PollDeps, state: PollState) -> CycleResult:
+    together, settings, planner = deps.together, deps.settings, state.planner
+    lister = state.lister or Lister(together, clock=planner.clock)
+    resources = state.resources
     if resources is not None:
         resources.begin_cycle()
     total = CycleResult()
     t0, started = time.monotonic(), lister.clock()
+    cycle = _Cycle(deps, planner, lister, resources, state.wrote_rows, started)
     pages_before = lister.pages_fetched(LIVE_STATUSES)
     side_before = together.ledger.total(consumer=POLL, kinds=SIDE_KINDS)
     planned_before = together.ledger.total(consumer=POLL, kinds=PLANNED_KINDS)
     while True:
-        result = await _poll_batch(
-            sessionmaker=sessionmaker,
-            together=together,
-            settings=settings,
-            owner=owner,
-            planner=planner,
-            lister=lister,
-            resources=resources,
-            cycle_started=started,
-            wrote_rows=wrote_rows,
-        )
+        result = await _poll_batch(cycle)
         total.adopted.update(result.adopted)
         if result.claimed:
             total.plan, total.interval, total.watched = result.plan, result.interval, result.watched
@@ -160,18 +138,8 @@ async def _poll_cycle(
     return total
 
 
-async def _poll_batch(
-    *,
-    sessionmaker: Sessionmaker,
-    together: TogetherClient,
-    settings: Settings,
-    owner: str,
-    planner: Planner,
-    lister: Lister,
-    resources: ResourceReader | None,
-    cycle_started: float,
-    wrote_rows: Callable[[], None] | None = None,
-) -> CycleResult:
+async def _poll_batch(cycle: _Cycle) -> CycleResult:
+    sessionmaker, settings, owner = cycle.deps.sessionmaker, cycle.deps.settings, cycle.deps.owner
     result = CycleResult()
     claim = await claim_due_sessions(sessionmaker, owner=owner, settings=settings)
     ids, polled_at, watched = claim.ids, claim.at, claim.watched
@@ -180,20 +148,7 @@ async def _poll_batch(
         return result
     crash_point("poll_after_claim", settings.fault_crash_at)
     try:
-        await _work_batch(
-            result,
-            ids,
-            sessionmaker=sessionmaker,
-            together=together,
-            settings=settings,
-            owner=owner,
-            planner=planner,
-            lister=lister,
-            resources=resources,
-            cycle_started=cycle_started,
-            polled_at=polled_at,
-            wrote_rows=wrote_rows,
-        )
+        await _work_batch(cycle, result, ids, polled_at=polled_at)
     except Exception:
         # A database blip, a bug: the sessions not written yet go back at once
         # (those written were handed back with their results), so the next tick,
@@ -211,21 +166,12 @@ async def _poll_batch(
 
 
 async def _work_batch(
-    result: CycleResult,
-    ids: list[str],
-    *,
-    sessionmaker: Sessionmaker,
-    together: TogetherClient,
-    settings: Settings,
-    owner: str,
-    planner: Planner,
-    lister: Lister,
-    resources: ResourceReader | None,
-    cycle_started: float,
-    polled_at: datetime | None,
-    wrote_rows: Callable[[], None] | None,
+    cycle: _Cycle, result: CycleResult, ids: list[str], *, polled_at: datetime | None
 ) -> None:
     """Fetch, judge and write one claimed batch into `result`, renewing its leases."""
+    planner, lister, resources = cycle.planner, cycle.lister, cycle.resources
+    sessionmaker, together = cycle.deps.sessionmaker, cycle.deps.together
+    settings, owner = cycle.deps.settings, cycle.deps.owner
     watched = result.watched
     forced = None if settings.poll_plan == "auto" else Plan(settings.poll_plan)
     clock = planner.clock()
@@ -308,8 +254,8 @@ async def _work_batch(
         for status, n in to_status.items():
             result.to_status[status] = result.to_status.get(status, 0) + n
         result.outbox_rows += rows
-        if rows and wrote_rows is not None:
-            wrote_rows()
+        if rows and cycle.wrote_rows is not None:
+            cycle.wrote_rows()
 
     try:
         learnt = await learn(
@@ -319,7 +265,7 @@ async def _work_batch(
             ids,
             plan=result.plan,
             pages=pass_pages(len(ids), watched, planner, settings, forced=forced),
-            since=cycle_started,
+            since=cycle.started,
             settings=settings,
             write=write,
         )

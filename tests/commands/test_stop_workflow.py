@@ -16,6 +16,7 @@ from bot.settings.model import Settings
 from bot.simulated import FakeSlack, FakeTogether
 from bot.slack_web import SlackWeb
 from bot.together.client import TogetherClient
+from tests.support.deps import CommandParts
 
 SID = "123e4567-e89b-12d3-a456-426614174000"
 CARD_TS = "1700000000.000200"
@@ -35,11 +36,14 @@ async def test_a_stop_together_accepted_is_told_when_the_database_then_fails(
     settings = Settings(_env_file=None, stop_allowed_user_ids=frozenset({"U123"}))
     async with httpx.AsyncClient() as http:
         client = TogetherClient(http, base_url=together.base_url, api_key=together.api_key)
-        done = await stopping.stop_session(
+        parts = CommandParts(
             settings=settings,
             together=client,
-            sessionmaker=BrokenDatabase(),  # type: ignore[arg-type]
+            sessionmaker=BrokenDatabase(),
             slack=SlackWeb(AsyncWebClient(base_url=slack.api_url, token="xoxb-test")),
+        )
+        done = await stopping.stop_session(
+            parts,
             asker=Asker("T1", "C123", "U123"),
             session_id=SID,
             message_ts=CARD_TS,

@@ -36,6 +36,7 @@ from bot.together.client import TogetherClient
 from bot.training.sessions import TrainingSession
 from tests import together_fixtures
 from tests.support import watched_rows
+from tests.support.deps import PollParts
 
 fake = together_fixtures.fake
 client = together_fixtures.client
@@ -209,9 +210,7 @@ async def test_the_heartbeat_renews_a_poll_longer_than_its_lease(
 
     async def work(maker: Any) -> None:
         await _watch(maker, A)
-        cycle = asyncio.create_task(
-            poll_cycle(sessionmaker=maker, together=client, settings=settings, owner=ME)
-        )
+        cycle = asyncio.create_task(poll_cycle(PollParts(maker, client, settings, ME)))
         await _claimed(maker, A)
         await asyncio.sleep(1.6)  # past the lease as first claimed, the GET still running
         other = await claim_due_sessions(maker, owner="other", settings=settings)
@@ -319,9 +318,7 @@ async def test_a_database_error_mid_cycle_hands_the_leases_back(
     async def work(maker: Any) -> None:
         await _watch(maker, A, B)
         blip = _Blip(maker)
-        cycle = asyncio.create_task(
-            poll_cycle(sessionmaker=blip, together=client, settings=settings, owner=ME)
-        )
+        cycle = asyncio.create_task(poll_cycle(PollParts(blip, client, settings, ME)))
         await _claimed(maker, A, B)
         blip.fail_next = 1  # the next transaction: the write of the fetched states
         with pytest.raises(OperationalError):
@@ -345,9 +342,7 @@ async def test_leases_a_failed_cycle_could_not_hand_back_are_handed_back_before_
         await _watch(maker, A)
         blip = _Blip(maker)
         fake.session_latency[A] = 0.5
-        cycle = asyncio.create_task(
-            poll_cycle(sessionmaker=blip, together=client, settings=settings, owner=ME)
-        )
+        cycle = asyncio.create_task(poll_cycle(PollParts(blip, client, settings, ME)))
         await _claimed(maker, A)
         blip.fail_next = 2  # the write, and the hand-back after it
         with pytest.raises(OperationalError):

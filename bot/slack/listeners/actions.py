@@ -57,9 +57,7 @@ async def opened_link(req: Request) -> str:
 async def subscribe(req: Request) -> str:
     """Subscribe this channel; on an in-channel card the card itself becomes the root."""
     session, result = await subscribe_here(
-        together=req.rt.together,
-        sessionmaker=req.rt.sessionmaker,
-        slack=req.slack,
+        req,
         session_id=req.session_id,
         asker=req.asker,
         first_poll_in=service.first_poll_seconds(req.rt.settings),
@@ -96,10 +94,8 @@ async def refresh(req: Request) -> str:
     session = await fetch_for_user(req.rt.together, req.session_id)
     await as_poll(req.rt)(session)
     card = await watched_card(
-        together=req.rt.together,
+        req,
         resources=req.rt.resources,
-        sessionmaker=req.rt.sessionmaker,
-        settings=req.rt.settings,
         session=session,
         asker=req.asker,
         subscribed=req.on_root_card,
@@ -118,10 +114,7 @@ async def _stop_session(req: Request, *, message_ts: str | None) -> stopping.Sto
     told to the clicker and comes back as the outcome, a stop as the workflow's answer."""
     try:
         done = await stopping.stop_session(
-            settings=req.rt.settings,
-            together=req.rt.together,
-            sessionmaker=req.rt.sessionmaker,
-            slack=req.slack,
+            req,
             session_id=req.session_id,
             asker=req.asker,
             message_ts=message_ts,
@@ -148,10 +141,8 @@ async def stop(req: Request) -> str:
     if not done.said_in_thread:
         await req.say(done.said["text"])
     card = await watched_card(
-        together=req.rt.together,
+        req,
         resources=req.rt.resources,
-        sessionmaker=req.rt.sessionmaker,
-        settings=req.rt.settings,
         session=done.session,
         asker=req.asker,
         subscribed=req.on_root_card,
@@ -172,9 +163,7 @@ async def more_sessions(req: Request) -> str:
     more = read_more(req.value)
     assert more is not None  # more_problem refused anything else
     answer = await org_sessions_page(
-        together=req.rt.together,
-        sessionmaker=req.rt.sessionmaker,
-        settings=req.rt.settings,
+        req,
         query=more.query,
         caller=req.user_id,
         after=more.after,
@@ -207,9 +196,7 @@ async def stop_resource(req: Request) -> str:
     """Slack has shown the confirm dialog; the workflow checks who clicked."""
     try:
         done = await stopping.stop_resource(
-            settings=req.rt.settings,
-            together=req.rt.together,
-            slack=req.slack,
+            req,
             asker=req.asker,
             resource_id=req.value,
             message_ts=req.message_ts,

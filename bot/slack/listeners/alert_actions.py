@@ -74,9 +74,7 @@ async def keep_alive(req: Request) -> str:
     """Slack has shown the confirm dialog; the workflow checks who clicked."""
     try:
         done = await keep_resource_alive(
-            settings=req.rt.settings,
-            together=req.rt.together,
-            slack=req.slack,
+            req,
             asker=req.asker,
             resource_id=req.value,
             message_ts=req.message_ts,
@@ -105,9 +103,7 @@ async def download(req: Request) -> str:
     ids = read_download_value(req.value)
     assert ids is not None  # download_problem refused anything else
     answer = await checkpoint_download(
-        settings=req.rt.settings,
-        together=req.rt.together,
-        slack=req.slack,
+        req,
         user_id=req.user_id,
         session_id=ids[0],
         checkpoint_id=ids[1],

@@ -94,10 +94,8 @@ async def show(req: Request, command: Command) -> str:
     await as_poll(req.rt)(session)
     # a watched session's card also shows what the watch saw: resource, price, spend
     card = await watched_card(
-        together=req.rt.together,
+        req,
         resources=req.rt.resources,
-        sessionmaker=req.rt.sessionmaker,
-        settings=req.rt.settings,
         session=session,
         asker=req.asker,
     )
@@ -107,9 +105,7 @@ async def show(req: Request, command: Command) -> str:
 
 async def subscribe(req: Request, command: Command) -> str:
     session, result = await subscribe_here(
-        together=req.rt.together,
-        sessionmaker=req.rt.sessionmaker,
-        slack=req.slack,
+        req,
         session_id=_session_id(command),
         asker=req.asker,
         first_poll_in=service.first_poll_seconds(req.rt.settings),
@@ -215,9 +211,7 @@ async def list_org(req: Request, command: Command) -> str:
     """`ls`: the first page of the org's sessions, only to the caller."""
     assert command.listing is not None  # the parser gives `ls` its query
     answer = await org_sessions_page(
-        together=req.rt.together,
-        sessionmaker=req.rt.sessionmaker,
-        settings=req.rt.settings,
+        req,
         query=command.listing,
         caller=req.user_id,
         lister=req.rt.lister,

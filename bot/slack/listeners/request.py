@@ -21,9 +21,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import rendering
 from bot.commands.asker import Asker
 from bot.runtime import Runtime
+from bot.settings.model import Settings
 from bot.slack.listeners.replies import reply
 from bot.slack_web import SlackWeb
+from bot.store.session import Sessionmaker
 from bot.subscriptions.errors import SubscriptionError
+from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,20 @@ class Request:
     def slack(self) -> SlackWeb:
         """The outbound calls, over Bolt's client for this request."""
         return SlackWeb(self.client)
+
+    # The runtime's other parts, so a request is what the steps in `bot.commands`
+    # take (`CommandDeps`), with Slack over this request's client.
+    @property
+    def settings(self) -> Settings:
+        return self.rt.settings
+
+    @property
+    def together(self) -> TogetherClient:
+        return self.rt.together
+
+    @property
+    def sessionmaker(self) -> Sessionmaker:
+        return self.rt.sessionmaker
 
     @classmethod
     def of_command(
