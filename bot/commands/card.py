@@ -41,7 +41,7 @@ async def watched_card(
     """The session's card; for a session the bot watches, with the watch section
     every root redraw shows (resource and spend, steps/min, a stall, and this
     channel's own target and stall threshold when `subscribed`), so a Refresh or
-    a Stop on the root card does not drop it (see `root_card.card_with_watch`).
+    a Stop on the root card does not drop it (see `root_card.card_with_extras`).
     With `resources`, a card whose watch shows no resource gets the resource line."""
     sessionmaker, settings = deps.sessionmaker, deps.settings
     card = rendering.card(session, subscribed=subscribed)
@@ -60,13 +60,13 @@ async def watched_card(
         )
     if progress is not None and not session.terminal:
         own = sub.stall_after_minutes if sub is not None else None
-        watch = root_card.CardExtras(
+        extras = root_card.CardExtras(
             CardView.of(progress, budget=budget.amount if budget is not None else None),
             target=sub.target_step if sub is not None else None,
             stall_after=threshold(own, stall_threshold(settings)),
             metrics=root_card.metric_lines(metrics, settings.wandb_metrics),
         )
-        card = root_card.card_with_watch(card, watch, now=utcnow())
+        card = root_card.card_with_extras(card, extras, now=utcnow())
         if progress.spend is not None and progress.spend.resource is not None:
             return card  # the watch section already shows the resource
     if resources is None:

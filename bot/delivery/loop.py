@@ -104,7 +104,7 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
             lease_seconds=settings.lease_seconds,
             channel_gap=settings.channel_min_interval_seconds,
         )
-        watches = await card_extras(db, rows, settings=settings) if rows else {}
+        extras = await card_extras(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
         now = await database_now(db) if adopted else None
         modes = await thread_modes(db, rows) if rows else {}
@@ -134,7 +134,7 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
                 return await _deliver_one(
                     row,
                     delivery,
-                    watch=watches.get(row.subscription_id or 0),
+                    extras=extras.get(row.subscription_id or 0),
                     mode=modes.get(row.subscription_id or 0),
                 )
         except Exception as exc:  # the fence could not reach the database: nothing sent
@@ -229,7 +229,7 @@ async def _deliver_one(
     row: OutboxMessage,
     delivery: Delivery,
     *,
-    watch: CardExtras | None = None,
+    extras: CardExtras | None = None,
     mode: str | None = None,
 ) -> SendResult:
     """Fence, send, mark: each row on its own, so a slow batch never outlives a lease
@@ -251,7 +251,7 @@ async def _deliver_one(
                 else SendResult(row.id, State.DEAD, error="no_runtime")  # charts need W&B, cache
             )
         else:
-            outcome = await _send(row, delivery, watch=watch, mode=mode)
+            outcome = await _send(row, delivery, extras=extras, mode=mode)
     except Exception as exc:  # never lose the row to a bug: retry it later
         log.exception("delivery failed unexpectedly", extra=extra)
         outcome = retry_later(row, None, type(exc).__name__)
@@ -267,7 +267,7 @@ async def _deliver_one(
 
 
 async def _send(
-    row: OutboxMessage, delivery: Delivery, *, watch: CardExtras | None, mode: str | None = None
+    row: OutboxMessage, delivery: Delivery, *, extras: CardExtras | None, mode: str | None = None
 ) -> SendResult:
     """The post (unless an earlier attempt made it), stored the moment Slack takes
     it; then the root card, whose refusal retries the card alone."""
@@ -291,11 +291,11 @@ async def _send(
             owed = True
         if not owed:  # cancelled or taken over while the post was in flight
             return SendResult(row.id, State.SENT, sent_ts=row.sent_ts, duplicate=duplicate)
-    outcome = await redraw_root(row, slack=slack, watch=watch)
+    outcome = await redraw_root(row, slack=slack, extras=extras)
     crash_point("deliver_after_update", settings.fault_crash_at)
     outcome.duplicate = duplicate
-    if outcome.chart_refused and watch is not None and watch.team_id:
-        await _remember_chart_refusal(sessionmaker, watch.team_id, row)
+    if outcome.chart_refused and extras is not None and extras.team_id:
+        await _remember_chart_refusal(sessionmaker, extras.team_id, row)
     return outcome
 
 

@@ -28,10 +28,10 @@ INVALID_BLOCKS = "invalid_blocks"
 
 
 async def update_root(
-    row: OutboxMessage, payload: Payload, *, slack: SlackWeb, watch: CardExtras | None = None
+    row: OutboxMessage, payload: Payload, *, slack: SlackWeb, extras: CardExtras | None = None
 ) -> bool:
     """Keep the subscription's root message showing the current card: the
-    session as the row saw it, and what the watch knows (`watch`, read when the
+    session as the row saw it, and what the watches know (`extras`, read when the
     row was claimed): resource and spend, steps/min, target and ETA, a stall,
     the live chart. Every kind of redraw renders it the same way, so none drops
     a line.
@@ -48,7 +48,7 @@ async def update_root(
     try:
         card = rendering.card(payload.session, subscribed=not ended)
         if not ended:
-            card = _with_watch(card, payload, watch)
+            card = _with_extras(card, payload, extras)
     except Exception:
         # A card that cannot be drawn now cannot be drawn on a retry either: this
         # redraw is given up (the next one draws afresh), and the row, with every
@@ -101,17 +101,17 @@ async def _update(slack: SlackWeb, channel: str, ts: str, card: rendering.Messag
     await slack.update(channel=channel, ts=ts, text=card["text"], blocks=card["blocks"])
 
 
-def _with_watch(
+def _with_extras(
     card: rendering.Message,
     payload: TransitionPayload | RootPayload | CheckpointsPayload | ProgressPayload,
-    watch: CardExtras | None,
+    extras: CardExtras | None,
 ) -> rendering.Message:
     """The card with its watch section; without a stored watch state (a row
     whose subscription or session row is gone), what the row itself carries."""
-    if watch is None and isinstance(payload, RootPayload) and payload.watch is not None:
-        watch = CardExtras(progress=payload.watch)
-    if watch is not None:
-        return root_card.card_with_watch(card, watch, now=utcnow())
+    if extras is None and isinstance(payload, RootPayload) and payload.watch is not None:
+        extras = CardExtras(progress=payload.watch)
+    if extras is not None:
+        return root_card.card_with_extras(card, extras, now=utcnow())
     if isinstance(payload, ProgressPayload):  # the card shows a stall until it ends
         stalled = payload.event == "stalled"
         facts = rendering_watch.WatchFacts(

@@ -72,16 +72,16 @@ async def post_one(row: OutboxMessage, posting: Posting, *, mode: str | None = N
 
 
 async def redraw_root(
-    row: OutboxMessage, *, slack: SlackWeb, watch: CardExtras | None = None
+    row: OutboxMessage, *, slack: SlackWeb, extras: CardExtras | None = None
 ) -> SendResult:
-    """Redraw the row's root card (with `watch`, the watch's state). A rate limit,
+    """Redraw the row's root card (with `extras`, what the watches saw). A rate limit,
     a server error or no answer at all leaves the row pending with its post
     (`row.sent_ts`) kept, so only the redraw is retried. `chart_refused`: Slack
     took the card only without its chart."""
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     sent_ts = row.sent_ts if row.sent_ts is not None else row.thread_ts
     try:
-        refused = await update_root(row, row.typed_payload, slack=slack, watch=watch)
+        refused = await update_root(row, row.typed_payload, slack=slack, extras=extras)
     except SlackApiError as exc:
         result = classify(row, exc, extra)
     except UNREACHABLE as exc:

@@ -74,7 +74,7 @@ def card_chart(view: MetricsView) -> CardChart | None:
     return CardChart(chart.kind, chart.name, tuple(chart.points))
 
 
-def card_facts(watch: CardExtras, *, now: datetime) -> tuple[WatchFacts, int | None]:
+def card_facts(extras: CardExtras, *, now: datetime) -> tuple[WatchFacts, int | None]:
     """The card's watch facts, and the step its stall flag names, from one
     watch state: every redraw of a root card (status change, checkpoints,
     stall, spend) renders from this, so none drops what another shows.
@@ -82,24 +82,24 @@ def card_facts(watch: CardExtras, *, now: datetime) -> tuple[WatchFacts, int | N
     The ETA is worked out at `now` from the measured rate and the target; the
     stall flag is up while a RUNNING session's step has not moved for
     `stall_after`."""
-    base = facts(watch.progress)
-    progress = watch.progress.progress()
-    target = watch.target if watch.target is not None else base.target
+    base = facts(extras.progress)
+    progress = extras.progress.progress()
+    target = extras.target if extras.target is not None else base.target
     if progress is None:
         return replace(base, target=target), None
     frozen = stalled_for(progress, now)
     stalled = (
         progress.since
-        if watch.stall_after is not None and frozen is not None and frozen >= watch.stall_after
+        if extras.stall_after is not None and frozen is not None and frozen >= extras.stall_after
         else None
     )
     when = eta(progress, target, now)
     return replace(base, target=target, eta=when, stalled_since=stalled), progress.step
 
 
-def card_with_watch(card: Message, watch: CardExtras, *, now: datetime) -> Message:
+def card_with_extras(card: Message, extras: CardExtras, *, now: datetime) -> Message:
     """A watched session's card with its watch section (see `card_facts`), its
     W&B line and its live chart."""
-    shown, step = card_facts(watch, now=now)
-    drawn = with_metrics(with_watch(card, shown, step=step), watch.metrics)
-    return with_chart(drawn, chart_block(watch.chart) if watch.chart is not None else None)
+    shown, step = card_facts(extras, now=now)
+    drawn = with_metrics(with_watch(card, shown, step=step), extras.metrics)
+    return with_chart(drawn, chart_block(extras.chart) if extras.chart is not None else None)

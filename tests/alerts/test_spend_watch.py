@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from bot.alerts.resource_reader import ResourceReader
 from bot.alerts.spend import SPEND_REDRAW_SECONDS, card_key, card_view_key, stored
-from bot.rendering.root_card import CardExtras, card_facts, card_with_watch, facts
+from bot.rendering.root_card import CardExtras, card_facts, card_with_extras, facts
 from bot.rendering.watch import watch_blocks
 from bot.simulated.together import make_model_resource, make_session
 from bot.together.client import TogetherClient
@@ -135,7 +135,7 @@ def test_one_watch_state_gives_every_redraw_the_resource_rate_eta_and_stall() ->
     )
     assert stopped.eta is None and stopped.stalled_since is None and stopped.target == 2000
     base = {"text": "x", "blocks": [{"type": "actions", "elements": []}]}
-    shown = str(card_with_watch(base, watch, now=NOW + timedelta(minutes=20))["blocks"])
+    shown = str(card_with_extras(base, watch, now=NOW + timedelta(minutes=20))["blocks"])
     assert "No progress" in shown and "step 1,000" in shown and "Ready (billing)" in shown
     assert "step 2,000, ETA" in shown and "$12.00/h" in shown
 

@@ -50,14 +50,14 @@ def test_a_root_card_that_cannot_be_drawn_gives_up_that_redraw_only(
     def cannot_draw(*_args: object, **_kwargs: object) -> object:
         raise ValueError("cannot convert float NaN to integer")
 
-    monkeypatch.setattr(root_card, "card_with_watch", cannot_draw)
+    monkeypatch.setattr(root_card, "card_with_extras", cannot_draw)
     # Nothing listens here: a call to Slack would fail the row for another reason.
     slack = SlackWeb(
         AsyncWebClient(token="xoxb-test", base_url="http://127.0.0.1:9/api/", timeout=1)
     )
     watch = CardExtras(progress=CardView())
 
-    result = asyncio.run(redraw_root(_row(), slack=slack, watch=watch))
+    result = asyncio.run(redraw_root(_row(), slack=slack, extras=watch))
 
     assert result.state is State.SENT and result.retry_in is None
     assert result.sent_ts == "1700000000.000200"  # the post stands

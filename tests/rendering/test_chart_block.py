@@ -29,7 +29,7 @@ from bot.rendering.chart_block import (
     without_charts,
 )
 from bot.rendering.chart_points import MIN_LIMIT, reduce_points
-from bot.rendering.root_card import CardExtras, card_chart, card_with_watch
+from bot.rendering.root_card import CardExtras, card_chart, card_with_extras
 from bot.rendering.text import slack_len
 from bot.simulated.slack_charts import blocks_problems, chart_problems
 from bot.training.metrics_view import MetricsView, StoredChart
@@ -139,7 +139,7 @@ def test_the_card_carries_the_chart_before_its_buttons_and_validates() -> None:
         chart=StoredChart(kind="metric", name="reward", points=[(0.0, 0.1), (10.0, 0.4)])
     )
     watch = CardExtras(CardView(), chart=card_chart(stored))
-    drawn = card_with_watch(card(_session(), subscribed=True), watch, now=datetime.now(UTC))
+    drawn = card_with_extras(card(_session(), subscribed=True), watch, now=datetime.now(UTC))
     kinds = [b["type"] for b in drawn["blocks"]]
     assert kinds.index("data_visualization") == kinds.index("actions") - 1
     assert blocks_problems(drawn["blocks"]) == []  # the rest by slack_sdk's models
