@@ -15,6 +15,8 @@ live lease nor holds on to a dead one.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 from sqlalchemy import ColumnElement, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -48,6 +50,13 @@ async def insert_outbox(db: AsyncSession, rows: Sequence[OutboxRow]) -> None:
 # -- claiming -----------------------------------------------------------------------------------
 
 
+@cache
+def _claim_aliases() -> tuple[Any, Any]:
+    """The outbox table twice more, for a channel's oldest row and its last post:
+    made once, since building an alias costs more than the idle claim's query."""
+    return aliased(OutboxMessage), aliased(OutboxMessage)
+
+
 async def claim_due(
     db: AsyncSession, *, owner: str, limit: int, lease_seconds: float, channel_gap: float
 ) -> list[OutboxMessage]:
@@ -62,8 +71,7 @@ async def claim_due(
     The rows come back as they were before this claim took them (`lease_owner`,
     `lease_until`): what a takeover from another replica is measured from.
     """
-    older = aliased(OutboxMessage)
-    recent = aliased(OutboxMessage)
+    older, recent = _claim_aliases()
     heads = (
         select(func.min(older.id))
         .where(older.state == State.PENDING)
