@@ -13,11 +13,6 @@ from dataclasses import dataclass
 
 from bot.subscriptions.options import DEFAULT_FILTERS, ThreadOptions
 
-FOLLOW_USAGE = (
-    "Use `follow mine|@user|all [model=&lt;name&gt;] [status] [checkpoints] [errors-only] "
-    "[stall=30m] [existing]`, e.g. `follow mine model=Qwen/Qwen3.5-4B errors-only`; "
-    "`unfollow mine|@user|all [model=&lt;name&gt;]` removes it."
-)
 #: the selector that takes every session the API key can see
 EVERYONE = "all"
 #: a rule that names no filters and no stall threshold

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.rendering.refusals import unlisted_creator
+from bot.rendering.usage import LS_USAGE
 from bot.training.status import STATUS_PREFIX
 
 StatusFilter = Literal["running", "creating", "error", "all"]
@@ -26,10 +27,6 @@ STATUS_FILTERS: tuple[str, ...] = get_args(StatusFilter)
 DEFAULT_FILTER: StatusFilter = "running"
 MAX_MODEL = 200
 MAX_CURSOR = 1000
-LS_USAGE = (
-    "Use `ls [running|creating|error|all] [mine|@user] [model=&lt;name&gt;]`, "
-    "e.g. `ls running mine` or `ls all model=Qwen/Qwen3.5-4B`."
-)
 _STATUSES: dict[str, list[str]] = {
     "running": [STATUS_PREFIX + "RUNNING"],
     "creating": [STATUS_PREFIX + "CREATING"],

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from bot.commands.follow_query import EVERYONE, FOLLOW_USAGE, FollowSpec
+from bot.commands.follow_query import EVERYONE, FollowSpec
 from bot.commands.ls_query import MAX_MODEL, ListQuery, parse_args, slack_user
 from bot.commands.rule_query import (
     BudgetSpec,
@@ -28,6 +28,17 @@ from bot.commands.rule_query import (
     parse_budget,
 )
 from bot.rendering.text import code_span
+from bot.rendering.usage import (
+    BROADCAST_USAGE,
+    CHART_USAGE,
+    CHART_USAGE_SUBSCRIBE,
+    DIGEST_USAGE,
+    DM_USAGE,
+    FOLLOW_USAGE,
+    MUTE_USAGE,
+    STALL_USAGE,
+    TARGET_USAGE,
+)
 from bot.subscriptions.options import (
     BROADCASTS,
     DEFAULT_FILTERS,
@@ -60,35 +71,10 @@ MAX_COMMAND_TEXT = 4000
 MAX_MUTE = timedelta(days=30)
 _DURATION_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?$")
 _TIME_RE = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
-STALL_USAGE = (
-    "Give one `stall=` with a duration such as `30m` or `2h` (at most 30 days), or "
-    "`stall=off`: how long a running session's step may stand still before this "
-    "thread is told."
-)
-TARGET_USAGE = (
-    "Give one `target=` with a whole step number such as `target=2000` (1 to 10^12): "
-    "the card then shows when the session should reach it at the measured rate."
-)
-BROADCAST_USAGE = (
-    "Give one `broadcast=` of `errors` (an error), `ends` (the session ending, errors "
-    "included), `all` (every thread reply) or `off`: which thread replies are also "
-    "shown in the channel."
-)
-DM_USAGE = (
-    "Give `dm=creator` (the session's creator, through CREATED_BY_USER_MAP, gets a DM "
-    "when it errors, stalls or leaves an idle resource) or `dm=off`."
-)
 _OPTIONS = ("stall=", "target=", "broadcast=", "dm=", "chart=")
-CHART_USAGE = (
-    "Use `chart &lt;id&gt; [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
-    "or `progress` for the bot's own step chart. Without names: WANDB_METRICS."
-)
-CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) or `chart=off`."
 MAX_CHART_METRICS = 6
 _METRIC_RE = re.compile(r"^[A-Za-z0-9_./-]{1,128}$")
-MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to break out
-DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
 
 
 class Problem(StrEnum):

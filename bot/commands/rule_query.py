@@ -14,22 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.rendering.text import code_span
+from bot.rendering.usage import ALERT_USAGE, BUDGET_USAGE
 from bot.training.sessions import is_session_id
 from bot.training.thresholds import MAX_BUDGET, OPS, Op
 
 EVERY = "*"
 MAX_METRIC_NAME = 64
 MAX_HOLD = timedelta(days=30)
-ALERT_USAGE = (
-    "Use `alert &lt;id&gt;|* &lt;metric&gt; &lt;op&gt; &lt;value&gt; [for &lt;duration&gt;] [page]`, e.g. "
-    "`alert &lt;id&gt; reward &lt; 0.2 for 10m page` (`op` is `&lt;`, `&lt;=`, `&gt;` or `&gt;=`; the metric is "
-    "a W&B metric of the session's run, or `steps_per_min`), or `alert &lt;id&gt;|* off [&lt;metric&gt;]`."
-)
-BUDGET_USAGE = (
-    "Use `budget &lt;id&gt; $&lt;amount&gt;` (the session's estimated spend), `budget * $&lt;amount&gt;/day` "
-    "(the channel's daily spend over its sessions) or `budget &lt;id&gt;|* off`; amounts are "
-    "positive, at most $1,000,000."
-)
 _METRIC_RE = re.compile(r"^[A-Za-z0-9_./-]+$")
 _HOLD_RE = re.compile(r"^(?:(\d{1,4})d)?(?:(\d{1,5})h)?(?:(\d{1,6})m)?(?:(\d{1,7})s)?$")
 _AMOUNT_RE = re.compile(r"^\$?([0-9][0-9,]*(?:\.[0-9]+)?)(/day)?$")

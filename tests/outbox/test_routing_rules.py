@@ -9,7 +9,7 @@ from datetime import datetime
 
 import pytest
 
-from bot.commands.parser import BROADCAST_USAGE, DM_USAGE, Problem, parse
+from bot.commands.parser import Problem, parse
 from bot.commands.routing import routing_words
 from bot.delivery.routing import default_mode, reply_broadcast
 from bot.outbox.contract.payloads import (
@@ -31,6 +31,7 @@ from bot.outbox.contract.rows import (
     repage_row,
     status_row,
 )
+from bot.rendering.usage import BROADCAST_USAGE, DM_USAGE
 from bot.simulated import make_session
 from bot.simulated.together import KEY_OWNER, make_model_resource
 from bot.training.sessions import TrainingSession
