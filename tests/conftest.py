@@ -10,14 +10,16 @@ import shutil
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
 from hypothesis import settings
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.simulated import FakeSlack, FakeTogether
+from bot.store.engine import make_engine, make_sessionmaker
 from tests import forked_bot
 from tests.support import BotFactory, BotProcess, pg_admin, postgres_available
 
@@ -258,6 +260,16 @@ def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """A migrated, empty database on the backend under test."""
     with fresh_database(request, request.param) as url:
         yield url
+
+
+@pytest.fixture
+async def maker(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """A session maker on `db_url`, for tests that call the store or a job in-process."""
+    engine = make_engine(db_url)
+    try:
+        yield make_sessionmaker(engine)
+    finally:
+        await engine.dispose()
 
 
 @pytest.fixture

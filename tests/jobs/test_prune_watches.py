@@ -3,31 +3,19 @@ nothing watches it, on both databases."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import cast
 
-import pytest
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from bot.jobs.prune import prune_watches
 from bot.runtime import Runtime
 from bot.settings.model import Settings
-from bot.store.engine import make_engine, make_sessionmaker
 from bot.store.rule_tables import RuleStateRow
 from tests.support.store_rows import add_watch
 
 Maker = async_sessionmaker[AsyncSession]
-
-
-@pytest.fixture
-async def maker(db_url: str) -> AsyncIterator[Maker]:
-    engine = make_engine(db_url)
-    try:
-        yield make_sessionmaker(engine)
-    finally:
-        await engine.dispose()
 
 
 async def test_where_a_rule_stood_on_a_session_goes_with_its_watch(maker: Maker) -> None:
