@@ -125,7 +125,9 @@ def base_env(*, db_url: str, slack: FakeSlack, together: FakeTogether) -> dict[s
         # No resource reads: these tests count Together requests per session.
         # tests/alerts/test_spend_process.py turns the spend watch on (its default).
         SPEND_WATCH="false",
-        DELIVERY_INTERVAL_SECONDS="0.2",
+        # The bot rings its delivery loop when it writes outbox rows; the interval
+        # only paces retries and rows due later, as in production (its default).
+        DELIVERY_INTERVAL_SECONDS="1",
         CHANNEL_MIN_INTERVAL_SECONDS="0",
         LEASE_SECONDS="10",
         LOG_FORMAT="json",
