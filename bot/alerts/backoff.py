@@ -1,6 +1,7 @@
 """How long a read that keeps failing waits before it is tried again, for the
 reads a process keeps in memory (a model resource, a price): the first retry
-after FIRST_SECONDS, doubling with each failure in a row up to MOST_SECONDS,
+after READ_RETRY_SECONDS (FIRST_SECONDS unless set), doubling with each failure
+in a row up to MOST_SECONDS,
 so one thing Together cannot answer for costs a request every few minutes
 rather than one every cycle. Keys not failing are not kept; a key's count is
 forgotten once it has not failed for FORGET_SECONDS."""
@@ -10,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-#: the wait after the first failure
+#: the wait after the first failure, unless READ_RETRY_SECONDS says otherwise
 FIRST_SECONDS = 30.0
 #: the longest wait, however many failures in a row
 MOST_SECONDS = 900.0
@@ -20,10 +21,13 @@ FORGET_SECONDS = 3600.0
 MAX_KEYS = 4096
 
 
-def wait_after(failures: int, retry_after: float | None = None) -> float:
-    """The wait after `failures` failures in a row (1: the first), or the
-    server's Retry-After when it is longer (up to MOST_SECONDS). Pure."""
-    wait = float(min(FIRST_SECONDS * 2 ** min(max(failures - 1, 0), 10), MOST_SECONDS))
+def wait_after(
+    failures: int, retry_after: float | None = None, *, first: float = FIRST_SECONDS
+) -> float:
+    """The wait after `failures` failures in a row (1: the first, which waits
+    `first`), or the server's Retry-After when it is longer (up to MOST_SECONDS).
+    Pure."""
+    wait = float(min(first * 2 ** min(max(failures - 1, 0), 10), MOST_SECONDS))
     if retry_after is not None and math.isfinite(retry_after):
         wait = max(wait, min(retry_after, MOST_SECONDS))
     return wait
@@ -32,8 +36,9 @@ def wait_after(failures: int, retry_after: float | None = None) -> float:
 class Backoff:
     """The keys that failed in a row, and when each may be tried again."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], *, first: float = FIRST_SECONDS) -> None:
         self._clock = clock
+        self._first = first
         # key -> (failures in a row, when it may be tried again, when it last failed)
         self._failed: dict[str, tuple[int, float, float]] = {}
 
@@ -47,7 +52,7 @@ class Backoff:
         now = self._clock()
         before = self._failed.pop(key, None)
         failures = 1 if before is None or now - before[2] >= FORGET_SECONDS else before[0] + 1
-        wait = wait_after(failures, retry_after)
+        wait = wait_after(failures, retry_after, first=self._first)
         self._failed[key] = (failures, now + wait, now)
         while len(self._failed) > MAX_KEYS:
             del self._failed[next(iter(self._failed))]

@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 
-from bot.alerts.backoff import Backoff
+from bot.alerts.backoff import FIRST_SECONDS, Backoff
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.poll_plan import Plan, Seen, choose, max_pages, seen_after
@@ -76,6 +76,7 @@ class ResourceReader:
         *,
         clock: Callable[[], float] = time.monotonic,
         refresh_seconds: float = 300.0,
+        retry_seconds: float = FIRST_SECONDS,
         cache: ResourceCache | None = None,
     ) -> None:
         self._together = together
@@ -91,8 +92,8 @@ class ResourceReader:
         self._sessions: dict[str, tuple[str, str, float]] = {}
         self._prices: dict[str, tuple[CostEstimate, float]] = shared.prices
         # Resources and shapes whose last reads failed, and when each is tried again.
-        self._resource_backoff = Backoff(self._clock)
-        self._price_backoff = Backoff(self._clock)
+        self._resource_backoff = Backoff(self._clock, first=retry_seconds)
+        self._price_backoff = Backoff(self._clock, first=retry_seconds)
         self._seen: Seen | None = None  # what the last pass of live pages saw
         self._listed = False  # a pass ran this cycle
         # Live resources this cycle's pass listed, for the parts still to come.

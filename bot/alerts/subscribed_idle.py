@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.alerts.backoff import wait_after
+from bot.alerts.backoff import FIRST_SECONDS, wait_after
 from bot.alerts.idle import (
     ACTIVE,
     attached_sessions,
@@ -178,6 +178,7 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
     for c in found:
         if threads.get(c.session_id) or people.get(c.session_id):  # else nobody to tell
             by_resource.setdefault(c.resource_id, []).append(c)
+    first = settings.read_retry_seconds
     marks: dict[str, IdleCheck] = {}
     alerts: list[tuple[IdlePayload, list[str]]] = []
     for resource_id, on_it in sorted(by_resource.items()):
@@ -187,11 +188,11 @@ async def _follow_up(rt: Runtime, *, after: timedelta, reader: ResourceReader | 
             outcome = await _look(rt, resource_id, on_it, after=after, now=now, reader=reader)
         except TogetherError as exc:
             log.info("could not check an idle resource: %s", exc.kind)
-            retry = retry_later(failures, now=now, retry_after=exc.retry_after)
+            retry = retry_later(failures, now=now, retry_after=exc.retry_after, first=first)
             outcome = retry.model_copy(update={"idle_since": since}), None
         except Exception:  # this resource's data; the others' alerts are still written
             log.exception("could not check idle resource %s", resource_id)
-            retry = retry_later(failures, now=now, retry_after=None)
+            retry = retry_later(failures, now=now, retry_after=None, first=first)
             outcome = retry.model_copy(update={"idle_since": since}), None
         mark, alert = outcome
         for c in on_it:
@@ -268,14 +269,18 @@ def final_answer(exc: TogetherError) -> str | None:
     return None
 
 
-def retry_later(failures: int, *, now: datetime, retry_after: float | None) -> IdleCheck:
+def retry_later(
+    failures: int, *, now: datetime, retry_after: float | None, first: float = FIRST_SECONDS
+) -> IdleCheck:
     """The mark of a look that failed for a passing reason (a timeout, a 5xx, an
     answer that does not read): looked at again later, the wait doubling with
     each failure in a row (`bot.alerts.backoff.wait_after`), so a resource
     Together cannot answer for costs a request every few minutes, not one every
     run, for at most FOLLOW_FOR. The count is kept in the database, read on the
     database's clock: every replica backs off alike. Pure."""
-    return IdleCheck(check_at=later(now, wait_after(failures, retry_after)), failures=failures)
+    return IdleCheck(
+        check_at=later(now, wait_after(failures, retry_after, first=first)), failures=failures
+    )
 
 
 def waiting(status: ResourceStatus, *, now: datetime, after: timedelta) -> IdleCheck:

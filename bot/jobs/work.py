@@ -60,7 +60,10 @@ class Work:
         # the spend watch's prices outlive a cycle (cached per resource shape)
         self.resources = (
             ResourceReader(
-                rt.together, refresh_seconds=rt.settings.spend_refresh_seconds, cache=rt.resources
+                rt.together,
+                refresh_seconds=rt.settings.spend_refresh_seconds,
+                retry_seconds=rt.settings.read_retry_seconds,
+                cache=rt.resources,
             )
             if rt.settings.spend_watch
             else None

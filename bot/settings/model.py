@@ -238,6 +238,13 @@ class Settings(BaseSettings, ChartSettings):
         "Read each watched session's model resource and price for the card (status, GPUs, "
         "queue, estimated spend); counted in the request budget.",
     )
+    read_retry_seconds: float = _tuning(
+        30.0,
+        "A failed resource or price read is tried again after this long, doubling "
+        "with each failure in a row (15 minutes at most).",
+        ge=1,
+        le=900,
+    )
     spend_refresh_seconds: float = _tuning(
         300.0,
         "A resource read is reused this long unless one of its sessions changed status "

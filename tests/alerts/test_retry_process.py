@@ -3,18 +3,22 @@ Slack-, Together- and W&B-shaped servers: one model resource whose every
 answer cannot be read, asked about by the poll cycle's resource reads (while
 a session on it runs) and by the subscribed-idle watch (once another session on it
 ended), and a W&B run that answers 500 every time. Each is tried again later
-after every failure in a row: a few requests a minute, not one every run."""
+after every failure in a row: a few requests a minute, not one every run.
+READ_RETRY_SECONDS shortens the resource reads' first wait so that the test
+sees two doublings in seconds; W&B's waits are counted from its refresh, whose
+30 s floor makes the test read the run's stored next read instead."""
 
 from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 
 import pytest
 
 from bot.simulated import FakeSlack, FakeTogether
 from bot.simulated.wandb import FakeWandb
-from tests.support import BotFactory, wait_until
+from tests.support import BotFactory, query, wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -24,9 +28,13 @@ pytestmark = [
 SID_RUNS = "1a3e4567-e89b-12d3-a456-426614174000"  # runs on the bad resource all along
 SID_ENDS = "2b3e4567-e89b-12d3-a456-426614174000"  # ends on it: the subscribed-idle watch's
 SID_OTHER = "3c3e4567-e89b-12d3-a456-426614174000"  # ends on a queued one, looked at each run
-#: how long the requests are counted: past the second try of each back-off
-#: (30 s for Together, 60 s for W&B) and short of the third (90 s, 180 s)
-WINDOW = 80.0
+#: the first wait after a failed resource read: tries at 0, 8, 24, 56 s ...
+RETRY = 8.0
+#: how long the requests are counted: past the second try (8 s) and short of
+#: the third (24 s, counted from the first failure, which came before the window)
+WINDOW = 20.0
+#: W&B's refresh (its floor): a failed read's next read is two refreshes later
+WANDB_REFRESH = 30.0
 
 
 def resource_gets(together: FakeTogether, resource_id: str) -> int:
@@ -64,7 +72,8 @@ def test_a_resource_and_a_run_that_never_answer_cost_a_few_requests_a_minute(
             SPEND_WATCH="true",  # the poll cycle reads each session's resource
             WANDB_API_KEY=wandb.api_key,
             WANDB_BASE_URL=wandb.url,
-            WANDB_REFRESH_SECONDS="30",
+            WANDB_REFRESH_SECONDS=str(WANDB_REFRESH),
+            READ_RETRY_SECONDS=str(RETRY),
         )
         for sid, channel in ((SID_RUNS, "C1"), (SID_ENDS, "C2"), (SID_OTHER, "C3")):
             token = f"sub-{channel}"
@@ -77,13 +86,23 @@ def test_a_resource_and_a_run_that_never_answer_cost_a_few_requests_a_minute(
         # Both watches have met the bad resource, and W&B has failed once.
         wait_until(lambda: resource_gets(together, "res-bad") >= 2, what="res-bad asked")
         wait_until(lambda: wandb_reads(wandb, SID_RUNS[:8]), what="the first W&B read")
+        first_read = datetime.now(UTC).replace(tzinfo=None)
         queued = resource_gets(together, "res-queued")
         time.sleep(WINDOW)
         # The check ran all along (the queued resource is looked at every run) ...
-        assert resource_gets(together, "res-queued") >= queued + 20
+        assert resource_gets(together, "res-queued") >= queued + 5
         # ... and asked Together about the bad resource a few times, not every run.
         bad = resource_gets(together, "res-bad")
         print(f"res-bad: {bad} GETs; W&B: {wandb_reads(wandb, SID_RUNS[:8])} reads")
         assert bad <= 6, f"{bad} GETs of a resource that never answers in {WINDOW:.0f} s"
-        assert wandb_reads(wandb, SID_RUNS[:8]) <= 2
+        assert wandb_reads(wandb, SID_RUNS[:8]) == 1
+        # The failed W&B read moved the run's next read a refresh further off than
+        # a good read would (stored as due `read_at` + refresh: `next_read_at`).
+        rows = query(
+            bot.env["DATABASE_URL"],
+            "SELECT read_at FROM session_metrics WHERE session_id = :sid",
+            sid=SID_RUNS,
+        )
+        read_at = datetime.fromisoformat(str(rows[0][0]))
+        assert (read_at - first_read).total_seconds() >= WANDB_REFRESH - 10, rows
         assert "could not check an idle resource" in bot.log()

@@ -34,6 +34,13 @@ def test_the_wait_doubles_up_to_its_ceiling_and_a_longer_retry_after_wins() -> N
     assert wait_after(3, retry_after=1.0) == 4 * FIRST_SECONDS
 
 
+def test_read_retry_seconds_sets_the_first_wait_and_the_ceiling_stays() -> None:
+    assert [wait_after(n, first=8.0) for n in (1, 2, 3)] == [8.0, 16.0, 32.0]
+    assert wait_after(1_000, first=8.0) == MOST_SECONDS
+    backoff = Backoff(Clock(), first=8.0)
+    assert backoff.failed("r1") == 8.0 and backoff.failed("r1") == 16.0
+
+
 def test_a_key_waits_after_each_failure_and_is_free_again_after_a_success() -> None:
     clock = Clock()
     backoff = Backoff(clock)
