@@ -123,6 +123,11 @@ async def watch_subscribed_idle(rt: Runtime, *, reader: ResourceReader | None = 
     if after <= timedelta(0):
         return 0
     async with rt.sessionmaker() as db, db.begin():
+        # Nothing ended lately (the common case): nothing to claim, and no write.
+        if not await recently_ended(
+            db, not_in=_NOT_IDLE, within=FOLLOW_FOR.total_seconds(), limit=1
+        ):
+            return 0
         if (
             await claim_job(
                 db, SUBSCRIBED_JOB, owner=rt.owner, lease_seconds=settings.lease_seconds

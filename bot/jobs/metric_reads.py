@@ -127,6 +127,12 @@ def rule_readings(
 async def read_metrics(rt: Runtime) -> int:
     """One pass; how many metrics it found newly gone NaN or infinite."""
     wandb, settings = rt.wandb, rt.settings
+    async with rt.sessionmaker() as db:
+        # Nothing due (most passes): nothing to claim, and no write.
+        now = await database_now(db)
+        before = now - timedelta(seconds=settings.wandb_refresh_seconds)
+        if not await due_sessions(db, before=before, limit=1):
+            return 0
     async with rt.sessionmaker() as db, db.begin():
         job = await claim_job(db, JOB, owner=rt.owner, lease_seconds=settings.lease_seconds)
         if job is None:
