@@ -114,6 +114,7 @@ def test_an_idle_resource_is_alerted_once_and_stopped_only_by_an_allowed_user(
     )
 
 
+@pytest.mark.backend_independent("Together's answers")
 def test_a_resource_with_an_active_session_is_not_stopped(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -280,6 +281,7 @@ def test_a_resource_together_says_is_gone_is_asked_about_once(
     assert idle_posts(slack, "C123") == []
 
 
+@pytest.mark.backend_independent("Together's pages; the told-once rows are tested on both")
 def test_a_failed_later_page_of_ready_resources_keeps_the_alerts_already_found(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

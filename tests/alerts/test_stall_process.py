@@ -121,6 +121,7 @@ def test_a_session_stuck_creating_is_told_once(
     assert thread(slack, "C123", root, "No progress") == []  # CREATING is not a stall
 
 
+@pytest.mark.backend_independent("input refused before anything is stored")
 def test_bad_stall_options_are_refused(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -145,6 +146,7 @@ def test_stall_option_is_stored_and_said(
     assert stored == [(0 if option == "stall=off" else 45,)]
 
 
+@pytest.mark.backend_independent("the stall's words; the told-once row is tested on both")
 def test_with_the_spend_watch_the_stall_names_the_resources_own_expiry(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

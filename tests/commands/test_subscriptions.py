@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, query, wait_until
 
@@ -106,6 +108,7 @@ def test_unknown_session_stores_nothing(
     assert query(db_url, "SELECT count(*) FROM subscriptions") == [(0,)]
 
 
+@pytest.mark.backend_independent("Slack's refusal")
 def test_bot_not_in_channel_is_told_to_invite(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

@@ -271,6 +271,7 @@ def test_together_status_labels_are_known_codes_or_a_class() -> None:
     assert len({status_code_label(str(code)) for code in range(100, 1000)}) < 80
 
 
+@pytest.mark.backend_independent("metric labels")
 def test_odd_upstream_values_do_not_become_metric_labels(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:

@@ -105,6 +105,7 @@ def subscribe(bot: BotProcess, slack: FakeSlack, sid: str, channel: str) -> None
 # --- /metrics ---------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("the metrics; /readyz's database check runs on both")
 def test_metrics_move_after_real_traffic(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

@@ -293,6 +293,7 @@ def test_acknowledge_by_two_people_and_the_alert_nobody_took_is_paged_once_more(
 # --- Keep alive -----------------------------------------------------------------------------------
 
 
+@pytest.mark.backend_independent("who may act, and Together's answers")
 def test_keep_alive_from_an_idle_alert_allowed_refused_and_for_a_resource_gone(rig: Rig) -> None:
     slack, together = rig.slack, rig.together
     session_id = sid("f")
@@ -336,6 +337,7 @@ def test_keep_alive_from_an_idle_alert_allowed_refused_and_for_a_resource_gone(r
 # --- the card: resource line and Download ------------------------------------------------------
 
 
+@pytest.mark.backend_independent("the card's words and an ephemeral answer")
 def test_an_unwatched_card_has_its_resource_line_and_download_answers_only_the_clicker(
     rig: Rig,
 ) -> None:

@@ -336,6 +336,7 @@ def test_stop_refused_when_not_enabled_for_users_not_allowed_and_for_bad_values(
     )
 
 
+@pytest.mark.backend_independent("the Stop allowlist; the database only stores")
 def test_stop_by_an_allowed_user_is_sent_told_in_the_thread_and_logged(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -612,6 +613,7 @@ def published(slack: FakeSlack, user: str) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.backend_independent("App Home's view")
 def test_app_home_lists_subscriptions_and_created_sessions(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -655,6 +657,7 @@ def test_app_home_lists_subscriptions_and_created_sessions(
     assert "mine-in-c1" not in json.dumps(other)
 
 
+@pytest.mark.backend_independent("who may unsubscribe; the database only stores")
 def test_app_home_unsubscribe_only_by_the_subscriber(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

@@ -86,6 +86,7 @@ def test_subscribing_while_slack_is_slow_holds_no_database_connection(
 # --- 11. /readyz asks Slack at most once a minute ------------------------------------------------
 
 
+@pytest.mark.backend_independent("Slack's answer cached; /readyz's database check runs on both")
 def test_readyz_does_not_call_slack_on_every_request(bot: BotProcess, slack: FakeSlack) -> None:
     before = len(slack.calls_to("auth.test"))
 
@@ -103,6 +104,7 @@ def test_readyz_does_not_call_slack_on_every_request(bot: BotProcess, slack: Fak
 # --- 12. the channel allowlist and App Home ------------------------------------------------------
 
 
+@pytest.mark.backend_independent("the channel allowlist and App Home's view")
 def test_allowed_channel_ids_leave_app_home_working(
     start_bot: BotFactory, slack: FakeSlack
 ) -> None:
@@ -115,6 +117,7 @@ def test_allowed_channel_ids_leave_app_home_working(
     assert "not enabled in this channel" in refused.json()["text"]
 
 
+@pytest.mark.backend_independent("the channel allowlist")
 def test_clicks_in_the_bots_own_dms_pass_the_channel_allowlist(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -203,6 +206,7 @@ def _text_objects(value: Any) -> list[dict[str, Any]]:
     return found
 
 
+@pytest.mark.backend_independent("what Slack is sent")
 def test_api_text_cannot_become_a_link_or_a_mention(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

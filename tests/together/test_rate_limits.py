@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotProcess, wait_until
 
@@ -16,6 +18,7 @@ def _subscribe(bot: BotProcess, slack: FakeSlack, sid: str) -> None:
     assert "Subscribed" in str(slack.wait_for_response(f"s-{sid}"))
 
 
+@pytest.mark.backend_independent("the pause is kept in memory")
 def test_a_429_pauses_every_request_then_polling_resumes(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
@@ -44,6 +47,7 @@ def test_a_429_pauses_every_request_then_polling_resumes(
     assert time.monotonic() - limited_at >= 2.9
 
 
+@pytest.mark.backend_independent("the pause is kept in memory")
 def test_a_command_during_a_short_pause_waits_for_it_and_gets_its_card(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether
 ) -> None:
