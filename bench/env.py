@@ -251,8 +251,8 @@ class Bot:
             slack=slack,
             together=together,
             env=base | env,
-            # The tests' fast delivery tick (0.2 s) costs CPU in every cycle measured
-            # here: the bot's own default applies unless a scenario sets one.
+            # The bot's own delivery interval applies, whatever the tests' setting,
+            # unless a scenario sets one.
             unset=("DELIVERY_INTERVAL_SECONDS", *unset),
             # A cold start: the bot's own imports count in its CPU and memory.
             fork=False,
