@@ -1,10 +1,9 @@
 """How long a read that keeps failing waits before it is tried again, for the
 reads a process keeps in memory (a model resource, a price): the first retry
 after READ_RETRY_SECONDS (FIRST_SECONDS unless set), doubling with each failure
-in a row up to MOST_SECONDS,
-so one thing Together cannot answer for costs a request every few minutes
-rather than one every cycle. Keys not failing are not kept; a key's count is
-forgotten once it has not failed for FORGET_SECONDS."""
+in a row up to MOST_SECONDS, so one thing Together cannot answer for costs a
+request every few minutes rather than one every cycle. Keys not failing are
+not kept; a key's count is forgotten once it has not failed for FORGET_SECONDS."""
 
 from __future__ import annotations
 
