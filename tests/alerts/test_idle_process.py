@@ -231,6 +231,7 @@ def test_a_resource_still_queued_when_its_session_stopped_is_alerted_once_ready(
     assert "res-queued" in (idle_posts(slack, "C123")[0].text or "")
 
 
+@pytest.mark.backend_independent("Together's dates, read per resource")
 def test_one_resources_impossible_date_silences_no_other_resources_alert(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

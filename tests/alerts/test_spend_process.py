@@ -10,9 +10,15 @@ import re
 import time
 from collections.abc import Callable
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.conftest import BotLauncher
 from tests.support import BotFactory, BotProcess, query, wait_until
+
+pytestmark = pytest.mark.backend_independent(
+    "the spend watch's reads and the card's lines; what it stores is tested on both"
+)
 
 SID = "5a3e4567-e89b-12d3-a456-426614174000"
 SID2 = "6b3e4567-e89b-12d3-a456-426614174000"

@@ -134,6 +134,7 @@ def test_bad_stall_options_are_refused(
 
 
 @pytest.mark.parametrize("option", ["stall=45m", "stall=off"])
+@pytest.mark.backend_independent("one column written and read back; the stall itself runs on both")
 def test_stall_option_is_stored_and_said(
     option: str, start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

@@ -98,6 +98,7 @@ def test_subscribe_twice_is_idempotent(
     assert len(thread_posts(slack, "C123", root)) == 1
 
 
+@pytest.mark.backend_independent("Together's 404; nothing is stored")
 def test_unknown_session_stores_nothing(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -123,6 +124,7 @@ def test_bot_not_in_channel_is_told_to_invite(
     assert query(db_url, "SELECT count(*) FROM subscriptions") == [(0,)]
 
 
+@pytest.mark.backend_independent("which message becomes the root")
 def test_subscribe_button_adopts_in_channel_card_or_posts_a_root(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:

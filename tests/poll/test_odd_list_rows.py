@@ -5,6 +5,8 @@ odd rows are skipped and named in the log, and `ls` still lists the rest."""
 
 from __future__ import annotations
 
+import pytest
+
 from bot.simulated import FakeSlack, FakeTogether
 from tests.support import BotFactory, BotProcess, wait_until
 
@@ -25,6 +27,7 @@ def _thread(slack: FakeSlack, channel: str, root: str) -> list[str]:
     return [c.text or "" for c in slack.successful_posts(channel) if c.thread_ts == root]
 
 
+@pytest.mark.backend_independent("Together's rows, read per row")
 def test_a_listed_row_no_json_reader_takes_is_skipped_and_named_and_the_rest_told(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether
 ) -> None:

@@ -140,6 +140,7 @@ def elements(blocks: list[Any] | None) -> list[dict[str, Any]]:
 # --- filters and checkpoint events -------------------------------------------------------
 
 
+@pytest.mark.backend_independent("which changes a thread is told; filters are stored as text")
 def test_checkpoints_filter_tells_checkpoints_in_one_message_and_not_status(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -222,6 +223,7 @@ def test_errors_only_filter_list_and_changing_filters(
     assert "Stopping" in told and "Error" in told
 
 
+@pytest.mark.backend_independent("which changes a thread is told; filters are stored as text")
 def test_subscribe_button_keeps_the_channels_filters(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
@@ -256,6 +258,7 @@ def test_bad_filters_are_refused_and_store_nothing(
     assert together.requests_for(SID) == 0  # refused before asking Together
 
 
+@pytest.mark.backend_independent("which changes a thread is told; filters are stored as text")
 def test_step_changes_and_unwanted_checkpoints_are_not_told_but_the_root_shows_the_step(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
