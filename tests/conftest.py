@@ -59,6 +59,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    items[:] = spread_long(items)
+
+
+def spread_long(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The `long` tests spread evenly through the collection, the rest in order.
+
+    xdist's worksteal hands each worker a contiguous run of the collection and
+    steals from the end of a worker's queue: long tests collected side by side
+    (the bench smoke groups) ran one after another on one worker, last, ending
+    the suite 15-25 s after the other workers were done. Spread out, each
+    worker's run holds two or three of them."""
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if not long:
+        return items
+    out = [item for item in items if item.get_closest_marker("long") is None]
+    every = len(items) / len(long)
+    for j in reversed(range(len(long))):
+        out.insert(min(len(out), int(j * every)), long[j])
+    return out
 
 
 def pytest_configure(config: pytest.Config) -> None:

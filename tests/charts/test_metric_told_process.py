@@ -21,6 +21,7 @@ pytestmark = [
     pytest.mark.backend_independent(
         "W&B reads and the NaN rule; the outbox's exactly-once is tested on both"
     ),
+    pytest.mark.long("waits for W&B's second read, 30 s after the first"),
 ]
 
 CHANNEL = "CNAN"

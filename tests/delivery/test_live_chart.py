@@ -25,6 +25,7 @@ pytestmark = [
     pytest.mark.backend_independent(
         "the chart block on the card; the root update's exactly-once runs on both"
     ),
+    pytest.mark.long("charts wait for W&B's refresh"),
 ]
 
 #: the shortest WANDB_REFRESH_SECONDS allowed: the no-run chart needs a second read

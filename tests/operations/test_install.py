@@ -20,7 +20,7 @@ import pytest
 from bot.simulated import FakeSlack, FakeTogether
 from tests.support import REPO, base_env, free_tcp_port, query, wait_until
 
-pytestmark = pytest.mark.slow  # builds a wheel and runs it
+pytestmark = [pytest.mark.slow, pytest.mark.long("builds a wheel and a venv, and runs it")]
 
 
 def _run(

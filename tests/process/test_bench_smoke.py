@@ -49,7 +49,7 @@ GROUPS = {
     "chart": ("chart",),
 }
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long("a cold `python -m bench` per group")]
 
 
 def test_the_groups_name_every_scenario_once() -> None:

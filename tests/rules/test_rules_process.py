@@ -22,7 +22,7 @@ from bot.training.thresholds import local_day
 from tests.conftest import BotLauncher
 from tests.support import BotFactory, BotProcess, query, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long("rules wait for rates and for `for`")]
 
 SID = "5a3e4567-e89b-12d3-a456-426614174abc"
 RID = "7c3e4567-e89b-12d3-a456-426614174abc"
