@@ -67,9 +67,9 @@ def spread_long(items: list[pytest.Item]) -> list[pytest.Item]:
 
     xdist's worksteal hands each worker a contiguous run of the collection and
     steals from the end of a worker's queue: long tests collected side by side
-    (the bench smoke groups) ran one after another on one worker, last, ending
-    the suite 15-25 s after the other workers were done. Spread out, each
-    worker's run holds two or three of them."""
+    (the bench smoke groups) ran one after another on one worker, last, while
+    the other workers had nothing left to do. Spread out, each worker's run
+    holds a few of them."""
     long = [item for item in items if item.get_closest_marker("long") is not None]
     if not long:
         return items
