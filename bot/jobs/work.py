@@ -51,14 +51,12 @@ class Work:
         self.run_now = run_now
         self.stopping = stopping
         self._poll_failed = False
-        # Kept across cycles: what the poller has seen of the project. The list passes
-        # every consumer in this process shares are the runtime's (`rt.lister`).
-        self.planner = Planner(side_window=side_window(rt.settings))
-        self.lister = rt.lister
-        # what follow-rule discovery keeps between runs (a refused created_by filter)
-        self.discovery = DiscoveryState()
-        # the spend watch's prices outlive a cycle (cached per resource shape)
-        self.resources = (
+        # Kept across cycles: what the poller has seen of the project; the list passes
+        # every consumer in this process shares (the runtime's, `rt.lister`); the
+        # spend watch's reader, whose prices outlive a cycle (cached per resource shape).
+        self.poll_state = PollState(
+            Planner(side_window=side_window(rt.settings)),
+            rt.lister,
             ResourceReader(
                 rt.together,
                 refresh_seconds=rt.settings.spend_refresh_seconds,
@@ -66,8 +64,11 @@ class Work:
                 cache=rt.resources,
             )
             if rt.settings.spend_watch
-            else None
+            else None,
+            wrote_rows=ring,
         )
+        # what follow-rule discovery keeps between runs (a refused created_by filter)
+        self.discovery = DiscoveryState()
 
     async def poll(self) -> None:
         rt = self.rt
@@ -76,9 +77,7 @@ class Work:
                 log.info("handed back %d sessions a failed poll cycle still held", released)
             self._poll_failed = False
         try:
-            result = await poll_cycle(
-                rt, PollState(self.planner, self.lister, self.resources, wrote_rows=self.ring)
-            )
+            result = await poll_cycle(rt, self.poll_state)
         except Exception:
             self._poll_failed = True
             raise
@@ -91,7 +90,7 @@ class Work:
             rt.metrics.poll_cycle_seconds.observe(result.seconds)
             rt.metrics.poll_sessions.inc(result.claimed)
             rt.metrics.poll_interval_seconds.set(result.interval)
-            rt.metrics.poll_budget_others.set(self.planner.others)
+            rt.metrics.poll_budget_others.set(self.poll_state.planner.others)
             rt.metrics.poll_plans.labels(plan=result.plan.value).inc()
             rt.metrics.poll_requests.labels(kind="list_page").inc(result.list_pages)
             rt.metrics.poll_requests.labels(kind="get").inc(result.gets)
@@ -118,7 +117,7 @@ class Work:
 
     async def follow(self) -> None:
         """Follow rules and personal switches: subscribe or watch new live sessions."""
-        found = await discover(self.rt, lister=self.lister, state=self.discovery)
+        found = await discover(self.rt, lister=self.rt.lister, state=self.discovery)
         if found.subscribed or found.personal or found.capped or found.switched_off:
             log.info(
                 "follow: %d subscribed, %d watched for a person, %d rules capped, %d switched off",
@@ -144,7 +143,7 @@ class Work:
             log.warning("could not share the Together spend with other replicas: %s", exc)
             rt.metrics.replica_heartbeats_failed.inc()
             remote = []
-        self.planner.remote = sum(s.others for s in remote)
+        self.poll_state.planner.remote = sum(s.others for s in remote)
         everyone = deployment(local, remote)
         rt.metrics.poll_budget_others.set(everyone.others)
         rt.metrics.deployment_spent.set(everyone.requests)
@@ -158,7 +157,7 @@ class Work:
                 break
 
     async def watch_errors(self) -> None:
-        if await page_new_errors(self.rt, lister=self.lister):
+        if await page_new_errors(self.rt, lister=self.rt.lister):
             self.ring()
 
     async def watch_idle(self) -> None:
@@ -166,7 +165,7 @@ class Work:
             self.ring()
 
     async def watch_subscribed_idle(self) -> None:
-        if await watch_subscribed_idle(self.rt, reader=self.resources):
+        if await watch_subscribed_idle(self.rt, reader=self.poll_state.resources):
             self.ring()
 
     async def repage(self) -> None:

@@ -185,9 +185,11 @@ async def test_a_database_error_in_the_spend_exchange_leaves_the_local_count() -
         deliver_soon=asyncio.Event(),
     )
     ticker = Ticker(rt)  # type: ignore[arg-type]
-    ticker.work.planner.remote = 40.0  # what the others reported before the database went away
+    ticker.work.poll_state.planner.remote = (
+        40.0  # what the others reported before the database went away
+    )
     await ticker.work.share_spend()  # no exception: the poller's tick is not held up
-    assert ticker.work.planner.remote == 0.0
+    assert ticker.work.poll_state.planner.remote == 0.0
     assert rt.metrics.poll_budget_others._value.get() == 1.0
     assert rt.metrics.budget_replicas._value.get() == 1.0
 
