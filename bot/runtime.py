@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -22,11 +23,14 @@ from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
 from bot.slack_web.retry import SlackRateLimitRetry
 from bot.store.engine import make_engine, make_sessionmaker
+from bot.store.queries.together_grants import reserve
 from bot.store.session import Engine, Sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
+from bot.together.gate import GRANT_SECONDS, Booked, Gate
 from bot.together.list_pass import Lister
 from bot.together.resource_cache import ResourceCache
+from bot.together.shares import Shares, running_tiers
 from bot.wandb.client import WandbClient
 
 log = logging.getLogger(__name__)
@@ -88,6 +92,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
     # The budget is per minute, counted over a minute (the tests' setting aside); a
     # poll interval longer than that is a longer window.
     window = max(settings.together_budget_window_seconds, settings.poll_interval_seconds)
+    sessionmaker = make_sessionmaker(engine)
     together = TogetherClient(
         http,
         base_url=settings.together_base_url,
@@ -97,6 +102,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         observe=observe,
         max_response_bytes=settings.together_max_response_bytes,
         ledger=Ledger(window=window, on_spend=spent),
+        gate=budget_gate(settings, sessionmaker, metrics, window=window),
     )
     token = _secret(settings.slack_bot_token)
     slack = SlackWeb(
@@ -118,7 +124,7 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         wandb=_wandb(settings, http, metrics),
         settings=settings,
         engine=engine,
-        sessionmaker=make_sessionmaker(engine),
+        sessionmaker=sessionmaker,
         http=http,
         together=together,
         slack=slack,
@@ -126,6 +132,44 @@ def build_runtime(settings: Settings, *, http: httpx.AsyncClient | None = None) 
         metrics=metrics,
         lister=Lister(together),
     )
+
+
+def budget_gate(
+    settings: Settings, sessionmaker: Sessionmaker, metrics: Metrics, *, window: float
+) -> Gate:
+    """The request budget's gate over the deployment's books in the database: the
+    budget of one `window` (TOGETHER_REQUESTS_PER_MINUTE scaled to it), counted
+    over the window and the time a grant may take to be sent."""
+    shares = Shares.of(
+        settings.together_requests_per_minute * window / 60.0,
+        running_tiers(settings),
+        poll_share=settings.poll_budget_share,
+    )
+    for tier, floor in shares.floors.items():
+        metrics.budget_tier_floor.labels(tier=tier.value).set(floor)
+    owner = settings.replica_id
+
+    async def book(tier: str, decide: Callable[[Mapping[str, int]], int]) -> Booked:
+        async with sessionmaker() as db, db.begin():
+            got = await reserve(
+                db, owner=owner, tier=tier, window_seconds=window + GRANT_SECONDS, decide=decide
+            )
+        for name, n in got.spent.items():
+            metrics.budget_tier_spent.labels(tier=name).set(
+                n + (got.granted if name == tier else 0)
+            )
+        return Booked(got.granted, got.spent, got.retry_in)
+
+    def observe(consumer: str, what: str, seconds: float) -> None:
+        if what == "wait":
+            metrics.budget_waited.labels(consumer=consumer).inc()
+            metrics.budget_wait_seconds.labels(consumer=consumer).inc(seconds)
+        elif what == "refused":
+            metrics.budget_refused.labels(consumer=consumer).inc()
+        else:
+            metrics.budget_unchecked.labels(consumer=consumer).inc()
+
+    return Gate(shares, book, window=window, observe=observe)
 
 
 def _wandb(settings: Settings, http: httpx.AsyncClient, metrics: Metrics) -> WandbClient | None:

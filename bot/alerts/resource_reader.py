@@ -256,11 +256,13 @@ class ResourceReader:
                 try:
                     got = await self._together.get_model_resource(resource_id, max_wait=5)
                 except TogetherError as exc:
+                    if not exc.sent:  # held back (no budget share, a 429 pause): next cycle
+                        return
+                    self._reads.pop(resource_id, None)
                     wait = self._resource_backoff.failed(resource_id, exc.retry_after)
                     log.info(
                         "could not read model resource: %s; next try in %.0f s", exc.kind, wait
                     )
-                    self._reads.pop(resource_id, None)
                     return
                 self._resource_backoff.succeeded(resource_id)
                 self._reads[resource_id] = (got, self._clock())
@@ -283,6 +285,8 @@ class ResourceReader:
         try:
             price = await self._together.estimate_cost(resource)
         except TogetherError as exc:
+            if not exc.sent:  # held back (no budget share, a 429 pause): asked again later
+                return cached[0] if cached is not None else None
             wait = self._price_backoff.failed(shape, exc.retry_after)
             log.info("no price for a model resource: %s; next try in %.0f s", exc.kind, wait)
             return cached[0] if cached is not None else None

@@ -18,10 +18,11 @@ their creators are told.
 
 A session whose subscription fails for a passing reason keeps its claim and is
 tried again on a later run, backing off, a few times at most
-(`bot.jobs.follow_retry`); so is discovery's own list pass when it fails. The
-GETs a run sends for sessions it did not list whole stay within what the
-Together request budget leaves the poller's side (`TOGETHER_REQUESTS_PER_MINUTE`
-less `POLL_BUDGET_SHARE` and what others spent); the rest wait for a later run.
+(`bot.jobs.follow_retry`); so is discovery's own list pass when it fails. Its
+Together requests (its own pass, a GET for each session it did not list whole)
+are follow discovery's tier of the request budget (`bot.together.shares`): the
+floor kept for it is never taken by the watches below it nor by the poll, so a
+new session is subscribed within a window of its listing however busy the budget.
 A claim is kept while its session is live, so a channel that unsubscribed stays so.
 """
 
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from bot.jobs.follow_live import Allowance, DiscoveryState, Found, live_sessions
+from bot.jobs.follow_live import DiscoveryState, Found, live_sessions
 from bot.jobs.follow_match import (
     MAX_NEW_PER_RULE,
     Wanted,
@@ -123,12 +124,11 @@ async def _discover(rt: Runtime, *, lister: Lister, state: DiscoveryState) -> Ou
     await _prune_claims(rt, found, state=state, now=lister.clock())
     out = Outcome()
     gone: set[tuple[str, str]] = set()
-    allowance = Allowance.of(rt)
     for rule, wanted in by_rule:
         if (rule.team_id, rule.channel_id) in gone:
             continue
         try:
-            await _apply_rule(rt, rule, wanted, found, out=out, gone=gone, allowance=allowance)
+            await _apply_rule(rt, rule, wanted, found, out=out, gone=gone)
         except Exception:  # this rule's; the others still run
             log.exception("a follow rule could not be applied", extra={"rule_id": rule.id})
     for person, wanted in by_person:
@@ -158,10 +158,10 @@ async def _apply_rule(
     *,
     out: Outcome,
     gone: set[tuple[str, str]],
-    allowance: Allowance,
 ) -> None:
     """Subscribe the rule's channel to its sessions not taken yet and to those due
-    for another try, as many as a run takes and the budget allows."""
+    for another try, as many as a run takes (the oldest first); a GET the budget
+    has no share for yet waits for follow discovery's floor."""
     ids = matching(wanted, found.listed)
     where = {"team_id": rule.team_id, "channel_id": rule.channel_id}
     fresh: list[str] = []
@@ -170,7 +170,7 @@ async def _apply_rule(
         async with rt.sessionmaker() as db:
             fresh = await follow_rules.unclaimed(db, session_ids=ids, **where)
             due = await follow_rules.due_retries(db, session_ids=ids, **where)
-    take = allowance.afford(due + fresh, found, cap=MAX_NEW_PER_RULE)
+    take = (due + fresh)[:MAX_NEW_PER_RULE]
     again = set(due)
     new = [s for s in take if s not in again]
     subscribed, failed = 0, 0

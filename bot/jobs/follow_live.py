@@ -1,4 +1,4 @@
-"""Who is live, for discovery (`bot.jobs.follow`), and what a run may ask Together.
+"""Who is live, for discovery (`bot.jobs.follow`).
 
 The roster of a list pass of the live statuses another consumer made within the
 last poll interval costs nothing; else discovery makes its own pass: one of
@@ -59,35 +59,6 @@ class Found:
             if session_id in done:
                 return done.session(session_id)
         return None
-
-
-@dataclass
-class Allowance:
-    """The session GETs this run may still send (`math.inf`: no budget)."""
-
-    gets: float
-
-    @classmethod
-    def of(cls, rt: Runtime) -> Allowance:
-        """What the budget leaves the poller's side this minute: discovery never
-        pushes the others' spend past it (the poller's own share stays whole)."""
-        settings = rt.settings
-        if settings.together_requests_per_minute <= 0:
-            return cls(math.inf)
-        side = settings.together_requests_per_minute * (1.0 - settings.poll_budget_share)
-        return cls(max(0.0, math.floor(side - rt.together.ledger.others_per_minute())))
-
-    def afford(self, session_ids: Sequence[str], found: Found, *, cap: int) -> list[str]:
-        """The first of these (at most `cap`) this run can take: one listed whole
-        costs nothing, any other one GET. The order is kept: the oldest go first."""
-        out: list[str] = []
-        for session_id in session_ids[:cap]:
-            if not found.has(session_id):
-                if self.gets < 1:
-                    break
-                self.gets -= 1
-            out.append(session_id)
-        return out
 
 
 async def live_sessions(

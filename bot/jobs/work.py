@@ -144,6 +144,9 @@ class Work:
             rt.metrics.replica_heartbeats_failed.inc()
             remote = []
         self.poll_state.planner.remote = sum(s.others for s in remote)
+        gate = getattr(rt.together, "gate", None)
+        if gate is not None:  # people's requests into the books, and the books read
+            await gate.book_people()
         everyone = deployment(local, remote)
         rt.metrics.poll_budget_others.set(everyone.others)
         rt.metrics.deployment_spent.set(everyone.requests)

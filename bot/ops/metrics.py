@@ -110,7 +110,7 @@ class Metrics:
             "rlbot_together_requests_spent",
             "Together requests sent, by kind (get|list_page|stop|resource_get|"
             "resource_list_page|estimate_cost|resource_stop|resource_extend|checkpoint_download) "
-            "and by consumer (poll|watch_errors|"
+            "and by consumer (poll|spend|watch_errors|follow|"
             "watch_idle|watch_subscribed_idle|deliver|command): what "
             "TOGETHER_REQUESTS_PER_MINUTE covers.",
             ["kind", "consumer"],
@@ -134,6 +134,46 @@ class Metrics:
             "rlbot_budget_replicas",
             "Replicas whose Together spend this one counts in the request budget "
             "(itself and the others that reported within 30 s).",
+            registry=r,
+        )
+        self.budget_waited = Counter(
+            "rlbot_budget_waited",
+            "Together requests of a periodic job (consumer: poll|watch_errors|follow|"
+            "watch_idle|watch_subscribed_idle) that had no share of the request budget "
+            "when they asked, and waited for one.",
+            ["consumer"],
+            registry=r,
+        )
+        self.budget_wait_seconds = Counter(
+            "rlbot_budget_wait_seconds",
+            "Seconds periodic jobs' Together requests waited for a share of the budget.",
+            ["consumer"],
+            registry=r,
+        )
+        self.budget_refused = Counter(
+            "rlbot_budget_refused",
+            "Reads refused for want of a share of the budget, to be made later "
+            "(consumer: spend, the spend watch's reads in the poll cycle).",
+            ["consumer"],
+            registry=r,
+        )
+        self.budget_unchecked = Counter(
+            "rlbot_budget_unchecked",
+            "Together requests sent without the budget's books (the database did not answer).",
+            ["consumer"],
+            registry=r,
+        )
+        self.budget_tier_spent = Gauge(
+            "rlbot_budget_tier_spent",
+            "Together requests each budget tier (people|poll|errors|follow|idle) spent in "
+            "the window, the whole deployment's, as the books last said.",
+            ["tier"],
+            registry=r,
+        )
+        self.budget_tier_floor = Gauge(
+            "rlbot_budget_tier_floor",
+            "The requests a window kept for each budget tier these settings run.",
+            ["tier"],
             registry=r,
         )
         self.poll_plans = Counter(

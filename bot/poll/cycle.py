@@ -39,7 +39,7 @@ from bot.poll.leases import claim_due_sessions, keep_leases, release
 from bot.poll.pace import Planner, claim_size, poll_gap
 from bot.settings.model import Settings
 from bot.store.tables import database_now
-from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, charged_to
+from bot.together.budget import PLANNED_KINDS, POLL, SIDE_KINDS, SPEND, charged_to
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.list_pass import Lister
@@ -205,7 +205,11 @@ async def _work_batch(
     if resources is not None:
         resources.expect(len(ids))  # handed over a page at a time: one pass for them all
     result.interval = planner.interval_for(
-        watched, result.plan, settings, others=together.ledger.others_per_minute()
+        watched,
+        result.plan,
+        settings,
+        others=together.ledger.others_per_minute(),
+        gate=together.gate,
     )
 
     # Sit out a short 429 pause; a long one backs the sessions off instead, so the
@@ -235,11 +239,12 @@ async def _work_batch(
         reads = None
         if resources is not None:
             try:
-                reads = await resources.read(
-                    s.head if isinstance(s, RawSession) else s
-                    for s in part.values()
-                    if not isinstance(s, TogetherError)
-                )
+                with charged_to(SPEND):  # the idle and spend tier's, refused without a share
+                    reads = await resources.read(
+                        s.head if isinstance(s, RawSession) else s
+                        for s in part.values()
+                        if not isinstance(s, TogetherError)
+                    )
             except Exception:
                 log.exception("the spend watch could not read this part's model resources")
         to_status, rows = await store_apart(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from bot.settings.model import Settings
 from bot.settings.timings import Timings
+from bot.together.gate import Gate
 from bot.together.poll_plan import Plan, Seen, budget_interval, budget_pages, round_cost
 
 # The longest a failing session waits for its next poll.
@@ -48,14 +49,27 @@ class Planner:
     remote: float = 0.0
 
     def interval_for(
-        self, watched: int, plan: Plan, settings: Settings, *, others: float = 0.0
+        self,
+        watched: int,
+        plan: Plan,
+        settings: Settings,
+        *,
+        others: float = 0.0,
+        gate: Gate | None = None,
     ) -> float:
         """The shortest interval at which a round over `watched` sessions fits what
         the other consumers (`others` requests a minute here, `remote` on the other
-        replicas) left of the budget."""
-        self.others = guaranteed(others + self.remote, settings)
+        replicas) left of the budget; with the budget's `gate`, what its shares give
+        the poll (the deployment's books: the other tiers' floors or spend, whichever
+        is more), and the round's need at the shortest interval is told to it."""
+        cost = max(round_cost(watched, self.seen, plan), self.planned) + self.side
+        if gate is not None and gate.on:
+            gate.need_poll(cost, settings.poll_min_interval_seconds)
+            self.others = max(0.0, settings.together_requests_per_minute - gate.poll_per_minute())
+        else:
+            self.others = guaranteed(others + self.remote, settings)
         self.interval = budget_interval(
-            max(round_cost(watched, self.seen, plan), self.planned) + self.side,
+            cost,
             requests_per_minute=settings.together_requests_per_minute,
             others_per_minute=self.others,
             min_seconds=settings.poll_min_interval_seconds,

@@ -284,6 +284,22 @@ class ReplicaSpend(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime())
 
 
+class TogetherGrant(Base):
+    """Together requests the request budget granted, by tier, stamped by the
+    database's clock (`bot.store.queries.together_grants`): the deployment's
+    books, which every replica reads and writes under one lock before it sends.
+    Rows older than two windows are deleted as new ones come."""
+
+    __tablename__ = "together_grants"
+    __table_args__ = (Index("ix_together_grants_at", "at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(DateTime())
+    owner: Mapped[str] = mapped_column(String(200))
+    tier: Mapped[str] = mapped_column(String(16))
+    n: Mapped[int] = mapped_column(Integer())
+
+
 class FollowRule(Base):
     """A channel's standing order to subscribe to sessions as they appear
     (`/rl-session follow`): whose (`selector`: "all" or a Slack user id), of which

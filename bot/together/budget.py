@@ -27,6 +27,8 @@ from contextvars import ContextVar
 #: the poller: its session GETs and list pages are its planned round; anything else it
 #: sends (the spend watch's resource reads and prices) is its side cost per cycle
 POLL = "poll"
+#: the spend watch's reads in the poll cycle (the idle and spend tier of the budget)
+SPEND = "spend"
 COMMAND = "command"
 #: what one request of each kind is called (on /metrics too)
 KINDS = (

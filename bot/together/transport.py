@@ -15,8 +15,9 @@ from typing import Any
 
 import httpx
 
-from bot.together.budget import Ledger
+from bot.together.budget import Ledger, consumer
 from bot.together.errors import TogetherError, check_status, retry_after_seconds
+from bot.together.gate import Gate
 
 GLOBAL_PAUSE_CAP = 5.0
 MAX_RESPONSE_BYTES = 4 << 20
@@ -80,8 +81,11 @@ class Transport:
         observe: Observer | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         ledger: Ledger | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._http = http
+        # the request budget's shares: every request asks before it is sent
+        self.gate = gate
         # every request sent, by kind and consumer: the request budget's books
         self.ledger = ledger or Ledger()
         self._max_bytes = max_response_bytes
@@ -109,8 +113,11 @@ class Transport:
     ) -> Any:
         """The decoded JSON of one request (decoded by `read` when given), passed
         through `parse` when given; the request is booked in `ledger` as `kind` once
-        it is let go (not if held back)."""
+        it is let go (not if held back). The budget's gate is asked last, so a grant
+        is sent at once (`bot.together.gate.GRANT_SECONDS`)."""
         await self.limiter.wait(max_wait)
+        if self.gate is not None:
+            await self.gate.take(consumer())
         self.ledger.spend(kind)
         started = time.monotonic()
         label = "error"

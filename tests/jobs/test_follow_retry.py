@@ -3,13 +3,9 @@ long it waits, when it gives up, and how many GETs a run may send."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
 from slack_sdk.errors import SlackApiError
 from sqlalchemy.exc import DataError, OperationalError
 
-from bot.jobs.follow_live import Allowance, Found
 from bot.jobs.follow_retry import (
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
@@ -18,9 +14,7 @@ from bot.jobs.follow_retry import (
     failure_of,
     retry_in,
 )
-from bot.settings.model import Settings
 from bot.subscriptions.errors import SubscriptionError
-from bot.together.budget import Ledger, charged_to
 from bot.together.errors import TogetherError
 
 
@@ -52,23 +46,3 @@ def test_retries_back_off_up_to_a_cap_then_stop() -> None:
     assert delays[-1] is None  # given up after MAX_ATTEMPTS tries
     assert backoff(100, base=60.0) == MAX_DELAY_SECONDS
     assert backoff(1, base=0.01) == 1.0  # never faster than a second
-
-
-def test_a_run_sends_no_more_gets_than_the_budget_leaves() -> None:
-    ledger = Ledger(clock=lambda: 0.0)
-    settings = Settings(_env_file=None, together_requests_per_minute=40, poll_budget_share=0.5)
-    rt: Any = SimpleNamespace(settings=settings, together=SimpleNamespace(ledger=ledger))
-    with charged_to("command"):
-        for _ in range(5):
-            ledger.spend("get")
-    with charged_to("poll"):  # the poller's own share is not the others'
-        for _ in range(50):
-            ledger.spend("get")
-    allowance = Allowance.of(rt)
-    assert allowance.gets == 15  # 40 * (1 - 0.5) - 5
-    ids = [f"s{n}" for n in range(30)]
-    assert Allowance.afford(allowance, ids, Found(), cap=50) == ids[:15]
-    assert allowance.afford(ids, Found(), cap=50) == []  # spent for this run
-    unlimited = Settings(_env_file=None, together_requests_per_minute=0)
-    rt.settings = unlimited
-    assert Allowance.of(rt).afford(ids, Found(), cap=20) == ids[:20]

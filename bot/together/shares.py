@@ -1,0 +1,151 @@
+"""The request budget's shares: who may send how many Together requests now.
+
+`TOGETHER_REQUESTS_PER_MINUTE` is the whole deployment's. It is split into
+tiers, in priority order: people (commands, buttons, and what delivery looks
+up for them), the poll (subscribed sessions' status), the org-wide error
+watch, follow discovery, and the idle and spend watches. Each tier these
+settings run has a floor, a share of the budget kept for it whatever the
+others do; what no floor holds is free, and goes to the tiers above first.
+
+Pure: what each tier spent in the window in, how many it may still send out.
+The rules (`allowance`) keep one invariant, which `tests/together/test_budget_properties.py`
+holds them to against a model of Together with every watch on and several
+replicas:
+
+- the periodic tiers together never spend more than the budget less the
+  people's floor in any window, so no window exceeds the budget unless people
+  alone asked for more than their floor (they are never refused; what they
+  take beyond it the periodic tiers give back first, from the free part);
+- a periodic tier is never refused within its floor, so a job with work waits
+  at most one window for each request it sends, and one tier never takes
+  another's floor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from bot.settings.model import Settings
+
+
+class Tier(StrEnum):
+    """The budget's tiers, highest priority first."""
+
+    PEOPLE = "people"
+    POLL = "poll"
+    ERRORS = "errors"
+    FOLLOW = "follow"
+    IDLE = "idle"
+
+
+#: what each consumer (a job's name, `bot.jobs.table`) is charged to; any other is
+#: a person's (never refused)
+TIER_OF: Mapping[str, Tier] = {
+    "poll": Tier.POLL,
+    "watch_errors": Tier.ERRORS,
+    "follow": Tier.FOLLOW,
+    "watch_idle": Tier.IDLE,
+    "watch_subscribed_idle": Tier.IDLE,
+    "spend": Tier.IDLE,
+}
+#: consumers that read in the middle of another job's work (the spend watch's reads
+#: in the poll cycle): with no share now they are refused at once, never made to wait
+REFUSED_NOT_WAITING = frozenset({"spend"})
+#: the floors of the tiers other than the poll, as shares of the budget (the poll's is
+#: POLL_BUDGET_SHARE, less whatever these need)
+FLOOR_SHARES: Mapping[Tier, float] = {
+    Tier.PEOPLE: 0.10,
+    Tier.ERRORS: 0.10,
+    Tier.FOLLOW: 0.10,
+    Tier.IDLE: 0.10,
+}
+
+
+def tier_of(consumer: str) -> Tier:
+    return TIER_OF.get(consumer, Tier.PEOPLE)
+
+
+def running_tiers(settings: Settings) -> frozenset[Tier]:
+    """The tiers these settings run (a floor is kept only for those)."""
+    tiers = {Tier.PEOPLE, Tier.POLL, Tier.FOLLOW}
+    if settings.watch_all_errors:
+        tiers.add(Tier.ERRORS)
+    if (
+        settings.spend_watch
+        or settings.watch_idle_resources
+        or settings.idle_resource_alert_minutes > 0
+    ):
+        tiers.add(Tier.IDLE)
+    return frozenset(tiers)
+
+
+@dataclass(frozen=True)
+class Shares:
+    """The budget of one window (`budget` requests) and the floors of its tiers."""
+
+    budget: int
+    floors: Mapping[Tier, int]
+
+    @classmethod
+    def of(cls, budget: float, tiers: frozenset[Tier], *, poll_share: float = 0.5) -> Shares:
+        """Floors for `tiers` out of `budget` requests a window: each tier but the
+        poll its share of the budget (at least one request), the poll
+        `poll_share` of it, or what the others left if that is less."""
+        total = max(0, math.floor(budget))
+        floors: dict[Tier, int] = {
+            t: max(1, math.floor(FLOOR_SHARES[t] * total))
+            for t in tiers
+            if t is not Tier.POLL and t in FLOOR_SHARES
+        }
+        if sum(floors.values()) > total:  # a budget too small for every floor: one each
+            floors = dict.fromkeys(floors, 0)
+        left = total - sum(floors.values())
+        floors[Tier.POLL] = min(left, math.floor(poll_share * total))
+        return cls(budget=total, floors=floors)
+
+    @property
+    def free(self) -> int:
+        return self.budget - sum(self.floors.values())
+
+    def floor(self, tier: Tier) -> int:
+        return self.floors.get(tier, 0)
+
+    def _held(self, tier: Tier, spent: Mapping[Tier, int], poll_need: float) -> float:
+        """What `tier` holds of the window: its spend, or its floor if more (and the
+        poll, for the tiers below it, what its round needs at the shortest interval)."""
+        held = float(max(self.floor(tier), spent.get(tier, 0)))
+        if tier is Tier.POLL:
+            held = max(held, min(poll_need, self.budget - self._floors_but(Tier.POLL)))
+        return held
+
+    def _floors_but(self, tier: Tier) -> int:
+        return sum(n for t, n in self.floors.items() if t is not tier)
+
+    def allowance(
+        self, tier: Tier, spent: Mapping[Tier, int], *, poll_need: float = 0.0
+    ) -> int | None:
+        """How many more requests `tier` may send in this window, after what every
+        tier `spent` in it (None: any number, for people). Within its floor, always;
+        beyond, what is left once every other tier holds its floor or its spend,
+        and, for the tiers below the poll, what the poll's round needs."""
+        if tier is Tier.PEOPLE:
+            return None
+        own = spent.get(tier, 0)
+        others = sum(
+            self._held(t, spent, poll_need if tier is not Tier.POLL else 0.0)
+            for t in {*self.floors, *spent}
+            if t is not tier
+        )
+        beyond = math.floor(self.budget - others - own)
+        return max(0, self.floor(tier) - own, beyond)
+
+    def poll_capacity(self, spent: Mapping[Tier, int]) -> int:
+        """What the poll may spend a window at the most, the others as they are:
+        the budget less every other tier's floor or spend, whichever is more."""
+        others = sum(
+            self._held(t, spent, 0.0) for t in {*self.floors, *spent} if t is not Tier.POLL
+        )
+        return max(self.floor(Tier.POLL), math.floor(self.budget - others))
