@@ -27,7 +27,7 @@ from bot.store.queries.together_grants import reserve
 from bot.store.session import Engine, Sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
-from bot.together.gate import GRANT_SECONDS, Booked, Gate
+from bot.together.gate import GRANT_SECONDS, SLICES, Booked, Gate
 from bot.together.list_pass import Lister
 from bot.together.resource_cache import ResourceCache
 from bot.together.shares import Shares, running_tiers
@@ -138,10 +138,11 @@ def budget_gate(
     settings: Settings, sessionmaker: Sessionmaker, metrics: Metrics, *, window: float
 ) -> Gate:
     """The request budget's gate over the deployment's books in the database: the
-    budget of one `window` (TOGETHER_REQUESTS_PER_MINUTE scaled to it), counted
-    over the window and the time a grant may take to be sent."""
+    budget of a slice of the `window` (TOGETHER_REQUESTS_PER_MINUTE scaled to it),
+    counted over the slice and the time a grant may take to be sent."""
+    slice_seconds = window / SLICES
     shares = Shares.of(
-        settings.together_requests_per_minute * window / 60.0,
+        settings.together_requests_per_minute * slice_seconds / 60.0,
         running_tiers(settings),
         poll_share=settings.poll_budget_share,
     )
@@ -152,7 +153,11 @@ def budget_gate(
     async def book(tier: str, decide: Callable[[Mapping[str, int]], int]) -> Booked:
         async with sessionmaker() as db, db.begin():
             got = await reserve(
-                db, owner=owner, tier=tier, window_seconds=window + GRANT_SECONDS, decide=decide
+                db,
+                owner=owner,
+                tier=tier,
+                window_seconds=slice_seconds + GRANT_SECONDS,
+                decide=decide,
             )
         for name, n in got.spent.items():
             metrics.budget_tier_spent.labels(tier=name).set(
@@ -169,7 +174,7 @@ def budget_gate(
         else:
             metrics.budget_unchecked.labels(consumer=consumer).inc()
 
-    return Gate(shares, book, window=window, observe=observe)
+    return Gate(shares, book, window=slice_seconds + GRANT_SECONDS, observe=observe)
 
 
 def _wandb(settings: Settings, http: httpx.AsyncClient, metrics: Metrics) -> WandbClient | None:

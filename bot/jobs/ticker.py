@@ -118,6 +118,8 @@ class Ticker:
         """Stop taking work, let running ticks finish, then hand back any leases."""
         self.stopping = True
         self.deliver_soon.set()  # the delivery loop wakes and ends
+        if (gate := getattr(self.rt.together, "gate", None)) is not None:
+            gate.close()  # a job waiting for a share of the budget ends now
         if self.scheduler.running:
             self.scheduler.pause()
         running = [t for t in self._running if not t.done()]

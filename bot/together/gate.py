@@ -10,9 +10,12 @@ the window frees one (a periodic read waits longer, and `/metrics` says so);
 the spend watch's reads inside the poll cycle are refused at once instead
 (`BudgetRefused`), so the cycle never waits on them.
 
-A grant is used at once: tokens not sent within `GRANT_SECONDS` are dropped, and
-the books count a window `GRANT_SECONDS` longer than the budget's, so a request
-always falls in the window its grant was counted in.
+The books keep the budget over a quarter of its window (`SLICES`): a quarter of
+the budget in any rolling quarter of a minute, so no rolling minute holds more
+than the budget and no tier that spent its floor waits more than a quarter of a
+minute for more. A grant is used at once: tokens not sent within
+`GRANT_SECONDS` are dropped, and the books count a slice `GRANT_SECONDS` longer,
+so a request always falls in the slice its grant was counted in.
 
 When the books cannot be read (the database away), a request goes unchecked
 and is counted as such: the budget never stops the loop.
@@ -32,7 +35,10 @@ from bot.together.shares import REFUSED_NOT_WAITING, Shares, Tier, tier_of
 log = logging.getLogger(__name__)
 
 #: a grant's tokens are sent within this long, or dropped
-GRANT_SECONDS = 2.0
+GRANT_SECONDS = 0.5
+#: the budget is kept in each quarter of its window, so a tier that spent its floor
+#: early in a minute waits at most a quarter of one for more (a minute holds four)
+SLICES = 4
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,7 @@ class Gate:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.shares = shares
-        #: the seconds `shares.budget` is for (the books count `GRANT_SECONDS` more)
+        #: the seconds the books count `shares.budget` over
         self.window = window
         self._reserve = reserve
         self._observe = observe
@@ -92,6 +98,13 @@ class Gate:
         #: what the poll's round costs a window at the shortest interval (set by the
         #: poller): the tiers below it leave that much of the free part to it
         self.poll_need = 0.0
+        # set when the replica stops: nobody waits for a share any more
+        self._closed = asyncio.Event()
+
+    def close(self) -> None:
+        """The replica stops: a request waiting for a share is refused now, so its
+        job ends rather than hold the shutdown."""
+        self._closed.set()
 
     @property
     def on(self) -> bool:
@@ -141,7 +154,8 @@ class Gate:
                         self._note(consumer, "refused", 0.0)
                         raise BudgetRefused(consumer)
                     refused_once = True
-                    await asyncio.sleep(booked.retry_in)
+                    if await _closed_within(self._closed, booked.retry_in):
+                        raise BudgetRefused(consumer)
         finally:
             tokens.waiting -= 1
         if refused_once:  # it had no share when it asked: it waited for one
@@ -187,6 +201,14 @@ class Gate:
     def _note(self, consumer: str, what: str, seconds: float) -> None:
         if self._observe is not None:
             self._observe(consumer, what, seconds)
+
+
+async def _closed_within(closed: asyncio.Event, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(closed.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _by_tier(spent: Mapping[str, int]) -> dict[Tier, int]:

@@ -20,6 +20,10 @@ Each pass also leaves a `Roster`: who created each listed session, of which base
 model, when, and its status (a few strings a session, kept after the pass itself
 is let go). Follow rules discover new sessions from the roster of the poller's
 pass of the live statuses, so they make a pass of their own only when none ran.
+
+A pass's requests are charged to whoever began it, and wait for that one's
+share of the request budget: a caller never waits for a pass a lower tier
+began (`bot.together.shares`), it makes its own.
 """
 
 from __future__ import annotations
@@ -33,13 +37,17 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from bot.together.answers import raw_sessions
+from bot.together.budget import consumer
 from bot.together.client import TogetherClient
 from bot.together.errors import TogetherError
 from bot.together.poll_plan import PAGE_SIZE
+from bot.together.shares import Tier, tier_of
 from bot.training.sessions import RawSession, TrainingSession, session_of_text
 from bot.training.status import STATUS_PREFIX
 
 log = logging.getLogger(__name__)
+
+_RANK = {tier: n for n, tier in enumerate(Tier)}
 
 # How long after it began a pass is still fresh enough for another consumer (`ls`).
 SHARE_SECONDS = 5.0
@@ -227,6 +235,8 @@ class Lister:
         self._pages: dict[tuple[str, ...], int] = {}
         self._rosters: dict[tuple[str, ...], Roster] = {}
         self._per_page: dict[tuple[str, ...], float] = {}
+        # the budget tier of whoever began the running pass of each status set
+        self._tier: dict[tuple[str, ...], Tier] = {}
 
     def pages_fetched(self, statuses: Sequence[str]) -> int:
         """Pages of `statuses` this process has asked Together for, in all."""
@@ -253,7 +263,17 @@ class Lister:
         ):
             return last
         task = self._running.get(key)
-        if task is None:
+        if task is not None and not self._may_wait_for(key):
+            # begun by a lower tier of the request budget, its pages wait for that
+            # tier's share: a pass of our own instead, not shared
+            mine = asyncio.create_task(
+                list_pass(
+                    self.together, key, max_pages=max_pages, clock=self.clock, on_page=on_page
+                )
+            )
+            mine.add_done_callback(lambda t: self._count(key, t))
+            task = mine
+        elif task is None:
             task = asyncio.create_task(
                 list_pass(
                     self.together, key, max_pages=max_pages, clock=self.clock, on_page=on_page
@@ -261,6 +281,7 @@ class Lister:
             )
             self._running[key] = task
             self._started[key] = self.clock()
+            self._tier[key] = tier_of(consumer())
             task.add_done_callback(lambda _: self._running.pop(key, None))
             task.add_done_callback(lambda t: self._count(key, t))
         result = await asyncio.shield(task)
@@ -307,7 +328,7 @@ class Lister:
         Begins nothing: what another consumer listed anyway."""
         key = tuple(sorted(statuses))
         task = self._running.get(key)
-        if task is not None and self._started.get(key, 0.0) >= since:
+        if task is not None and self._started.get(key, 0.0) >= since and self._may_wait_for(key):
             return await asyncio.shield(task)
         last = self._last.get(key)
         return last if last is not None and last.at >= since else None
@@ -319,7 +340,11 @@ class Lister:
         if not wanted:  # every status: no pass of some statuses covers it
             return None
         for key, task in list(self._running.items()):
-            if wanted <= frozenset(key) and self._started.get(key, 0.0) >= since:
+            if (
+                wanted <= frozenset(key)
+                and self._started.get(key, 0.0) >= since
+                and self._may_wait_for(key)
+            ):
                 result = await asyncio.shield(task)
                 if result.complete and result.error is None:
                     return result
@@ -332,6 +357,13 @@ class Lister:
             ):
                 return last
         return None
+
+    def _may_wait_for(self, key: tuple[str, ...]) -> bool:
+        """Whether the running pass of `key` was begun by the caller's tier of the
+        request budget or a higher one: waiting for a lower tier's pages would make
+        the caller wait for that tier's share."""
+        begun_by = self._tier.get(key, Tier.PEOPLE)
+        return _RANK[begun_by] <= _RANK[tier_of(consumer())]
 
     def _count(self, key: tuple[str, ...], task: asyncio.Task[ListPass]) -> None:
         if not task.cancelled() and task.exception() is None:

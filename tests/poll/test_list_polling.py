@@ -9,7 +9,10 @@ import time
 
 import pytest
 
+from bot.poll.pace import GATE_HEADROOM
 from bot.simulated import FakeSlack, FakeTogether
+from bot.together.gate import GRANT_SECONDS, SLICES
+from bot.together.shares import Shares, Tier
 from tests.support import BotFactory, BotProcess, query, wait_until
 
 FIRST = "a0000000-0000-0000-0000-000000000001"  # on page 1
@@ -142,26 +145,27 @@ def test_the_request_budget_stretches_the_interval(
     sids = [f"c{i:07d}-0000-0000-0000-000000000000" for i in range(3)]
     for sid in sids:
         together.add(sid)
-    # 3 GETs a round at 60 requests a minute, less the 3 GETs the subscribe commands
-    # spent: one round every 3.2 s, though the minimum interval (0.5 s) would allow
-    # six times as many.
+    # 3 GETs a round in what the request budget's shares give the poll of 60 requests
+    # a minute (`_poll_interval`): one round every 4.6 s, though the minimum interval
+    # (0.5 s) would allow nine times as many.
     bot = start_bot(
         POLL_PLAN="get",
-        POLL_INTERVAL_SECONDS="4",
+        POLL_INTERVAL_SECONDS="10",
         POLL_MIN_INTERVAL_SECONDS="0.5",
         TOGETHER_REQUESTS_PER_MINUTE="60",
     )
     for i, sid in enumerate(sids):
         _subscribe(bot, slack, sid, f"C{i}")
+    interval = _poll_interval(3, per_minute=60)
     wait_until(
-        lambda: 3.0 <= (bot.metric("rlbot_poll_interval_seconds") or 0) <= 3.2,
+        lambda: interval * 0.95 <= (bot.metric("rlbot_poll_interval_seconds") or 0) <= interval,
         timeout=20,
-        what="the interval in use",
+        what=f"the interval in use ({interval:.2f} s)",
     )
     start = together.requests_for(sids[0])
-    time.sleep(8)
+    time.sleep(10)
     polled = together.requests_for(sids[0]) - start
-    assert 2 <= polled <= 3, polled  # every 3.2 s (and the claim's slack), not every 0.5 s
+    assert 2 <= polled <= 3, polled  # every 4.6 s (and the claim's slack), not every 0.5 s
     assert (bot.metric('rlbot_poll_requests_total{kind="get"}') or 0) >= 6
 
 
@@ -278,13 +282,13 @@ def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
     sids = [f"f{i:07d}-0000-0000-0000-00000000000a" for i in range(3)]
     for sid in sids:
         together.add(sid)
-    # A page a round at 20 requests a minute: about every 3.5 s (the subscribe commands'
-    # GETs are spent too), checked for due sessions every 0.25 s.
+    # A page a round in the poll's shares of 40 requests a minute: about every 2.9 s,
+    # checked for due sessions every 0.25 s.
     bot = start_bot(
         POLL_PLAN="list",
         POLL_INTERVAL_SECONDS="10",
         POLL_MIN_INTERVAL_SECONDS="0.5",
-        TOGETHER_REQUESTS_PER_MINUTE="20",
+        TOGETHER_REQUESTS_PER_MINUTE="40",
     )
     for i, sid in enumerate(sids):
         _subscribe(bot, slack, sid, f"C{i}")
@@ -302,6 +306,18 @@ def test_sessions_subscribed_at_different_times_share_one_list_pass_an_interval(
     assert 1 <= passes <= 4, passes
     cycles = [line for line in bot.log().splitlines() if "poll cycle:" in line]
     assert "poll cycle: 3 sessions" in cycles[-1]  # all three in one cycle
+
+
+def _poll_interval(round_cost: float, *, per_minute: float) -> float:
+    """The interval a round of `round_cost` requests gets from the request budget's
+    shares with no other tier spending beyond its floor (a test bot's tiers)."""
+    slice_seconds = 60.0 / SLICES
+    shares = Shares.of(
+        per_minute * slice_seconds / 60.0,
+        frozenset({Tier.PEOPLE, Tier.POLL, Tier.FOLLOW, Tier.IDLE}),
+    )
+    room = shares.poll_capacity({}) * 60.0 / (slice_seconds + GRANT_SECONDS) * GATE_HEADROOM
+    return round_cost * 60.0 / room
 
 
 # --- a list that never ends ----------------------------------------------------------------------
