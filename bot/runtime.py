@@ -150,7 +150,7 @@ def budget_gate(
         metrics.budget_tier_floor.labels(tier=tier.value).set(floor)
     owner = settings.replica_id
 
-    async def book(tier: str, decide: Callable[[Mapping[str, int]], int]) -> Booked:
+    async def book(tier: str, decide: Callable[[Mapping[str, int]], int], waits: bool) -> Booked:
         async with sessionmaker() as db, db.begin():
             got = await reserve(
                 db,
@@ -158,6 +158,7 @@ def budget_gate(
                 tier=tier,
                 window_seconds=slice_seconds + GRANT_SECONDS,
                 decide=decide,
+                waits=waits,
             )
         for name, n in got.spent.items():
             metrics.budget_tier_spent.labels(tier=name).set(

@@ -6,7 +6,8 @@ Any other asks its tier's share first (`bot.together.shares`): the books are
 the database's (`together_grants`), read and written under one lock in one
 short transaction, so the replicas never grant the same share twice. Concurrent
 requests of one tier share one reservation. A request with no share waits until
-the window frees one (a periodic read waits longer, and `/metrics` says so);
+the window frees one, in line with the other replicas' waiting on the same tier
+(a periodic read waits longer, and `/metrics` says so);
 the spend watch's reads inside the poll cycle are refused at once instead
 (`BudgetRefused`), so the cycle never waits on them.
 
@@ -50,8 +51,9 @@ class Booked:
     retry_in: float
 
 
-#: (tier, decide(spent by tier) -> how many to grant) -> what the books answered
-Reserve = Callable[[str, Callable[[Mapping[str, int]], int]], Awaitable[Booked]]
+#: (tier, decide(spent by tier) -> how many to grant, whether a refused caller will
+#: wait: its place in line) -> what the books answered
+Reserve = Callable[[str, Callable[[Mapping[str, int]], int], bool], Awaitable[Booked]]
 #: (consumer, what happened: "wait" / "refused" / "unchecked", seconds waited)
 Observe = Callable[[str, str, float], None]
 
@@ -143,7 +145,7 @@ class Gate:
         try:
             async with tokens.lock:
                 while not self._spend_token(tokens):
-                    booked = await self._book(tier, tokens.waiting)
+                    booked = await self._book(tier, tokens.waiting, waits=not refuse)
                     if booked is None:  # the books are away: unchecked
                         self._note(consumer, "unchecked", 0.0)
                         return
@@ -168,7 +170,7 @@ class Gate:
         tokens.n = 0
         return False
 
-    async def _book(self, tier: Tier, want: int) -> Booked | None:
+    async def _book(self, tier: Tier, want: int, *, waits: bool = False) -> Booked | None:
         assert self._reserve is not None
 
         def decide(spent: Mapping[str, int]) -> int:
@@ -177,7 +179,7 @@ class Gate:
             return want if allowed is None else min(want, allowed)
 
         try:
-            booked = await self._reserve(tier.value, decide)
+            booked = await self._reserve(tier.value, decide, waits)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
