@@ -100,13 +100,13 @@ class Settings(BaseSettings, ChartSettings):
     together_requests_per_minute: float = _tuning(
         120.0,
         "What the whole bot may send to Together, every replica together (0: no budget, "
-        "poll every POLL_INTERVAL_SECONDS); the poller takes what others spent off it.",
+        "poll every POLL_INTERVAL_SECONDS), shared out by priority with a floor each.",
         ge=0,
     )
     poll_budget_share: float = _tuning(
         0.5,
-        "The share of TOGETHER_REQUESTS_PER_MINUTE the poller always keeps: what other "
-        "consumers (commands, watches) spend beyond the rest never slows its round.",
+        "The share of TOGETHER_REQUESTS_PER_MINUTE the poller always keeps (its floor; "
+        "the other tiers keep 10% each): what people ask beyond theirs never slows it more.",
         ge=0,
         le=1,
     )

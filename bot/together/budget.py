@@ -7,13 +7,12 @@ rate-limit wait, so one held back is not counted) in a `Ledger`, by kind
 `estimate_cost`, `resource_stop`) and by consumer: whoever the request is
 charged to, a context variable that asyncio tasks inherit from the code that
 starts them. The scheduler's jobs charge their own name (`poll`,
-`watch_errors`, `watch_idle`, `watch_subscribed_idle`, `deliver`); everything
-else is a person's `command`. The poller then takes what the others spent in the last window off
-the budget before it sizes its interval (`bot.together.poll_plan.budget_interval`).
-
-The budget is the whole deployment's: each replica reports its spend of the last
-minute to the database and takes the other live replicas' off the budget too
-(`bot.jobs.spend_exchange`).
+`watch_errors`, `watch_idle`, `watch_subscribed_idle`, `follow`, `deliver`; the
+spend watch's reads in the poll cycle `spend`); everything else is a person's
+`command`. The ledger is this process's own count (for /metrics and the poll's
+measured round); what each consumer may send is the request budget's gate's to
+say (`bot.together.gate`, by the shares of `bot.together.shares`), from the
+deployment's books in the database.
 """
 
 from __future__ import annotations

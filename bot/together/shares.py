@@ -16,9 +16,9 @@ replicas:
   people's floor in any window, so no window exceeds the budget unless people
   alone asked for more than their floor (they are never refused; what they
   take beyond it the periodic tiers give back first, from the free part);
-- a periodic tier is never refused within its floor, so a job with work waits
-  at most one window for each request it sends, and one tier never takes
-  another's floor.
+- a periodic tier is never refused within its floor, so a job with work sends
+  again within one window of the books (`bot.together.gate`: a quarter of a
+  minute), and one tier never takes another's floor.
 """
 
 from __future__ import annotations
