@@ -259,6 +259,9 @@ def poll_cycle_process(
         if plan == "get":  # today's poller: a fixed interval, all due in one claim
             env["POLL_MIN_INTERVAL_SECONDS"] = str(sizes.poll_interval)
             env["POLL_BATCH_SIZE"] = str(max(5000, sessions))
+            # the cycle's speed is measured, not the budget (a round of 2,000 GETs
+            # waits for its share: change_to_post and burst measure the budget)
+            env["TOGETHER_REQUESTS_PER_MINUTE"] = "0"
         ideal = sessions * latency / concurrency
         cycles: list[dict[str, Any]] = []
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:
@@ -645,6 +648,7 @@ def fanout(backend: str, sizes: Sizes) -> dict[str, Any]:
             "POLL_INTERVAL_SECONDS": str(interval),
             "POLL_CONCURRENCY": str(sizes.poll_concurrency),
             "TOGETHER_MAX_RPS": "10000",
+            "TOGETHER_REQUESTS_PER_MINUTE": "0",  # the fan-out is measured, not the budget
             "CHANNEL_MIN_INTERVAL_SECONDS": str(sizes.channel_gap),
             "DELIVERY_INTERVAL_SECONDS": "1",
         }
@@ -747,6 +751,7 @@ def rate_limit(backend: str, sizes: Sizes) -> dict[str, Any]:
             "POLL_INTERVAL_SECONDS": str(sizes.poll_interval),
             "POLL_CONCURRENCY": str(sizes.poll_concurrency),
             "TOGETHER_MAX_RPS": str(rps),
+            "TOGETHER_REQUESTS_PER_MINUTE": "0",  # the per-second cap is measured
             "POLL_PLAN": "get",  # one request per session: the cap is what is measured
         }
         with Bot(db_url=db.url, slack=slack, together=together, env=env) as bot:

@@ -26,6 +26,9 @@ FAST = {
     "IDLE_RESOURCE_ALERT_MINUTES": "0.05",  # 3 s instead of 20 min
     "ONCALL_CHANNEL": OPS,
     "STOP_ALLOWED_USER_IDS": "U123",
+    # these tests' watches run every second: a budget their reads fit in (the idle
+    # tier's floor of the default budget, 12 a minute, is tests/process/test_one_budget.py's)
+    "TOGETHER_REQUESTS_PER_MINUTE": "1200",
 }
 
 
