@@ -29,7 +29,7 @@ SIDE_WINDOW = 300.0
 # The share of what the budget's gate gives the poll that its interval is sized to
 # use: the rest is room for a round that costs more than planned, so the poll's own
 # requests seldom wait for a share in the middle of a cycle.
-GATE_HEADROOM = 0.85
+GATE_HEADROOM = 0.95
 
 
 @dataclass

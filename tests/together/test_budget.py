@@ -315,7 +315,7 @@ def test_people_beyond_their_floor_stretch_the_poll_interval_within_the_budget(
     for i, sid in enumerate(WATCHED):
         _subscribe(bot, slack, sid, f"C{i}")
     # 2 GETs a round in what the other tiers' floors leave the poll of a slice (a
-    # quarter of the window): 1.1 s; two subscribes stretch it little
+    # quarter of the window): 0.96 s; two subscribes stretch it little
     calm = _interval(len(WATCHED), shares.poll_capacity({}), WINDOW)
     wait_until(
         lambda: (bot.metric("rlbot_poll_interval_seconds") or 99) < calm * 1.2,
@@ -330,7 +330,7 @@ def test_people_beyond_their_floor_stretch_the_poll_interval_within_the_budget(
     commands = '{consumer="command",kind="get"}'
     assert bot.metric(f"rlbot_together_requests_spent_total{commands}") == BURST + len(WATCHED)
     # people's requests beyond their floor in a slice: the poll gives back the free part,
-    # down to its own floor at the most (1.85 s a round), once the heartbeat booked them
+    # down to its own floor at the most (1.65 s a round), once the heartbeat booked them
     stretched_to = _interval(len(WATCHED), shares.floor(Tier.POLL), WINDOW)
     stretched = wait_until(
         lambda: (v := bot.metric("rlbot_poll_interval_seconds")) and v > calm * 1.3 and v,
@@ -363,7 +363,7 @@ def test_commands_on_one_replica_are_in_the_books_of_another(
         together.add(sid)
     shares = _slice_shares(BUDGET, 60)
     budget = {"POLL_PLAN": "get", "TOGETHER_REQUESTS_PER_MINUTE": str(BUDGET)}
-    # A polls: 2 GETs a round in 42 a minute, every 2.9 s (ticks of 0.25 s). B ticks every
+    # A polls: 2 GETs a round in 44 a minute, every 2.7 s (ticks of 0.25 s). B ticks every
     # 5 s (a minimum interval of 20 s), so A claims nearly every poll and its interval
     # gauge follows the budget.
     a = start_bot(
