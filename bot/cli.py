@@ -131,14 +131,17 @@ def _check_secrets(settings: Settings) -> list[Verdict] | None:
 
 
 def _demo(*, port: int, speed: float, open_browser: bool) -> int:
-    """No secrets asked: the demo's settings point only at its own simulated services."""
-    if speed <= 0:
-        print("rl-bot: --speed must be above 0", file=sys.stderr)
+    """No secrets asked: the demo's settings point only at its own simulated services
+    and its own temporary database (DATABASE_URL is not read)."""
+    from bot.demo.world import MAX_SPEED
+
+    if not 0 < speed <= MAX_SPEED:
+        print(f"rl-bot: --speed must be above 0 and at most {MAX_SPEED:g}", file=sys.stderr)
         return EXIT_CONFIG
     from bot.demo.run import Demo
     from bot.ops.logs import configure_logging
 
-    demo = Demo.start(speed=speed, database_url=os.environ.get("DATABASE_URL"))
+    demo = Demo.start(speed=speed, port=port)
     try:
         settings = demo.settings
         configure_logging("WARNING", "console", _secrets(settings))

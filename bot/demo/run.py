@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from bot.demo.links import RUNS_PATH, STORAGE_PATH
 from bot.demo.web import Page, create_page_app
 from bot.demo.workspace import ONCALL, ONCALL_CHANNEL, YOU, DemoSlack
 from bot.demo.world import ONCALL_OWNER, YOU_OWNER, World
@@ -120,17 +121,24 @@ class Demo:
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     @classmethod
-    def start(cls, *, speed: float, database_url: str | None) -> Demo:
-        """The simulated services and the world at minute 0; the settings pointing at them."""
-        slack = DemoSlack().start()
+    def start(cls, *, speed: float, port: int) -> Demo:
+        """The simulated services and the world at minute 0; the settings pointing at them.
+
+        The database is always a temporary SQLite file of its own, whatever DATABASE_URL
+        says: pointed at a real database, the demo would be one more replica sending its
+        outbox to the simulated Slack. Links the simulated services hand out (a thread's
+        permalink, a W&B run, a checkpoint's download) lead to the page on `port`.
+        """
+        page_url = f"http://127.0.0.1:{port}"
+        slack = DemoSlack(page_url=page_url).start()
+        slack.welcome()
         together = FakeTogether(api_key="demo-together-key").start()
+        together.download_host = f"{page_url}{STORAGE_PATH}"
         wandb = FakeWandb(api_key="demo-wandb-key").start()
-        world = World(together, wandb, speed=speed)
+        world = World(together, wandb, speed=speed, runs_url=f"{page_url}{RUNS_PATH}")
         world.tick()
-        tmp = None
-        if not database_url:
-            tmp = tempfile.TemporaryDirectory(prefix="rl-bot-demo-")
-            database_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
+        tmp = tempfile.TemporaryDirectory(prefix="rl-bot-demo-")
+        database_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
         secret = secrets.token_hex(16)
         settings = demo_settings(
             slack=slack, together=together, wandb=wandb, database_url=database_url, secret=secret
@@ -142,6 +150,7 @@ class Demo:
             server.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
+            self._tmp = None
 
     def serve(self, *, host: str, port: int, open_browser: bool) -> int:
         with socket.socket() as probe:
@@ -183,7 +192,7 @@ class Demo:
             )
             ui = _Quiet(
                 uvicorn.Config(
-                    create_page_app(page),
+                    create_page_app(page, port=port),
                     host=host,
                     port=port,
                     log_config=None,

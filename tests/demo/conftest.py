@@ -3,7 +3,8 @@
 The demo runs as people start it (`rl-bot demo`, forked with the bot's imports done,
 as `tests.forked_bot` starts bots), in a directory whose `.env`
 and environment point every Slack, Together and W&B setting at a port where nothing
-answers: if the demo used any of them, nothing on the page would work.
+answers: if the demo used any of them, nothing on the page would work. Its
+DATABASE_URL names a "production" SQLite file that must never be created.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Demo:
     url: str
     process: ForkedProcess
     log: Path
+    #: where DATABASE_URL points: the demo must leave it alone
+    production: Path
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -65,14 +68,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     workdir = tmp_path_factory.mktemp("demo")
     (workdir / ".env").write_text("".join(f"{k}={v}\n" for k, v in REAL_LOOKING.items()))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TOGETHER_"))}
-    env.pop("DATABASE_URL", None)
-    env.update(REAL_LOOKING, PYTHONUNBUFFERED="1")
+    production = workdir / "production.db"
+    env.update(REAL_LOOKING, PYTHONUNBUFFERED="1", DATABASE_URL=f"sqlite:///{production}")
     port = free_tcp_port()
     log = workdir / "demo.log"
     log.write_bytes(b"")
     args = ["demo", "--port", str(port), "--speed", "0.01"]
     process = forked_bot.launch(args, env=env, cwd=workdir, log_path=log)
-    running = Demo(f"http://127.0.0.1:{port}", process, log)
+    running = Demo(f"http://127.0.0.1:{port}", process, log, production)
     deadline = time.monotonic() + 90
     while f"Open {running.url}" not in running.output():
         if process.poll() is not None or time.monotonic() > deadline:

@@ -9,6 +9,7 @@ import pytest
 
 from bot.demo.run import KEPT_REQUESTS, Demo
 from tests.demo.conftest import REAL_LOOKING
+from tests.support import free_tcp_port
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[Demo]:
     for name, value in REAL_LOOKING.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("WANDB_API_KEY", "real-looking-wandb-key")
-    demo = Demo.start(speed=1.0, database_url=None)
+    demo = Demo.start(speed=1.0, port=free_tcp_port())
     try:
         yield demo
     finally:

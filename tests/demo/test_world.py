@@ -35,13 +35,13 @@ def status(world: World, name: str) -> str:
 def test_the_story_moves_with_the_clock(world: World) -> None:
     assert status(world, "grpo-gsm8k-main") == "CREATING"
     assert world.together.get(ID["rm-pairwise-07"]) is None
-    world.advance(3)
+    world.advance(0.3)
     assert status(world, "grpo-gsm8k-main") == "RUNNING"
-    world.advance(6)
+    world.advance(0.6)
     assert status(world, "ppo-math-lr3e-5") == "ERROR"
     assert status(world, "rm-pairwise-07") == "RUNNING"
     stalled = world.together.get(ID["dpo-helpful-v2"])
-    world.advance(20)
+    world.advance(2)
     assert world.together.get(ID["dpo-helpful-v2"]) == stalled
     assert status(world, "grpo-gsm8k-main") == "STOPPED"
     idle = world.together.resource("mr-sft-warmup-done")
@@ -49,7 +49,7 @@ def test_the_story_moves_with_the_clock(world: World) -> None:
 
 
 def test_every_session_and_resource_has_togethers_shapes_all_along(world: World) -> None:
-    for minute in (0, 3, 6, 10, 30):
+    for minute in (0.3, 0.6, 1, 3):
         world.advance(minute - world.minute)
         for script in SCRIPTS:
             if world.together.get(script.id) is None:
@@ -60,7 +60,7 @@ def test_every_session_and_resource_has_togethers_shapes_all_along(world: World)
 
 
 def test_the_w_and_b_run_logs_reward_and_loss_and_then_a_nan(world: World) -> None:
-    world.advance(15)
+    world.advance(1.5)
     rows = world.wandb.runs[(ENTITY, PROJECT, "code05")].rows
     assert {"_step", "reward", "loss"} <= set(rows[0])
     assert rows[-1]["reward"] > rows[0]["reward"]
@@ -71,7 +71,7 @@ def test_the_w_and_b_run_logs_reward_and_loss_and_then_a_nan(world: World) -> No
 
 
 def test_a_stopped_session_leaves_the_script_and_winds_down(world: World) -> None:
-    world.advance(1)
+    world.advance(0.1)
     stopped = fetch(
         world.together, f"/rl/training-sessions/{ID['dpo-helpful-v2']}/stop", method="POST"
     )
@@ -82,3 +82,18 @@ def test_a_stopped_session_leaves_the_script_and_winds_down(world: World) -> Non
     assert status(world, "dpo-helpful-v2") == "STOPPED"
     world.advance(10)
     assert status(world, "dpo-helpful-v2") == "STOPPED"
+
+
+@pytest.mark.parametrize("minutes", [math.inf, math.nan, 1e300, 61, -1])
+def test_a_jump_out_of_bounds_is_refused_and_moves_nothing(world: World, minutes: float) -> None:
+    before = world.minute
+    with pytest.raises(ValueError):
+        world.advance(minutes)
+    assert world.minute < before + 0.01
+
+
+@pytest.mark.parametrize("speed", [math.inf, math.nan, 0, -1, 101])
+def test_a_speed_out_of_bounds_is_refused(world: World, speed: float) -> None:
+    with pytest.raises(ValueError):
+        world.set_speed(speed)
+    assert world.speed == 0.0001
