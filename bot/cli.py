@@ -51,7 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--port", type=int, default=3000, help="the page's port (127.0.0.1)")
     demo.add_argument(
-        "--speed", type=float, default=1.0, help="how fast the simulated world moves (1: 3 min)"
+        "--speed",
+        type=float,
+        default=1.0,
+        help="how fast the story's sessions move (1: real time, the story in 3 min; at most 100)",
     )
     demo.add_argument("--open", action="store_true", help="open the page in a browser")
     return parser

@@ -63,7 +63,7 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    """`rl-bot demo` at a crawl (`--speed 0.01`): the tests move its world with "+10 min".
+    """`rl-bot demo` at a crawl (`--speed 0.01`): the tests move its story with "+1 min".
     One a module: its tests leave each other's sessions and answers alone."""
     workdir = tmp_path_factory.mktemp("demo")
     (workdir / ".env").write_text("".join(f"{k}={v}\n" for k, v in REAL_LOOKING.items()))
