@@ -190,11 +190,14 @@ def test_the_live_chart_is_drawn_and_every_link_stays_in_the_demo(page: Page) ->
     """View thread on the on-call page opens the thread pane; the root card there
     draws its chart block; W&B run opens the simulated run's page; Download serves a
     file of the simulated storage; Chart uploads a picture into the thread."""
+    page.get_by_role("button", name="+1 min").click()  # its loss is NaN from minute 1
     card = subscribe(page, "grpo-code-r1")
     page.get_by_role("button", name="# oncall").click()
     paged = page.locator("#messages").get_by_role("article").filter(has_text="became NaN")
     view_thread = paged.get_by_role("link", name="View thread").first
-    view_thread.wait_for()  # the run was read: the card's next redraw has its chart
+    # the run was read (every few seconds; slower on a loaded machine): the card's next
+    # redraw has its chart
+    view_thread.wait_for(timeout=90_000)
     view_thread.click()
     thread = page.get_by_role("complementary", name="Thread")
     root = thread.get_by_role("article").filter(
