@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 _STORY = (
-    "*In the next three minutes* (real minutes at ×1; *+1 min* and *Speed* move only the "
+    "*In the next three minutes* (real minutes at ×1; *+1 min* and *Story speed* move only the "
     "sessions, the bot's timers keep real time):\n"
     "• `grpo-gsm8k-main` starts, steps and checkpoints, and is done at 2:24\n"
     "• `ppo-math-lr3e-5` fails at 0:48 and pages <#{oncall}>\n"
