@@ -186,6 +186,7 @@ def test_the_guest_is_refused_stop(page: Page) -> None:
     assert "Only visible to you" in refusal.inner_text()
 
 
+@pytest.mark.long("waits for the first W&B read and a redraw of the card")
 def test_the_live_chart_is_drawn_and_every_link_stays_in_the_demo(page: Page) -> None:
     """View thread on the on-call page opens the thread pane; the root card there
     draws its chart block; W&B run opens the simulated run's page; Download serves a
