@@ -117,7 +117,7 @@ def test_metrics_move_after_real_traffic(
     assert bot.command(SID, response_url=slack.response_url("show")).status_code == 200
     slack.wait_for_response("show")
     assert "/rl-session" in bot.command("help", response_url=slack.response_url("h")).text
-    bad = bot.command("../not-an-id", response_url=slack.response_url("bad"))
+    bad = bot.command("<!channel>", response_url=slack.response_url("bad"))
     assert "not a session id" in bad.text
     subscribe(bot, slack, SID, "C1")
     subscribe(bot, slack, OTHER, "C2")

@@ -52,7 +52,7 @@ def _said_constants() -> list[tuple[str, str]]:
         for package in (bot.rendering, bot.commands, bot.subscriptions)
         for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
     ]
-    for module_name in [*names, "bot.together.errors", "bot.charts.upload"]:
+    for module_name in [*names, "bot.together.errors", "bot.wandb.errors", "bot.charts.upload"]:
         module = importlib.import_module(module_name)
         for name, value in vars(module).items():
             if not name.startswith("__"):

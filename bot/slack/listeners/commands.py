@@ -33,9 +33,12 @@ from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
 from bot.subscriptions import service
 from bot.subscriptions.listing import channel_listing
-from bot.together.errors import USER_MESSAGES
 
 COMMAND = "/rl-session"
+NOT_A_SESSION = (
+    "That is not a session id or name. Ids look like `123e4567-e89b-12d3-a456-426614174000`; "
+    "names are as `/rl-session ls all` shows them."
+)
 OTHER_COMMANDS = re.compile(rf"^(?!{re.escape(COMMAND)}$).*")
 
 
@@ -98,7 +101,7 @@ async def _unresolved(req: Request, named: Named, text: str) -> str:
 def _immediate(command: Command) -> dict[str, Any]:
     """The ack's own answer: usage, or why the text cannot be acted on."""
     if command.problem is Problem.INVALID_ID:
-        message = rendering.notice(f":no_entry_sign: {USER_MESSAGES['invalid_id']}")
+        message = rendering.notice(f":no_entry_sign: {NOT_A_SESSION}")
     elif command.problem is Problem.USAGE:
         help_ = rendering.help_message()
         message = {
