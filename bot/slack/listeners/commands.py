@@ -4,6 +4,7 @@ verb, answered through response_url."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -33,6 +34,8 @@ from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
 from bot.subscriptions import service
 from bot.subscriptions.listing import channel_listing
+
+log = logging.getLogger(__name__)
 
 COMMAND = "/rl-session"
 NOT_A_SESSION = (
@@ -86,6 +89,13 @@ async def dispatch(req: Request, command: Command, text: str) -> str:
             return await _unresolved(req, named, text)
         command = resolved(command, named)
         req = replace(req, session_id=named.session_id)
+        if named.session_id != word:
+            log.info(
+                "%s %s named its session by name",
+                req.kind,
+                req.verb,
+                extra={"session_id": named.session_id},
+            )
     return await HANDLERS[command.verb](req, command)
 
 
