@@ -7,6 +7,7 @@ booked in the request budget like any command's request."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.home import open_home
 from tests.support.rig import Rig, ask, shared_rig
 
 SID_A = "0b6d1c2e-1111-4000-8000-00000000000a"
@@ -195,3 +197,21 @@ def test_help_names_no_setting_stop_points_to_the_button_and_at_ben_to_the_picke
         refused, _ = ask(rig, text)
         assert "pick the person from Slack's list" in refused.text, (text, refused.text)
     assert _routes(rig) == []  # all answered in the ack
+
+
+@pytest.mark.backend_independent("App Home's view; nothing is stored")
+def test_app_home_says_what_to_ask_the_operator_for_not_a_setting(rig: Rig) -> None:
+    user = f"U{uuid.uuid4().hex[:8].upper()}"
+    open_home(rig.bot, user=user)
+
+    def view() -> list[dict[str, Any]]:
+        return [
+            c.params["view"]
+            for c in rig.slack.successful("views.publish")
+            if c.params.get("user_id") == user
+        ]
+
+    [published] = rig.slack.wait_for(view, message="views.publish")
+    text = json.dumps(published, ensure_ascii=False)
+    assert "ask your operator to pair your Together user id" in text
+    assert not SETTING.search(text.replace("HH:MM", "")), text
