@@ -159,14 +159,23 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
 
 
 def _migrate(settings: Settings) -> int:
-    from bot.store.migrations import upgrade
+    """One line per script applied, or one saying there was none to apply."""
+    from bot.store.migrations import head_revision, upgrade
+
+    done: list[str] = []
+
+    def applied(revision: str, message: str) -> None:
+        done.append(revision)
+        print(f"rl-bot: applied migration {revision}: {message}", flush=True)
 
     try:
-        upgrade(settings.database_url)
+        upgrade(settings.database_url, quiet=True, applied=applied)
     except Exception as exc:
         print(f"rl-bot: migration failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print("rl-bot: database is at the latest schema")
+    if not done:
+        head = head_revision(settings.database_url)
+        print(f"rl-bot: the database was already at the latest schema ({head}); nothing to apply")
     return 0
 
 

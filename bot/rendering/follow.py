@@ -133,9 +133,10 @@ def home_blocks(
     if not mapped:
         blocks.append(
             context_block(
-                "CREATED_BY_USER_MAP has no Together user for you, so I cannot tell which "
-                "sessions are yours: ask whoever runs the bot to add `<Together user id>=<your "
-                "Slack user id>` to it."
+                "I do not know your Together user, so I cannot tell which sessions are "
+                "yours: ask your operator to pair your Together user id (the *Created by* "
+                "on your sessions' cards) with your Slack member ID (*Profile → ⋮ → Copy "
+                "member ID*)."
             )
         )
     blocks += [{"type": "divider"}, header_block("Your follow rules")]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ast
 import logging
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
@@ -24,14 +25,15 @@ from bot.store.engine import make_engine
 if TYPE_CHECKING:
     from alembic.config import Config
 
-# Alembic's default, which bot/migrations/env.py keeps.
+# Alembic's default, which migrations/env.py keeps.
 VERSION_TABLE = "alembic_version"
 
 
 def scripts_dir() -> Path:
-    """The migration scripts, shipped inside the package (`bot/migrations`), so an
-    installed wheel migrates as a checkout does."""
-    return Path(str(resources.files("bot") / "migrations"))
+    """The migration scripts: the repository's top-level `migrations/`, installed as
+    `bot.migrations` (pyproject.toml maps it), so an installed wheel migrates as a
+    checkout does."""
+    return Path(str(resources.files("bot.migrations")))
 
 
 def alembic_config(database_url: str) -> Config:
@@ -47,17 +49,30 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, *, quiet: bool = False) -> None:
-    """`quiet`: Alembic's line per script is left out (the bot migrating its own
-    SQLite file at start says so in one line)."""
+#: told of each script as it is applied: its revision and its message
+Applied = Callable[[str, str], None]
+
+
+def upgrade(database_url: str, *, quiet: bool = False, applied: Applied | None = None) -> None:
+    """`quiet`: Alembic's own log lines are left out (the bot migrating its own
+    SQLite file at start says so in one line; `rl-bot migrate` says one line per
+    script through `applied`)."""
     from alembic import command
 
     alembic_log = logging.getLogger("alembic")
     level = alembic_log.level
     if quiet:
         alembic_log.setLevel(logging.WARNING)
+    config = alembic_config(database_url)
+    if applied is not None:
+
+        def on_version_apply(*, step: Any, **_: Any) -> None:
+            if step.is_upgrade:
+                applied(str(step.up_revision_id), " ".join(str(step.up_revision.doc or "").split()))
+
+        config.attributes["on_version_apply"] = on_version_apply
     try:
-        command.upgrade(alembic_config(database_url), "head")
+        command.upgrade(config, "head")
     finally:
         alembic_log.setLevel(level)
 

@@ -179,7 +179,7 @@ def test_bad_rules_get_a_clear_answer() -> None:
         f"alert {SID} reward < 1 for 31d": "at most 30 days",
         f"alert {SID} reward < 1 for soon": "is not a duration",
         f"alert {SID} reward < 1 loudly": "did not understand",
-        "alert no/pe! reward < 1": "is not a session id",
+        "alert <@U0123> reward < 1": "is not a session id, a name or `*`",
     }
     for text, words in cases.items():
         command = parse(text)
