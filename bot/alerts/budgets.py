@@ -4,8 +4,9 @@ written with the budget's new state in the poll's own transaction.
 
 The spend is the card's estimate (price × READY time the bot saw); the
 forecast is that price per hour while the resource is READY. A daily budget
-sums, over every session the channel is subscribed to, what the bot saw each
-one spend since local midnight in DEFAULT_TIMEZONE.
+sums, over every session the channel was subscribed to today, what the bot saw
+each one spend since local midnight in DEFAULT_TIMEZONE: a session that ended
+(or was unsubscribed) keeps counting what it spent today.
 """
 
 from __future__ import annotations
@@ -71,12 +72,12 @@ async def judge_budgets(
                     per_hour += rate
             prev = None
             if budget.day and isinstance(budget.baseline, dict):
-                prev = DailySpend(date.fromisoformat(budget.day), budget.baseline)
+                prev = DailySpend.of_stored(date.fromisoformat(budget.day), budget.baseline)
             count = daily_spend(prev, costs, now=now, zone=zone)
-            spent = count.spent(costs)
+            spent = count.spent()
             told = budget.told_level if prev is not None and prev.day == count.day else 0
             day: date | None = count.day
-            baseline: dict[str, Any] | None = dict(count.baseline)
+            baseline: dict[str, Any] | None = count.stored()
         else:
             found = spend_of(updates[at.session_id]["progress"].spend)
             if found is None:

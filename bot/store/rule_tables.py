@@ -76,7 +76,8 @@ class Budget(Base):
     daily: Mapped[bool] = mapped_column(Boolean(), default=False)
     # The highest level (80, 100) told for `day` (a session budget: for good).
     told_level: Mapped[int] = mapped_column(Integer(), default=0)
-    # The daily count's local day (ISO) and each session's spend before it began.
+    # The daily count's local day (ISO) and, per session, [its spend before the
+    # count began, its newest spend seen that day].
     day: Mapped[str | None] = mapped_column(String(10), nullable=True)
     baseline: Mapped[dict[str, Any] | None] = mapped_column(JSON(), nullable=True)
     created_by: Mapped[str] = mapped_column(String(32))

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal
+from typing import Literal, TypeGuard
 from zoneinfo import ZoneInfo
 
 Op = Literal["<", "<=", ">", ">="]
@@ -113,26 +113,53 @@ def day_start(day: date, zone: str) -> datetime:
 
 @dataclass(frozen=True)
 class DailySpend:
-    """A daily budget's count: the day, and each session's spend when the day's
-    count began for it (what it had spent before: not today's)."""
+    """A daily budget's count: the day, each session's spend when the day's count
+    began for it (what it had spent before: not today's), and the newest spend
+    seen of it today. A session that ended, or whose spend is not read for now,
+    keeps its newest: what it spent today still counts."""
 
     day: date
     baseline: Mapping[str, float]
+    latest: Mapping[str, float]
 
-    def spent(self, costs: Mapping[str, float]) -> float:
-        """Today's spend over `costs` (each session's estimate so far)."""
-        return sum(max(cost - self.baseline.get(sid, cost), 0.0) for sid, cost in costs.items())
+    def spent(self) -> float:
+        """Today's spend over every session the count has seen today."""
+        return sum(
+            max(self.latest.get(sid, base) - base, 0.0) for sid, base in self.baseline.items()
+        )
+
+    def stored(self) -> dict[str, list[float]]:
+        """The `baseline` column: each session's `[baseline, latest]`."""
+        return {sid: [base, self.latest.get(sid, base)] for sid, base in self.baseline.items()}
+
+    @classmethod
+    def of_stored(cls, day: date, stored: Mapping[str, object]) -> DailySpend:
+        """A count as `stored` keeps it (a bare number, as once stored, is a
+        baseline whose newest is not known yet); unreadable entries are left out."""
+        baseline: dict[str, float] = {}
+        latest: dict[str, float] = {}
+        for sid, value in stored.items():
+            pair = value if isinstance(value, list) else [value, value]
+            numbers = [float(v) for v in pair if _finite(v)]
+            if len(pair) == 2 and len(numbers) == 2:
+                baseline[sid], latest[sid] = numbers[0], numbers[1]
+        return cls(day, baseline, latest)
+
+
+def _finite(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def daily_spend(
     prev: DailySpend | None, costs: Mapping[str, float], *, now: datetime, zone: str
 ) -> DailySpend:
-    """The count after one look at `costs`: a new day starts from what each session
-    has spent by then; a session first seen during the day counts from then on."""
+    """The count after one look at `costs` (the estimates read now): a new day
+    starts from what each session has spent by then; a session first seen during
+    the day counts from then on; one not in `costs` keeps what it was last seen at."""
     today = local_day(now, zone)
     if prev is None or prev.day != today:
-        return DailySpend(today, dict(costs))
+        return DailySpend(today, dict(costs), dict(costs))
     baseline = dict(prev.baseline)
     for sid, cost in costs.items():
         baseline.setdefault(sid, cost)
-    return DailySpend(today, baseline)
+    return DailySpend(today, baseline, {**prev.latest, **costs})

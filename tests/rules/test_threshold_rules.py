@@ -139,11 +139,37 @@ def test_the_daily_count_starts_at_local_midnight_not_utc() -> None:
     assert day_start(date(2026, 12, 4), zone) == datetime(2026, 12, 4, 8, 0)
     count = daily_spend(None, {"a": 10.0}, now=before, zone=zone)
     count = daily_spend(count, {"a": 50.0, "b": 5.0}, now=before, zone=zone)
-    assert count.spent({"a": 50.0, "b": 5.0}) == 40.0  # b counts from when it was first seen
-    assert count.spent({"a": 60.0, "b": 7.0}) == 52.0
+    assert count.spent() == 40.0  # b counts from when it was first seen
+    count = daily_spend(count, {"a": 60.0, "b": 7.0}, now=before, zone=zone)
+    assert count.spent() == 52.0
     next_day = daily_spend(count, {"a": 60.0, "b": 7.0}, now=after, zone=zone)
-    assert next_day.day == date(2026, 12, 4) and next_day.spent({"a": 60.0, "b": 7.0}) == 0.0
-    assert DailySpend(date(2026, 12, 4), {"a": 60.0}).spent({"a": 61.5}) == 1.5
+    assert next_day.day == date(2026, 12, 4) and next_day.spent() == 0.0
+    later = daily_spend(next_day, {"a": 61.5}, now=after, zone=zone)
+    assert later.spent() == 1.5
+
+
+def test_a_daily_count_keeps_what_a_session_that_ended_spent_today() -> None:
+    zone, now = "UTC", datetime(2026, 12, 4, 12, 0)
+    count = daily_spend(None, {"a": 0.0, "b": 0.0}, now=now, zone=zone)
+    count = daily_spend(count, {"a": 60.0, "b": 5.0}, now=now, zone=zone)
+    # a ended: its spend is no longer read, and what it spent today still counts
+    count = daily_spend(count, {"b": 50.0}, now=now, zone=zone)
+    assert count.spent() == 110.0
+    assert budget_level(count.spent(), 100.0) == 100
+    # as stored and read back, then a new day forgets it
+    again = DailySpend.of_stored(count.day, count.stored())
+    assert again == count and again.spent() == 110.0
+    tomorrow = daily_spend(again, {"b": 55.0}, now=now + timedelta(days=1), zone=zone)
+    assert tomorrow.spent() == 0.0 and set(tomorrow.baseline) == {"b"}
+
+
+def test_a_stored_daily_count_is_read_tolerantly() -> None:
+    day = date(2026, 12, 4)
+    # a bare number (the earlier shape) is a baseline not yet seen again today
+    assert DailySpend.of_stored(day, {"a": 60.0}).spent() == 0.0
+    odd = DailySpend.of_stored(day, {"a": [1.0, 3.0], "b": "x", "c": [1.0], "d": [True, 2.0]})
+    assert odd.spent() == 2.0 and set(odd.baseline) == {"a"}
+    assert DailySpend.of_stored(day, {"a": [0.0, math.inf]}).spent() == 0.0
 
 
 def test_readings_come_from_the_poll_and_the_w_and_b_read() -> None:

@@ -1,0 +1,90 @@
+"""Spend budgets through a real `rl-bot serve` with the Slack- and Together-shaped
+servers, where what they add up is the point: a channel's daily budget keeps
+counting what a session spent today after that session ended."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from bot.simulated import FakeSlack, FakeTogether
+from bot.simulated.slack import SlackCall
+from tests.support import BotFactory, BotProcess, query, wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.long("budgets wait for READY time to add up")]
+
+A = "5a3e4567-e89b-12d3-a456-426614174a01"
+B = "5a3e4567-e89b-12d3-a456-426614174b02"
+RA = "7c3e4567-e89b-12d3-a456-426614174a01"
+RB = "7c3e4567-e89b-12d3-a456-426614174b02"
+CHANNEL = "C123"
+#: the fake's price per GPU group and hour; a resource has two groups (trainer and
+#: one generator replica): $3,600/h, a dollar a second of READY time
+PRICE = 1800.0
+
+
+def say(bot: BotProcess, slack: FakeSlack, text: str, channel: str = CHANNEL) -> str:
+    token = f"t-{time.monotonic_ns()}"
+    r = bot.command(text, response_url=slack.response_url(token), channel_id=channel)
+    assert r.status_code == 200, r.text
+    return r.text if r.content.strip() else json.dumps(slack.wait_for_response(token))
+
+
+def told(slack: FakeSlack, words: str, channel: str = CHANNEL) -> list[SlackCall]:
+    return [c for c in slack.successful_posts(channel) if words in (c.text or "")]
+
+
+def spent(db_url: str, session_id: str) -> float:
+    """What the bot has seen `session_id` spend so far, in dollars (its READY seconds)."""
+    rows = query(
+        db_url, "SELECT progress FROM watched_sessions WHERE session_id = :s", s=session_id
+    )
+    if not rows or rows[0][0] is None:
+        return 0.0
+    progress = rows[0][0] if isinstance(rows[0][0], dict) else json.loads(rows[0][0])
+    return float((progress.get("spend") or {}).get("ready_seconds") or 0.0)
+
+
+@pytest.mark.backend_independent("what a daily budget adds up, not how the database keeps it")
+def test_a_daily_budget_keeps_counting_a_session_that_ended_today(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    together.prices["H100-80GB"] = PRICE
+    together.add_resource(RA, "PENDING")
+    together.add_resource(RB, "PENDING")
+    together.add(A, "RUNNING", step="10", model_resources_id=RA)
+    together.add(B, "RUNNING", step="10", model_resources_id=RB)
+    bot = start_bot(SPEND_WATCH="true", SPEND_REFRESH_SECONDS="0")
+    for sid in (A, B):
+        assert "Subscribed" in say(bot, slack, f"subscribe {sid}")
+    assert "a day over every session here" in say(bot, slack, "budget * $20/day")
+
+    # A spends about half the budget today, then ends.
+    together.set_resource(RA, "READY")
+    wait_until(lambda: spent(db_url, A) >= 9.0, timeout=60, what="A spends $9")
+    together.set_resource(RA, "STOPPED")
+    together.set_status(A, "STOPPED")
+    wait_until(
+        lambda: (
+            query(db_url, "SELECT active FROM subscriptions WHERE session_id = :s", s=A)
+            == [(False,)]
+        ),
+        what="A's subscription ended",
+    )
+    spent_a = spent(db_url, A)
+    assert 9.0 <= spent_a < 15.0, spent_a  # B's share below must stay under 80 % alone
+
+    # B spends the rest and a little more, staying well under 80 % of $20 on its own.
+    together.set_resource(RB, "READY")
+    wait_until(lambda: spent(db_url, B) >= 21.0 - spent_a, timeout=60, what="B spends the rest")
+    together.set_resource(RB, "STOPPED")
+    assert spent(db_url, B) < 16.0
+
+    [full] = wait_until(
+        lambda: told(slack, "This channel's spend today has reached its budget"),
+        timeout=30,
+        what="the 100 % warning",
+    )
+    assert "of $20" in (full.text or "")
