@@ -103,6 +103,7 @@ async def judge_budgets(
             rows += budget_rows(
                 payload,
                 budget_id=budget.id,
+                set_at=budget.created_at,
                 thread=thread,
                 muted=muted,
                 oncall_channel=oncall_channel,

@@ -88,3 +88,28 @@ def test_a_daily_budget_keeps_counting_a_session_that_ended_today(
         what="the 100 % warning",
     )
     assert "of $20" in (full.text or "")
+
+
+@pytest.mark.backend_independent("SQLite is where ids came back; PostgreSQL's store test too")
+def test_a_budget_set_after_one_was_removed_is_told(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    together.prices["H100-80GB"] = PRICE
+    together.add_resource(RA, "READY")
+    together.add_resource(RB, "PENDING")
+    together.add(A, "RUNNING", step="10", model_resources_id=RA)
+    together.add(B, "RUNNING", step="10", model_resources_id=RB)
+    bot = start_bot(SPEND_WATCH="true", SPEND_REFRESH_SECONDS="0")
+    for sid in (A, B):
+        assert "Subscribed" in say(bot, slack, f"subscribe {sid}")
+    assert "Set a budget $3" in say(bot, slack, f"budget {A} $3")
+    wait_until(lambda: told(slack, "has reached its budget"), timeout=60, what="A's budget")
+    assert "Budget removed" in say(bot, slack, f"budget {A} off")
+    # the same amount on another session: a new budget, told as any other
+    assert "Set a budget $3" in say(bot, slack, f"budget {B} $3")
+    together.set_resource(RB, "READY")
+    wait_until(
+        lambda: len(told(slack, "has reached its budget")) == 2, timeout=60, what="B's budget"
+    )
+    [(told_level,)] = query(db_url, "SELECT told_level FROM budgets")
+    assert told_level == 100

@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.store.engine import rows_touched, upsert
 from bot.store.rule_tables import EVERY_SESSION, Budget
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.training.poll_progress import PollProgress
 
 
@@ -36,7 +36,8 @@ async def set_budget(
     daily: bool,
     created_by: str,
 ) -> None:
-    """Set (or replace) a budget; a replaced one starts untold."""
+    """Set (or replace) a budget; a replaced one starts untold, and is told anew
+    (its warnings are told once by its id and when it was set)."""
     values = {
         "team_id": team_id,
         "channel_id": channel_id,
@@ -47,6 +48,7 @@ async def set_budget(
         "day": None,
         "baseline": None,
         "created_by": created_by,
+        "created_at": utcnow(),
     }
     await db.execute(upsert(db, Budget, values, key=["team_id", "channel_id", "session_id"]))
 
