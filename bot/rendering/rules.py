@@ -4,7 +4,7 @@ warning with its forecast, and the list `alerts` answers with."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -108,23 +108,35 @@ def budget_alert(
     per_hour: float | None,
     reaches_at: datetime | None,
     currency: str,
+    others: Mapping[str, float] | None = None,
     mention: str | None = None,
     permalink: str | None = None,
 ) -> Message:
     """A budget at 80 % or 100 % (`what`: the session's label or "this channel
-    today"), with when it reaches the amount at the current rate."""
+    today"), with when it reaches the amount at the current rate, and what was
+    spent in `others` currencies, never added to it."""
     emoji = ":money_with_wings:" if level >= 100 else ":warning:"
     reached = "has reached its budget" if level >= 100 else f"is at {level} % of its budget"
     forecast = forecast_words(
         spent, amount, per_hour=per_hour, reaches_at=reaches_at, currency=currency
     )
+    apart = other_currencies(others or {})
     lead = f"{safe_mention(mention)} " if mention else ""
-    blocks = [section_block(f"{lead}{emoji} {what} {reached}: {forecast}.")]
+    blocks = [section_block(f"{lead}{emoji} {what} {reached}: {forecast}.{apart}")]
     link = safe_link(permalink, "View thread")
     if link is not None:
         blocks.append(section_block(link))
     blocks.append(context_block("Estimated spend: price × the READY time the bot saw."))
-    return message_of(f"{what} {reached}: {forecast}", blocks)
+    return message_of(f"{what} {reached}: {forecast}" + (f".{apart}" if apart else ""), blocks)
+
+
+def other_currencies(others: Mapping[str, float]) -> str:
+    """` Also spent today, not added (budgets are in dollars): 85.00 EUR.` or nothing."""
+    amounts = [money_words(v, code) for code, v in sorted(others.items()) if v > 0]
+    shown = [a for a in amounts if a is not None]
+    if not shown:
+        return ""
+    return f" Also spent today, not added (budgets are in dollars): {', '.join(shown)}."
 
 
 def rules_list(rules: Sequence[RuleWords], budgets: Sequence[str]) -> Message:
@@ -166,6 +178,23 @@ def budget_removed(gone: bool) -> str:
     return ":white_check_mark: Budget removed." if gone else "There was no such budget."
 
 
-def budget_set(session_id: str, amount: float, *, daily: bool) -> str:
+def budget_set(
+    session_id: str, amount: float, *, daily: bool, priced_in: Collection[str] = ()
+) -> str:
+    """The answer to `budget`; `priced_in`: the other currencies the spend it
+    covers is known to be priced in, which it never adds or compares."""
     words = budget_words(session_id, amount, daily=daily)
-    return f":white_check_mark: Set a {words}: told at 80 % and 100 % of it."
+    answer = f":white_check_mark: Set a {words}: told at 80 % and 100 % of it."
+    codes = sorted({inert(c, 10) for c in priced_in})
+    if not codes:
+        return answer
+    listed = " and ".join([", ".join(codes[:-1]), codes[-1]] if len(codes) > 1 else codes)
+    if daily:
+        return (
+            f"{answer} Budgets are in dollars: spend of sessions here priced in {listed} "
+            "is not added to it."
+        )
+    return (
+        f"{answer} Budgets are in dollars and this session's resource is priced in "
+        f"{listed}: its spend is not compared with this budget."
+    )

@@ -113,3 +113,60 @@ def test_a_budget_set_after_one_was_removed_is_told(
     )
     [(told_level,)] = query(db_url, "SELECT told_level FROM budgets")
     assert told_level == 100
+
+
+def root_of(slack: FakeSlack, session_id: str) -> str | None:
+    return next(
+        c.ts
+        for c in slack.successful_posts(CHANNEL)
+        if c.thread_ts is None and c.ts and session_id in (c.text or "")
+    )
+
+
+def card_of(slack: FakeSlack, session_id: str) -> str:
+    root = root_of(slack, session_id)
+    assert root is not None
+    updates = slack.updates(CHANNEL, root)
+    return (
+        json.dumps(updates[-1].blocks, ensure_ascii=False).replace("\u2060", "") if updates else ""
+    )
+
+
+@pytest.mark.backend_independent("what a budget adds and compares, not how it is stored")
+def test_budgets_never_add_or_compare_amounts_in_another_currency(
+    start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
+) -> None:
+    together.prices |= {"H100-80GB": PRICE, "B200-SXM": PRICE}
+    together.currencies["B200-SXM"] = "EUR"
+    together.add_resource(
+        RA, "READY", compute_config={"gpu_type": "B200-SXM", "num_generator_replicas": 1}
+    )
+    together.add_resource(RB, "PENDING")
+    together.add(A, "RUNNING", step="10", model_resources_id=RA)
+    together.add(B, "RUNNING", step="10", model_resources_id=RB)
+    bot = start_bot(SPEND_WATCH="true", SPEND_REFRESH_SECONDS="0")
+    for sid in (A, B):
+        assert "Subscribed" in say(bot, slack, f"subscribe {sid}")
+    wait_until(lambda: "EUR" in card_of(slack, A), what="A's card priced in EUR")
+    answer = say(bot, slack, f"budget {A} $3")
+    assert "priced in EUR" in answer and "not compared" in answer, answer
+    assert "not added" in say(bot, slack, "budget * $8/day")
+    together.set_resource(RB, "READY")
+
+    # B's dollars alone reach the daily budget; A's euros are named apart, never added.
+    [full] = wait_until(
+        lambda: told(slack, "This channel's spend today has reached its budget"),
+        timeout=60,
+        what="the daily budget reached",
+    )
+    words = (full.text or "").replace("\u2060", "")
+    assert "of $8.00" in words and "EUR of" not in words, words
+    assert "EUR" in words and "not added" in words, words
+    assert spent(db_url, B) >= 8.0
+    # A's euros passed its $3 long ago: never compared with it, and its card says so
+    assert spent(db_url, A) > 3.0 / 0.8
+    in_a = [c for c in told(slack, "of its budget") if c.thread_ts == root_of(slack, A)]
+    assert not in_a, [c.text for c in in_a]
+    card = say(bot, slack, f"show {A}").replace("\\u2060", "")
+    assert "EUR; the $3.00 budget is in dollars: not compared" in card, card
+    assert "3.00 EUR budget" not in card
