@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.rendering.blocks import Message, context_block, message_of, section_block
 from bot.rendering.text import code_span, escape, inert, safe_link, safe_mention
@@ -87,16 +87,34 @@ def forecast_words(
     per_hour: float | None,
     reaches_at: datetime | None,
     currency: str,
+    now: datetime,
 ) -> str:
-    """`$163 of $200; at $12.50/h it reaches $200 at 14:30 UTC`."""
+    """`$163 of $200; at $12.50/h it reaches $200 at 14:30 UTC` (on another day
+    than `now`'s: `tomorrow, 4 Dec, at 04:00 UTC`, `on 6 Dec at …`, `on 3 May 2027 at …`)."""
     of = f"{money_words(spent, currency)} of {money_words(amount, currency)}"
     rate = money_words(per_hour, currency) if per_hour else None
     if rate is None:
         return f"{of}; not billing now"
     if reaches_at is None:
         return f"{of}; at {rate}/h"
-    when = reaches_at.strftime("%H:%M UTC")
-    return f"{of}; at {rate}/h it reaches {money_words(amount, currency)} at {when}"
+    return f"{of}; at {rate}/h it reaches {money_words(amount, currency)} {_when(reaches_at, now)}"
+
+
+def _when(at: datetime, now: datetime) -> str:
+    """`at 14:30 UTC` today (UTC's day, as the time is), else with the date."""
+    at, now = _utc(at), _utc(now)
+    clock = f"at {at:%H:%M} UTC"
+    if at.date() == now.date():
+        return clock
+    day = f"{at.day} {at:%b}" + (f" {at.year}" if at.year != now.year else "")
+    if at.date() == now.date() + timedelta(days=1):
+        return f"tomorrow, {day}, {clock}"
+    return f"on {day} {clock}"
+
+
+def _utc(dt: datetime) -> datetime:
+    """Naive UTC (naive times are UTC already)."""
+    return dt.astimezone(UTC).replace(tzinfo=None) if dt.tzinfo is not None else dt
 
 
 def budget_alert(
@@ -108,6 +126,7 @@ def budget_alert(
     per_hour: float | None,
     reaches_at: datetime | None,
     currency: str,
+    now: datetime,
     others: Mapping[str, float] | None = None,
     mention: str | None = None,
     permalink: str | None = None,
@@ -118,7 +137,7 @@ def budget_alert(
     emoji = ":money_with_wings:" if level >= 100 else ":warning:"
     reached = "has reached its budget" if level >= 100 else f"is at {level} % of its budget"
     forecast = forecast_words(
-        spent, amount, per_hour=per_hour, reaches_at=reaches_at, currency=currency
+        spent, amount, per_hour=per_hour, reaches_at=reaches_at, currency=currency, now=now
     )
     apart = other_currencies(others or {})
     lead = f"{safe_mention(mention)} " if mention else ""

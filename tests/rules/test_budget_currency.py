@@ -55,13 +55,21 @@ def test_the_daily_warning_says_what_it_did_not_add() -> None:
         per_hour=None,
         reaches_at=None,
         currency="USD",
+        now=NOW,
         others={"EUR": 85.0},
     )
     shown = text(message)
     assert "$110 of $100" in shown
     assert "85.00 EUR" in shown and "not added" in shown
     plain = budget_alert(
-        "x", level=80, spent=80.0, amount=100.0, per_hour=None, reaches_at=None, currency="USD"
+        "x",
+        level=80,
+        spent=80.0,
+        amount=100.0,
+        per_hour=None,
+        reaches_at=None,
+        currency="USD",
+        now=NOW,
     )
     assert "not added" not in text(plain)
 

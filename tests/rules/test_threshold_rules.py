@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from bot.alerts.metric_rules import poll_readings
 from bot.commands.parser import Problem, parse
 from bot.commands.rule_query import BudgetSpec, RuleSpec
 from bot.jobs.metric_reads import rule_readings
-from bot.rendering.rules import forecast_words
+from bot.rendering.rules import budget_alert, forecast_words
 from bot.training.poll_progress import PollProgress
 from bot.training.thresholds import (
     OPS,
@@ -125,9 +126,34 @@ def test_budget_levels_and_forecast() -> None:
     assert at == T + timedelta(hours=37 / 12.5)
     assert reaches_at(200, 200, 12.5, T) is None and reaches_at(10, 200, 0.0, T) is None
     words = forecast_words(
-        163, 200, per_hour=12.5, reaches_at=datetime(2026, 12, 3, 14, 30), currency="USD"
+        163, 200, per_hour=12.5, reaches_at=datetime(2026, 12, 3, 14, 30), currency="USD", now=T
     )
     assert words == "$163 of $200; at $12.50/h it reaches $200 at 14:30 UTC"
+
+
+def test_the_forecast_names_the_date_when_it_is_not_today() -> None:
+    def when(reaches: datetime, now: datetime = T) -> str:
+        words = forecast_words(10, 200, per_hour=1.0, reaches_at=reaches, currency="USD", now=now)
+        return words.split("it reaches $200 ", 1)[1]
+
+    assert when(datetime(2026, 12, 3, 23, 59)) == "at 23:59 UTC"
+    assert when(datetime(2026, 12, 4, 0, 1)) == "tomorrow, 4 Dec, at 00:01 UTC"
+    assert when(datetime(2026, 12, 6, 4, 0)) == "on 6 Dec at 04:00 UTC"
+    assert when(datetime(2027, 5, 3, 4, 0)) == "on 3 May 2027 at 04:00 UTC"
+    # the day is UTC's, as the time is; an aware time is read in UTC
+    aware = datetime(2026, 12, 4, 0, 30, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert when(aware) == "at 23:30 UTC"
+    message = budget_alert(
+        "grpo-1",
+        level=80,
+        spent=160.0,
+        amount=200.0,
+        per_hour=1.0,
+        reaches_at=datetime(2027, 5, 3, 4, 0),
+        currency="USD",
+        now=T,
+    )
+    assert "reaches $200 on 3 May 2027 at 04:00 UTC" in message["text"].replace("\u2060", "")
 
 
 def test_the_daily_count_starts_at_local_midnight_not_utc() -> None:
