@@ -14,12 +14,14 @@ from bot.rendering.rules import (
     budget_removed,
     budget_set,
     budget_words,
+    budgets_full,
     rule_added,
     rules_full,
     rules_list,
     rules_removed,
 )
 from bot.store.queries.budgets import (
+    MAX_BUDGETS,
     channel_budgets,
     channel_progress,
     remove_budget,
@@ -105,7 +107,7 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
             )
             return budget_removed(gone)
-        await set_budget(
+        added = await set_budget(
             db,
             team_id=asker.team_id,
             channel_id=asker.channel_id,
@@ -114,6 +116,8 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             daily=spec.daily,
             created_by=asker.user_id,
         )
+        if not added:
+            return budgets_full(MAX_BUDGETS)
         if spec.daily:
             covered = await channel_progress(db, team_id=asker.team_id, channel_id=asker.channel_id)
         else:

@@ -7,10 +7,26 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from bot.rendering.blocks import Message, context_block, message_of, section_block
-from bot.rendering.text import code_span, escape, inert, safe_link, safe_mention
-from bot.rendering.words import duration_words, money_words
+from bot.rendering.blocks import (
+    MAX_BLOCKS,
+    MAX_SECTION_TEXT,
+    Message,
+    context_block,
+    message_of,
+    section_block,
+)
+from bot.rendering.text import (
+    code_span,
+    escape,
+    inert,
+    safe_link,
+    safe_mention,
+    slack_len,
+    truncate,
+)
+from bot.rendering.words import count_words, duration_words, money_words
 from bot.training.thresholds import OPS
 
 MAX_METRIC = 64
@@ -159,11 +175,52 @@ def other_currencies(others: Mapping[str, float]) -> str:
 
 
 def rules_list(rules: Sequence[RuleWords], budgets: Sequence[str]) -> Message:
-    """`alerts`: the channel's rules and budgets, only to the person who asked."""
-    lines = [f"• {rule_words(r)}" for r in rules] or ["No metric rules in this channel."]
-    lines += [f"• {b}" for b in budgets]
-    text = "*Rules in this channel*\n" + "\n".join(lines)
-    return message_of(f"{len(rules)} rules", [section_block(text)])
+    """`alerts`: the channel's rules and budgets, only to the person who asked;
+    every one of them, in as many sections as they take (a channel holds at
+    most 20 rules and 50 budgets, which fit a message's blocks many times)."""
+    rule_lines = [f"• {rule_words(r)}" for r in rules] or ["No metric rules in this channel."]
+    budget_lines = [f"• {b}" for b in budgets] or ["No budgets in this channel."]
+    blocks = [
+        *_sections("*Rules in this channel*", rule_lines),
+        *_sections("*Budgets in this channel*", budget_lines),
+    ]
+    if len(blocks) > MAX_BLOCKS:  # beyond the caps: say what is left out, never drop it silently
+        blocks[MAX_BLOCKS - 1 :] = [section_block("…and more than one message can hold.")]
+    return message_of(_listed(len(rules), len(budgets)), blocks)
+
+
+def _listed(rules: int, budgets: int) -> str:
+    """`1 rule and 2 budgets`; `No rules or budgets`."""
+    if not rules and not budgets:
+        return "No rules or budgets"
+    left = count_words(rules, "rule") if rules else "No rules"
+    right = count_words(budgets, "budget") if budgets else "no budgets"
+    return f"{left} and {right}"
+
+
+def _sections(title: str, lines: Sequence[str]) -> list[dict[str, Any]]:
+    """`title` and `lines` in sections of at most MAX_SECTION_TEXT characters,
+    a line never split (one longer than a section is cut)."""
+    sections: list[str] = []
+    text = title
+    for line in lines:
+        line = truncate(line, MAX_SECTION_TEXT - 1)
+        if slack_len(text) + 1 + slack_len(line) > MAX_SECTION_TEXT:
+            sections.append(text)
+            text = line
+        else:
+            text = f"{text}\n{line}"
+    sections.append(text)
+    return [section_block(t) for t in sections]
+
+
+def budgets_full(limit: int) -> str:
+    """A channel that holds `limit` budgets, the most it may, is refused another."""
+    return (
+        f":no_entry_sign: This channel already has {limit} budgets, the most it may "
+        "hold: remove one with `/rl-session budget &lt;id&gt; off` (the daily one: "
+        "`budget * off`), or change one it has."
+    )
 
 
 def budget_words(session_id: str, amount: float, *, daily: bool) -> str:

@@ -170,3 +170,33 @@ def test_budgets_never_add_or_compare_amounts_in_another_currency(
     card = say(bot, slack, f"show {A}").replace("\\u2060", "")
     assert "EUR; the $3.00 budget is in dollars: not compared" in card, card
     assert "3.00 EUR budget" not in card
+
+
+@pytest.mark.backend_independent("the answer's words and the cap's count, not the database")
+def test_alerts_lists_every_rule_and_budget_and_budgets_are_capped(
+    start_bot: BotFactory, slack: FakeSlack
+) -> None:
+    bot = start_bot()
+    rules, budgets = 20, 50
+    for i in range(rules):
+        metric = f"rule_{i:02d}_" + "x" * 50
+        assert "Rule" in say(bot, slack, f"alert * {metric} &gt; {i} for 10m page")
+    assert "Set a budget" in say(bot, slack, "budget * $500/day")
+    ids = [f"5a3e4567-e89b-12d3-a456-{i:012d}" for i in range(budgets - 1)]
+    for sid in ids:
+        assert "Set a budget" in say(bot, slack, f"budget {sid} $1,000")
+    refused = say(bot, slack, "budget 5a3e4567-e89b-12d3-a456-999999999999 $5")
+    assert f"already has {budgets} budgets" in refused, refused
+    assert "Set a budget" in say(bot, slack, f"budget {ids[0]} $2,000")  # held: may change
+
+    listed = json.loads(say(bot, slack, "alerts"))
+    shown = "\n".join(
+        b["text"]["text"] for b in listed["blocks"] if b.get("type") == "section"
+    ).replace("\u2060", "")
+    for i in range(rules):
+        assert f"rule_{i:02d}_" in shown, i
+    for sid in ids:
+        assert sid in shown, sid
+    assert "$500 a day over every session here" in shown
+    assert "999999999999" not in shown
+    assert listed["text"] == f"{rules} rules and {budgets} budgets"
