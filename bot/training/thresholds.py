@@ -1,9 +1,9 @@
 """Metric rules and spend budgets, judged without I/O.
 
 A metric rule (`reward < 0.2 for 10m`) is a small state machine per session:
-the first reading that breaks the threshold starts a crossing, the rule fires
-once the crossing has held for its duration, and one reading back on the good
-side re-arms it. A reading that is missing, NaN or infinite changes nothing
+the first reading that breaks the threshold starts a crossing (from when the
+run logged it, when the reading says), the rule fires once the crossing has
+held for its duration, and one reading back on the good side re-arms it. A reading that is missing, NaN or infinite changes nothing
 (the NaN alert covers those). A budget is told at 80 % and at 100 % of its
 amount, with when the spend reaches the amount at the rate it grows now. A
 channel's daily budget counts the spend the bot saw accrue since local
@@ -16,7 +16,7 @@ word them share one meaning of each rule.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal, TypeGuard
@@ -69,18 +69,41 @@ def judge_reading(
     value: float | None,
     now: datetime,
     hold: timedelta,
+    began: datetime | None = None,
 ) -> tuple[RuleState, Fire | None]:
-    """The rule's state after one reading, and the crossing to tell if it fires now."""
+    """The rule's state after one reading, and the crossing to tell if it fires now.
+    `began`: when a new crossing began, when the reading knows it (no later than
+    `now`); else it begins with this reading."""
     if value is None or not math.isfinite(value):
         return state, None
     if not breaks(op, value, threshold):
         return RuleState(), None
-    since = state.since if state.since is not None and state.since <= now else now
+    start = began if began is not None and began <= now else now
+    since = state.since if state.since is not None and state.since <= now else start
     if state.fired:
         return RuleState(since, True), None
     if now - since >= hold:
         return RuleState(since, True), Fire(since, now - since)
     return RuleState(since, False), None
+
+
+def crossing_began(
+    points: Sequence[tuple[float, float]], *, op: Op, threshold: float
+) -> float | None:
+    """When the crossing the newest point is in began: the time of the first of
+    the points that break the rule since the last one that did not (`points`:
+    (time, value) in order; NaN and infinities are skipped, as readings). None
+    when the newest finite point does not break it. Sampled points make this
+    no earlier than the crossing's true start: the rows between two samples
+    are not seen."""
+    began = None
+    for at, value in reversed(points):
+        if not math.isfinite(value):
+            continue
+        if not breaks(op, value, threshold):
+            break
+        began = at
+    return began
 
 
 def budget_level(spent: float, amount: float) -> int:

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.alerts.metric_rules import poll_readings
+from bot.alerts.metric_rules import Reading, poll_readings
 from bot.commands.parser import Problem, parse
 from bot.commands.rule_query import BudgetSpec, RuleSpec
 from bot.jobs.metric_reads import rule_readings
@@ -22,6 +22,7 @@ from bot.training.thresholds import (
     DailySpend,
     RuleState,
     budget_level,
+    crossing_began,
     daily_spend,
     day_start,
     judge_reading,
@@ -60,6 +61,76 @@ def test_for_waits_until_the_crossing_has_held_that_long() -> None:
     assert _run([0.1, 0.1, 0.1, 0.1, 0.1], hold=150) == [3]
     # a good reading in between starts the clock again
     assert _run([0.1, 0.1, 0.5, 0.1, 0.1, 0.1, 0.1], hold=150) == [6]
+
+
+def test_a_crossing_is_timed_from_when_it_began_when_the_reading_knows() -> None:
+    # read every 35 s; the fall was logged 30 s before the read that first saw it
+    state, fire = judge_reading(
+        RuleState(),
+        op="<",
+        threshold=0.2,
+        value=0.1,
+        now=T,
+        hold=timedelta(seconds=60),
+        began=T - timedelta(seconds=30),
+    )
+    assert fire is None and state.since == T - timedelta(seconds=30)
+    state, fire = judge_reading(
+        state,
+        op="<",
+        threshold=0.2,
+        value=0.1,
+        now=T + timedelta(seconds=35),
+        hold=timedelta(seconds=60),
+    )
+    assert fire is not None and fire.held == timedelta(seconds=65)  # the next read, not two
+    # a known crossing keeps its start; a start after now is now
+    again, _ = judge_reading(
+        state,
+        op="<",
+        threshold=0.2,
+        value=0.1,
+        now=T + timedelta(seconds=70),
+        hold=timedelta(seconds=60),
+        began=T,
+    )
+    assert again.since == T - timedelta(seconds=30)
+    future, _ = judge_reading(
+        RuleState(),
+        op="<",
+        threshold=0.2,
+        value=0.1,
+        now=T,
+        hold=timedelta(0),
+        began=T + timedelta(hours=1),
+    )
+    assert future.since == T
+
+
+def test_where_a_crossing_began_among_logged_points() -> None:
+    points = [(1.0, 0.5), (2.0, 0.1), (3.0, 0.3), (4.0, 0.15), (5.0, math.nan), (6.0, 0.1)]
+    assert crossing_began(points, op="<", threshold=0.2) == 4.0
+    assert crossing_began(points[:3], op="<", threshold=0.2) is None
+    assert crossing_began([(1.0, 0.1), (2.0, 0.1)], op="<", threshold=0.2) == 1.0
+    assert crossing_began([], op="<", threshold=0.2) is None
+
+
+def test_a_reading_times_its_crossing_between_the_last_read_and_now() -> None:
+    logged = (T - datetime(1970, 1, 1)).total_seconds()
+    points = ((logged - 100, 0.5), (logged - 40, 0.1), (logged, 0.1))
+    floor = T - timedelta(seconds=35)
+    reading = Reading(0.1, 3.0, points=points, floor=floor)
+    # logged 40 s ago, but the read 35 s ago saw no crossing: no earlier than that
+    assert reading.began(op="<", threshold=0.2, now=T) == floor
+    late = Reading(0.1, 3.0, points=points, floor=T - timedelta(minutes=5))
+    assert late.began(op="<", threshold=0.2, now=T) == T - timedelta(seconds=40)
+    # a clock ahead of ours is now; no earlier read, or no times: now
+    assert late.began(op="<", threshold=0.2, now=T - timedelta(minutes=1)) is not None
+    assert Reading(0.1, 3.0, points=points).began(op="<", threshold=0.2, now=T) is None
+    assert Reading(0.1, 3.0, floor=floor).began(op="<", threshold=0.2, now=T) is None
+    series = Series("reward", (1.0, 2.0, 3.0), (0.5, 0.1, 0.1), times=tuple(p[0] for p in points))
+    found = rule_readings({"reward"}, {"reward": 0.1}, {"reward": series}, floor=floor)
+    assert found["reward"].points == points and found["reward"].floor == floor
 
 
 def test_missing_nan_and_infinite_readings_neither_fire_nor_rearm() -> None:
