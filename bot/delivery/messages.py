@@ -267,6 +267,8 @@ def _render(
                 per_hour=p.per_hour,
                 reaches_at=p.reaches_at,
                 currency=p.currency,
+                now=looked.now,
+                others=p.others,
                 mention=settings.oncall_mention if p.page else None,
                 permalink=permalink,
             )

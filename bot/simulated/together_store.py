@@ -92,6 +92,8 @@ class TogetherStore(FakeHTTPServer):
         self.estimate_requests: list[dict[str, Any]] = []
         #: estimate-cost's price per hour per GPU group, by GPU type
         self.prices: dict[str, float] = dict(DEFAULT_PRICES)
+        #: estimate-cost's currency by GPU type (USD when not named)
+        self.currencies: dict[str, str] = {}
         #: extra latency for one session's requests, added to `latency`
         self.session_latency: dict[str, float] = {}
         self._counts: Counter[str] = Counter()

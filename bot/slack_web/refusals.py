@@ -74,6 +74,18 @@ UPLOAD_FINAL = frozenset(
         "restricted_action",
     }
 )
+#: Slack's own failures, told with HTTP 200 and `ok: false` (its common errors
+#: "likely due to a transient issue on our end", "temporarily unavailable", a
+#: workspace moving into an Enterprise organization): as passing as a 5xx
+PASSING_ERRORS = frozenset(
+    {
+        "internal_error",
+        "fatal_error",
+        "service_unavailable",
+        "request_timeout",
+        "team_added_to_org",
+    }
+)
 #: the bot can no longer post in a channel at all (archived, or the bot removed)
 CHANNEL_GONE = frozenset(
     {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
@@ -84,7 +96,7 @@ CANNOT_POST = CHANNEL_GONE | frozenset({"restricted_action"})
 
 class RefusalKind(enum.Enum):
     RATE_LIMITED = "rate_limited"  # wait as long as Slack asks
-    SERVER = "server"  # Slack's own failure: back off and retry
+    SERVER = "server"  # Slack's own failure (a 5xx, or one told with 200): back off and retry
     AUTH = "auth"  # the token is refused: nothing gets through
     DM_REFUSED = "dm_refused"  # a person cannot be written to
     GONE = "gone"  # the channel or thread is gone for good
@@ -96,6 +108,12 @@ class Refusal:
     kind: RefusalKind
     #: Slack's error string, or `http_<status>` when it gave none
     error: str
+
+    @property
+    def passing(self) -> bool:
+        """Slack refused for now (a rate limit, its own failure): the same call
+        later may well go through."""
+        return self.kind in (RefusalKind.RATE_LIMITED, RefusalKind.SERVER)
 
 
 def error_of(exc: SlackApiError) -> str:
@@ -109,7 +127,7 @@ def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
     whose refusals mean only that person cannot be written to."""
     if status == 429 or error == "ratelimited":
         kind = RefusalKind.RATE_LIMITED
-    elif status >= 500:
+    elif status >= 500 or error in PASSING_ERRORS:
         kind = RefusalKind.SERVER
     elif error in AUTH_ERRORS:
         kind = RefusalKind.AUTH

@@ -218,6 +218,9 @@ async def test_card_reads_summary_and_recent_points_in_one_request(
     assert len(wandb.calls) == 1 and wandb.calls[0].operation == "RunSummarySampledHistory"
     assert latest["loss"] == pytest.approx(1 / 50)
     assert len(recent["reward"].steps) <= 100
+    # when each point was logged rides along (it times a rule's crossing)
+    assert all(spec["keys"][:2] == ["_step", "_timestamp"] for spec in wandb.calls[0].specs)
+    assert len(recent["reward"].times) == len(recent["reward"].steps) > 0
 
 
 def test_run_of_reads_metadata_wandb_and_refuses_partial_names() -> None:

@@ -243,6 +243,8 @@ class BudgetPayload(_Payload):
     per_hour: float | None = None
     reaches_at: datetime | None = None
     currency: str = "USD"
+    #: a daily budget's spend today in other currencies: named, never added
+    others: dict[str, float] = Field(default_factory=dict)
     session: SessionSnapshot | None = None  # a session budget's session
     resource_id: str | None = None  # a session budget's model resource (Stop, Keep alive)
     page: bool = False

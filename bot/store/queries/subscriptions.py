@@ -58,7 +58,7 @@ async def channel_subscriptions(
         )
         .order_by(Subscription.created_at)
     )
-    return [(s, w) for s, w in rows.tuples()]
+    return [(s, w) for s, w in rows]
 
 
 async def user_subscriptions(
@@ -72,7 +72,7 @@ async def user_subscriptions(
         .order_by(Subscription.created_at.desc())
         .limit(limit)
     )
-    return [(s, w) for s, w in rows.tuples()]
+    return [(s, w) for s, w in rows]
 
 
 async def set_mute(
