@@ -24,6 +24,8 @@ from bot.store.queries.metric_rules import (
     channel_metric_rules,
     remove_rules,
 )
+from bot.store.session import Db
+from bot.subscriptions.redraw import redraw_card
 
 
 async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec) -> str:
@@ -37,6 +39,7 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
                 session_id=spec.session_id,
                 metric=spec.metric,
             )
+            await _redraw(db, asker, spec.session_id, "alert")
             return rules_removed(removed)
         assert spec.metric is not None  # the parser gives a rule its metric
         added = await add_rule(
@@ -51,6 +54,8 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
             page=spec.page,
             created_by=asker.user_id,
         )
+        if added:
+            await _redraw(db, asker, spec.session_id, "alert")
     if not added:
         return rules_full(MAX_METRIC_RULES)
     return rule_added(
@@ -92,6 +97,7 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             gone = await remove_budget(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
             )
+            await _redraw(db, asker, spec.session_id, "budget")
             return budget_removed(gone)
         await set_budget(
             db,
@@ -102,4 +108,12 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             daily=spec.daily,
             created_by=asker.user_id,
         )
+        await _redraw(db, asker, spec.session_id, "budget")
     return budget_set(spec.session_id, spec.amount, daily=spec.daily)
+
+
+async def _redraw(db: Db, asker: Asker, session_id: str | None, what: str) -> None:
+    """The channel's card of the session shows the change at once."""
+    await redraw_card(
+        db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id, what=what
+    )
