@@ -34,6 +34,8 @@ from bot.store.queries.metric_rules import (
     remove_rules,
 )
 from bot.store.queries.watched_sessions import stored_progress
+from bot.store.session import Db
+from bot.subscriptions.redraw import redraw_card
 from bot.training.poll_progress import PollProgress
 from bot.training.thresholds import currency_code, same_currency
 
@@ -49,6 +51,7 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
                 session_id=spec.session_id,
                 metric=spec.metric,
             )
+            await _redraw(db, asker, spec.session_id, "alert")
             return rules_removed(removed)
         assert spec.metric is not None  # the parser gives a rule its metric
         added = await add_rule(
@@ -63,6 +66,8 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
             page=spec.page,
             created_by=asker.user_id,
         )
+        if added:
+            await _redraw(db, asker, spec.session_id, "alert")
     if not added:
         return rules_full(MAX_METRIC_RULES)
     return rule_added(
@@ -106,6 +111,7 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             gone = await remove_budget(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
             )
+            await _redraw(db, asker, spec.session_id, "budget")
             return budget_removed(gone)
         added = await set_budget(
             db,
@@ -122,6 +128,7 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             covered = await channel_progress(db, team_id=asker.team_id, channel_id=asker.channel_id)
         else:
             covered = await stored_progress(db, [spec.session_id])
+        await _redraw(db, asker, spec.session_id, "budget")
     return budget_set(
         spec.session_id, spec.amount, daily=spec.daily, priced_in=_priced_in(covered.values())
     )
@@ -135,3 +142,10 @@ def _priced_in(progress: Iterable[PollProgress]) -> set[str]:
         if price is not None and not same_currency(price.currency):
             codes.add(currency_code(price.currency))
     return codes
+
+
+async def _redraw(db: Db, asker: Asker, session_id: str | None, what: str) -> None:
+    """The channel's card of the session shows the change at once."""
+    await redraw_card(
+        db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id, what=what
+    )

@@ -16,6 +16,7 @@ from bot import rendering
 from bot.delivery.deps import Posting
 from bot.outbox.contract.payloads import (
     BudgetPayload,
+    CardPayload,
     ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
@@ -272,8 +273,8 @@ def _render(
                 mention=settings.oncall_mention if p.page else None,
                 permalink=permalink,
             )
-        case RootPayload():
-            raise ValueError("a root row posts no message")
+        case RootPayload() | CardPayload():
+            raise ValueError("a root or card row posts no message")
         case ChartPayload():
             raise ValueError("a chart row uploads a file (bot.delivery.chart)")
         case _:

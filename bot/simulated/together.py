@@ -204,6 +204,9 @@ class FakeTogether(AlertActionRoutes, ListRoutes, ResourceRoutes, TogetherFaults
                 error_body("Invalid API key provided.", "invalid_api_key"), status=401
             )
         if route == "get" and request.method == "GET" and session_id is not None:
+            with self._lock:
+                if session_id in self.sessions:
+                    self._advance(self.sessions[session_id])
             session = self.get(session_id)
             if session is None:
                 return _not_found()

@@ -38,6 +38,7 @@ from bot.store.session import Db, Sessionmaker
 from bot.store.tables import Subscription
 from bot.subscriptions.errors import CHANNEL_PROBLEMS, SubscriptionError, slack_problem
 from bot.subscriptions.options import ThreadOptions, filters_text
+from bot.subscriptions.redraw import redraw_card
 from bot.subscriptions.thread import post_in_thread, refusal_logged
 from bot.training.sessions import TrainingSession
 
@@ -98,6 +99,14 @@ async def subscribe(
             if changed:
                 existing.filters = filters_text(wanted)
             await _write_options(db, existing.id, options)
+            if options.sets_thread or changed:
+                await redraw_card(
+                    db,
+                    team_id=team_id,
+                    channel_id=channel_id,
+                    session_id=session.id,
+                    what="options",
+                )
             return Subscribed(
                 existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
             )

@@ -63,7 +63,13 @@ def test_sigkill_at_every_step_tells_each_transition_exactly_once(
     time.sleep(3)  # leases of 2 s have long expired; several cycles have run
     assert len(_thread(slack, root)) == 1, _thread(slack, root)
     assert len(slack.successful_posts(OPS)) == 1
-    # the transition, on-call's alert, and the thread's final chart (sent at most once)
+    # the transition, on-call's alert, and the thread's final chart (sent at most once);
+    # a transition whose post went out owes only its card, which waits for the chart
+    wait_until(
+        lambda: query(db_url, "SELECT count(*) FROM outbox WHERE state = 'pending'") == [(0,)],
+        timeout=20,
+        what="every row done",
+    )
     rows = sorted(query(db_url, "SELECT kind, state FROM outbox"))
     assert rows == [("chart", "sent"), ("oncall", "sent"), ("transition", "sent")], rows
 

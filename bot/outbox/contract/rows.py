@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
+    CardPayload,
     ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
@@ -123,15 +124,18 @@ def status_row(
 
 
 def watch_row(thread: Thread, *, key: str, session: TrainingSession, view: CardView) -> OutboxRow:
-    """A redraw of one subscription's root card with what the spend watch saw
-    (resource, price, estimated spend), once per `key` of what it shows."""
-    payload = RootPayload(
-        old_status=session.status,
-        new_status=session.status,
-        session=SessionSnapshot.of(session),
-        watch=view,
-    )
+    """A routine redraw of one subscription's root card with what the watches saw
+    (resource, price, estimated spend, steps/min), once per `key` of what it shows."""
+    payload = CardPayload(session=SessionSnapshot.of(session), watch=view)
     return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
+
+
+def card_now_row(thread: Thread, *, key: str) -> OutboxRow:
+    """A redraw of one subscription's root card for a change a person made (a budget,
+    a rule, a mute, the thread's options): sent at once, not paced with the routine
+    ones; `key` names the change."""
+    payload = CardPayload(kind=Kind.CARD_NOW)
+    return _thread_row(thread, bounded_key("card", str(thread.subscription_id), key), payload)
 
 
 def checkpoints_row(

@@ -189,3 +189,30 @@ async def write_rule_states(db: AsyncSession, changed: Mapping[tuple[int, str], 
     ]
     if kept:
         await db.execute(insert_ignoring(db, RuleStateRow.__table__), kept)
+
+
+async def rules_on_cards(
+    db: AsyncSession, subscription_ids: Collection[int]
+) -> dict[int, list[MetricRule]]:
+    """The metric rules each of these subscriptions' cards shows: its channel's rules
+    on its session and on every session (`*`), oldest first."""
+    if not subscription_ids:
+        return {}
+    rows = await db.execute(
+        select(Subscription.id, MetricRule)
+        .join(
+            MetricRule,
+            (MetricRule.team_id == Subscription.team_id)
+            & (MetricRule.channel_id == Subscription.channel_id)
+            & or_(
+                MetricRule.session_id == Subscription.session_id,
+                MetricRule.session_id == EVERY_SESSION,
+            ),
+        )
+        .where(Subscription.id.in_(sorted(subscription_ids)))
+        .order_by(MetricRule.id)
+    )
+    found: dict[int, list[MetricRule]] = defaultdict(list)
+    for sub_id, rule in rows:
+        found[sub_id].append(rule)
+    return dict(found)
