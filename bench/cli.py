@@ -185,10 +185,10 @@ def run_backend(backend: str, sizes: Any, only: set[str]) -> dict[str, Any]:
             lambda: scenarios.change_to_post(backend, sizes, today=False, spend=True),
         )
     # the stress scenarios take minutes: only when named
-    from bench import stress
+    from bench import chaos, stress
 
     stress_sizes = stress.QUICK if sizes.poll_repeats == 1 else stress.FULL
-    for name, scenario in (("chaos", stress.chaos), ("burst", stress.burst)):
+    for name, scenario in (("chaos", chaos.chaos), ("burst", stress.burst)):
         if name in only:
             out[name] = step(name, lambda s=scenario: s(backend, stress_sizes))
     if wanted("chart"):
