@@ -65,8 +65,12 @@ async def claim_due(
     Only a channel's oldest pending row is eligible, so a channel's messages go
     out in order and never two at once, even across replicas; and a channel
     that was posted to less than `channel_gap` seconds ago waits. A row leased
-    to a replica whose heartbeat stopped is taken at once. The lease is only a
-    claim: each row is fenced (`fence`) again just before it is sent.
+    to a replica whose heartbeat stopped is taken at once. A row still leased to
+    `owner` itself is left from an earlier pass whose database went away before
+    it could store the row's result or hand it back: it is taken again at once,
+    since one replica's passes never overlap (a post that went out is found by
+    its dedupe key). The lease is only a claim: each row is fenced (`fence`)
+    again just before it is sent.
 
     The rows come back as they were before this claim took them (`lease_owner`,
     `lease_until`): what a takeover from another replica is measured from.
@@ -83,7 +87,10 @@ async def claim_due(
         .where(
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
-            claimable(OutboxMessage, me=owner, lease_seconds=lease_seconds),
+            or_(
+                claimable(OutboxMessage, me=owner, lease_seconds=lease_seconds),
+                OutboxMessage.lease_owner == owner,
+            ),
             OutboxMessage.id.in_(heads),
             ~exists().where(
                 recent.channel_id == OutboxMessage.channel_id,

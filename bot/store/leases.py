@@ -26,14 +26,21 @@ from bot.store.tables import Job, WatchedSession, db_now
 
 
 def claimable(
-    entity: Any, *, me: str | None = None, lease_seconds: float = 0.0
+    entity: Any, *, me: str | None = None, lease_seconds: float = 0.0, unrenewed: bool = True
 ) -> ColumnElement[bool]:
     """SQL: nobody holds the row, or its lease ran out by the database's clock; with
-    `me`, also a row held by another replica whose heartbeat stopped (`holder_gone`)."""
+    `me`, also a row held by another replica whose heartbeat stopped (`holder_gone`,
+    which `unrenewed` passes on)."""
     free = [entity.lease_until.is_(None), entity.lease_until < db_now()]
     if me is not None:
         free.append(
-            holder_gone(entity.lease_owner, entity.lease_until, me=me, lease_seconds=lease_seconds)
+            holder_gone(
+                entity.lease_owner,
+                entity.lease_until,
+                me=me,
+                lease_seconds=lease_seconds,
+                unrenewed=unrenewed,
+            )
         )
     return or_(*free)
 
@@ -94,7 +101,8 @@ async def claim_sessions(
 ) -> Sequence[Row[str, str | None, datetime | None, datetime]]:
     """Lease the sessions due within `due_within` seconds that `claimable` allows
     (with `healthy_only`, only those not failing), oldest due first, skipping rows
-    another transaction has locked. Each row: `session_id`, its `lease_owner` and
+    another transaction has locked. A session whose holder's heartbeat stopped is
+    taken however lately its lease was renewed: its writes are fenced. Each row: `session_id`, its `lease_owner` and
     `lease_until` before this claim, and the database's now (`db_now`)."""
     due = [WatchedSession.next_poll_at <= db_now(due_within)]
     if healthy_only:
@@ -110,7 +118,7 @@ async def claim_sessions(
             .where(
                 WatchedSession.active.is_(True),
                 *due,
-                claimable(WatchedSession, me=owner, lease_seconds=lease_seconds),
+                claimable(WatchedSession, me=owner, lease_seconds=lease_seconds, unrenewed=False),
             )
             .order_by(WatchedSession.next_poll_at)
             .limit(limit)
