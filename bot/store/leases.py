@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Row, func, or_, select, update
 from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.heartbeats import holder_gone
 from bot.store.session import Db
-from bot.store.tables import Job, WatchedSession, db_now
+from bot.store.tables import Job, ReplicaSpend, WatchedSession, db_now
 
 # -- the lease, on any leased table ---------------------------------------------------------------
 
@@ -102,7 +102,10 @@ async def claim_sessions(
     """Lease the sessions due within `due_within` seconds that `claimable` allows
     (with `healthy_only`, only those not failing), oldest due first, skipping rows
     another transaction has locked. A session whose holder's heartbeat stopped is
-    taken however lately its lease was renewed: its writes are fenced. Each row: `session_id`, its `lease_owner` and
+    taken however lately its lease was renewed: its writes are fenced. A claim
+    stamps the claimer's heartbeat too: after a database outage every heartbeat
+    is stale, and the sessions a replica just claimed must not look like a
+    silent replica's to the next one that reconnects. Each row: `session_id`, its `lease_owner` and
     `lease_until` before this claim, and the database's now (`db_now`)."""
     due = [WatchedSession.next_poll_at <= db_now(due_within)]
     if healthy_only:
@@ -130,6 +133,12 @@ async def claim_sessions(
             update(WatchedSession)
             .where(WatchedSession.session_id.in_([r.session_id for r in rows]))
             .values(**leased_to(owner, lease_seconds))
+            .execution_options(synchronize_session=False)
+        )
+        await db.execute(
+            update(ReplicaSpend)
+            .where(ReplicaSpend.owner == owner)
+            .values(updated_at=db_now())
             .execution_options(synchronize_session=False)
         )
     return rows

@@ -213,6 +213,26 @@ async def test_a_session_of_a_holder_heartbeating_lately_is_not_taken(db_url: st
     await _with_db(db_url, work)
 
 
+async def test_a_claim_stamps_the_claimers_heartbeat(db_url: str) -> None:
+    """After a database outage every heartbeat is stale. A replica that reconnects
+    and claims keeps what it claimed: the next replica to reconnect does not take
+    it as a silent replica's."""
+    settings = _settings(lease_seconds=15)
+
+    async def work(maker: Any) -> None:
+        await _watch(maker, A)
+        await _heartbeat(maker, ME, ago=10)
+        await _heartbeat(maker, "other", ago=10)
+        assert (await claim_due_sessions(maker, owner=ME, settings=settings)).ids == [A]
+        async with maker() as db, db.begin():  # due again: only the lease protects it
+            await db.execute(update(WatchedSession).values(next_poll_at=db_now(-1)))
+        theirs = await claim_due_sessions(maker, owner="other", settings=settings)
+        assert theirs.ids == []
+        assert await _leases(maker) == {A: ME}
+
+    await _with_db(db_url, work)
+
+
 async def test_a_row_left_leased_to_this_replica_by_an_earlier_pass_is_taken_again(
     db_url: str,
 ) -> None:
