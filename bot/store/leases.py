@@ -101,12 +101,14 @@ async def claim_sessions(
 ) -> Sequence[Row[str, str | None, datetime | None, datetime]]:
     """Lease the sessions due within `due_within` seconds that `claimable` allows
     (with `healthy_only`, only those not failing), oldest due first, skipping rows
-    another transaction has locked. A session whose holder's heartbeat stopped is
-    taken however lately its lease was renewed: its writes are fenced. A claim
-    stamps the claimer's heartbeat too: after a database outage every heartbeat
-    is stale, and the sessions a replica just claimed must not look like a
-    silent replica's to the next one that reconnects. Each row: `session_id`, its `lease_owner` and
-    `lease_until` before this claim, and the database's now (`db_now`)."""
+    another transaction has locked. Each row: `session_id`, its `lease_owner` and
+    `lease_until` before this claim, and the database's now (`db_now`).
+
+    A session whose holder's heartbeat stopped is taken however lately its lease
+    was renewed: its writes are fenced. A claim stamps the claimer's heartbeat
+    too: after a database outage every heartbeat is stale, and the sessions a
+    replica just claimed must not look like a silent replica's to the next one
+    that reconnects."""
     due = [WatchedSession.next_poll_at <= db_now(due_within)]
     if healthy_only:
         due.append(WatchedSession.consecutive_failures == 0)
