@@ -86,6 +86,10 @@ def _secrets(settings: Settings) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("serve", "socket", "demo"):  # long-running: before any thread starts
+        from bot.ops.malloc import cap_arenas
+
+        cap_arenas()
     if args.command == "demo":
         return _demo(port=args.port, speed=args.speed, open_browser=args.open)
     command: Mode = args.command
@@ -226,17 +230,18 @@ def _lock_sqlite(url: str) -> str | None:
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
     from bot.store.database_url import is_sqlite
-    from bot.store.migrations import current_revision, head_revision, upgrade
+    from bot.store.migrations import current_revision, head_revision, upgrade_in_child
 
     if is_sqlite(settings.database_url):
-        # Migrating imports Alembic for good: only when there is something to migrate.
+        # Alembic stays out of this process: a child migrates, and only when there
+        # is something to migrate.
         try:
             current = asyncio.run(current_revision(settings.database_url))
         except Exception:
             current = None  # the upgrade says what is wrong
         head = head_revision(settings.database_url)
         if current is None or current != head:
-            upgrade(settings.database_url, quiet=True)
+            upgrade_in_child(settings.database_url)
             log.info("migrated the SQLite database from %s to %s", current or "empty", head)
         return 0
     try:

@@ -135,8 +135,12 @@ async def claim_due(
     for its next post (a redraw posts nothing, and waits for nothing). Routine
     redraws are taken only as far as `routine_per_minute` allows now
     (`order.routine_allowed`; None: no pace). A row leased to a replica whose
-    heartbeat stopped is taken at once. The lease is only a claim: each row is
-    fenced (`fence`) again just before it is sent.
+    heartbeat stopped is taken at once. A row still leased to `owner` itself is
+    left from an earlier pass whose database went away before it could store the
+    row's result or hand it back: it is taken again at once, since one replica's
+    passes never overlap (a post that went out is found by its dedupe key). The
+    lease is only a claim: each row is fenced (`fence`) again just before it is
+    sent.
 
     The rows come back as they were before this claim took them (`lease_owner`,
     `lease_until`): what a takeover from another replica is measured from.
@@ -146,18 +150,24 @@ async def claim_due(
         # each see its channel idle and send two of its rows at once.
         await db.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
     other, recent = _claim_aliases()
+
+    def free(entity: Any) -> ColumnElement[bool]:
+        return or_(
+            claimable(entity, me=owner, lease_seconds=lease_seconds), entity.lease_owner == owner
+        )
+
     mine, theirs = send_class(OutboxMessage), send_class(other)
     ahead_or_busy = or_(
         theirs < mine,
         and_(theirs == mine, other.id < OutboxMessage.id),
-        ~claimable(other, me=owner, lease_seconds=lease_seconds),
+        ~free(other),
     )
     stmt = (
         select(OutboxMessage)
         .where(
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
-            claimable(OutboxMessage, me=owner, lease_seconds=lease_seconds),
+            free(OutboxMessage),
             ~exists().where(
                 other.channel_id == OutboxMessage.channel_id,
                 other.state == State.PENDING,

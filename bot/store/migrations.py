@@ -3,13 +3,17 @@
 The running bot only compares revisions (the start-up check, `/readyz`): it reads
 the head from the migration scripts' own `revision` / `down_revision` lines and
 the database's from `alembic_version`, without importing Alembic, which with
-Mako costs the process megabytes for good. Alembic is imported to migrate, and
-to find the head when the scripts are not one straight line."""
+Mako costs the process megabytes for good. Alembic is imported to migrate (in a
+child process when the bot migrates its own SQLite file at start,
+`upgrade_in_child`), and to find the head when the scripts are not one straight
+line."""
 
 from __future__ import annotations
 
 import ast
 import logging
+import subprocess
+import sys
 from collections.abc import Callable
 from functools import cache
 from importlib import resources
@@ -75,6 +79,26 @@ def upgrade(database_url: str, *, quiet: bool = False, applied: Applied | None =
         command.upgrade(config, "head")
     finally:
         alembic_log.setLevel(level)
+
+
+#: what the child of `upgrade_in_child` runs: the URL is its one argument
+_CHILD = "import sys; from bot.store.migrations import upgrade; upgrade(sys.argv[1], quiet=True)"
+
+
+def upgrade_in_child(database_url: str) -> None:
+    """`upgrade`, in a child Python process: the bot that migrates its own SQLite
+    file at start never imports Alembic and Mako, which would stay in its memory
+    for the life of the process though it never migrates again. Raises with the
+    child's last words when the migration failed."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, database_url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        words = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"migration failed: {words[-1] if words else done.returncode}")
 
 
 def head_revision(database_url: str) -> str | None:
