@@ -225,7 +225,7 @@ def test_an_expired_response_url_falls_back_to_the_web_api(rig: Rig) -> None:
     rig.bot.command("nope-404", response_url=slack.response_url("missing"), user_id="U777")
     [eph] = slack.wait_for_calls("chat.postEphemeral")
     assert (eph.channel, eph.params.get("user")) == ("C123", "U777")
-    assert "no training session" in (eph.text or "")
+    assert "No session named `nope-404`" in (eph.text or "")
 
     # A response_url that errors (500) is treated the same way.
     slack.fail_next("response", status=500)
