@@ -157,7 +157,12 @@ async def test_a_lease_whose_holder_stopped_heartbeating_is_taken_at_once(db_url
                     .values(lease_owner=o, lease_until=db_now(4))
                 )
         # the live replica beats again (a loaded machine may have taken seconds since)
-        await _heartbeat(maker, "alive", ago=1)
+        async with maker() as db, db.begin():
+            await db.execute(
+                update(ReplicaSpend)
+                .where(ReplicaSpend.owner == "alive")
+                .values(updated_at=db_now(-1))
+            )
         async with maker() as db, db.begin():
             rows = await claim_due(db, owner=ME, limit=10, lease_seconds=15, channel_gap=0)
         assert [(r.channel_id, r.lease_owner) for r in rows] == [("Cdead", "dead")]
