@@ -43,10 +43,11 @@ class Typed(BaseModel):
 
 class Advance(BaseModel):
     """A move of the story: a jump ahead, a new speed. Bounded: an infinite or huge
-    jump would stop the world or write hours of history under its lock."""
+    jump would stop the world or write hours of history under its lock. Numbers
+    only (strict): `true` or `"5"` is a mistake to refuse, not a step to take."""
 
-    minutes: float = Field(0, ge=0, le=MAX_STEP_MINUTES, allow_inf_nan=False)
-    speed: float | None = Field(None, gt=0, le=MAX_SPEED, allow_inf_nan=False)
+    minutes: float = Field(0, ge=0, le=MAX_STEP_MINUTES, allow_inf_nan=False, strict=True)
+    speed: float | None = Field(None, gt=0, le=MAX_SPEED, allow_inf_nan=False, strict=True)
 
 
 class Dismiss(BaseModel):

@@ -116,6 +116,10 @@ def test_the_pages_own_request_is_served(demo: Demo) -> None:
         '{"speed": 1e300}',
         '{"speed": 0}',
         '{"minutes": "ten"}',
+        '{"minutes": true}',
+        '{"minutes": "5"}',
+        '{"speed": true}',
+        '{"speed": "2"}',
     ],
 )
 def test_an_out_of_range_clock_step_is_a_400_and_the_world_goes_on(demo: Demo, body: str) -> None:
