@@ -4,8 +4,8 @@ and nothing else, and the page.
 The bot is the one `rl-bot serve` runs (runtime, Bolt app, web app with its poller,
 outbox delivery and jobs), listening on a port of its own on 127.0.0.1; the page
 reaches it only through signed HTTP, as Slack would. Every secret and every URL of
-the settings is set here, so no `.env` and no environment variable can point the
-demo at a real Slack, Together or W&B.
+the settings is set here, and nothing else is read: no `.env` and no environment
+variable can point the demo at a real Slack, Together or W&B, or tune it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from bot.demo.links import RUNS_PATH, STORAGE_PATH
 from bot.demo.web import Page, create_page_app
@@ -39,13 +40,29 @@ TICK_SECONDS = 0.25
 KEPT_REQUESTS = 2000
 
 
+class _OwnSettings(Settings):
+    """Settings from the values given and the defaults only: no `.env` and no
+    environment. A container's environment holds the operator's tuning (and
+    docker-compose puts `.env` there), which is not the demo's; a value the bot
+    would refuse there must not stop the demo either."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        *_: PydanticBaseSettingsSource,
+        **__: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
 def demo_settings(
     *, slack: DemoSlack, together: FakeTogether, wandb: FakeWandb, database_url: str, secret: str
 ) -> Settings:
     """The bot's settings for the demo: the simulated services, a quick pace, and
     every alert on, with thresholds the three-minute story reaches."""
-    return Settings(
-        _env_file=None,
+    return _OwnSettings(
         slack_bot_token="xoxb-demo-token",
         slack_signing_secret=secret,
         slack_app_token=None,

@@ -46,3 +46,23 @@ def test_a_long_running_demo_forgets_old_requests(started: Demo) -> None:
     started.forget_old_requests()
     assert len(started.together.requests) == KEPT_REQUESTS
     assert len(started.slack.calls) == KEPT_REQUESTS
+
+
+def test_no_other_setting_of_the_environment_reaches_the_demo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container's environment (docker-compose's `env_file: .env`) holds the
+    operator's settings: the demo takes none of them, and one the bot would refuse
+    does not stop it with a traceback."""
+    tuned = {"SPEND_WATCH": "false", "TOGETHER_REQUESTS_PER_MINUTE": "1", "POLL_PLAN": "get"}
+    for name, value in {**tuned, "PORT": "not-a-port", "LOG_FORMAT": "xml"}.items():
+        monkeypatch.setenv(name, value)
+    demo = Demo.start(speed=1.0, port=free_tcp_port())
+    try:
+        settings = demo.settings
+        assert settings.spend_watch is True
+        assert settings.together_requests_per_minute == 120
+        assert settings.poll_plan == "auto"
+        assert settings.port == 3000
+    finally:
+        demo.stop()
