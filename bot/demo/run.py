@@ -58,12 +58,18 @@ class _OwnSettings(Settings):
 
 
 def demo_settings(
-    *, slack: DemoSlack, together: FakeTogether, wandb: FakeWandb, database_url: str, secret: str
+    *,
+    slack: DemoSlack,
+    together: FakeTogether,
+    wandb: FakeWandb,
+    database_url: str,
+    secret: str,
+    bot_token: str,
 ) -> Settings:
     """The bot's settings for the demo: the simulated services, a quick pace, and
     every alert on, with thresholds the three-minute story reaches."""
     return _OwnSettings(
-        slack_bot_token="xoxb-demo-token",
+        slack_bot_token=bot_token,
         slack_signing_secret=secret,
         slack_app_token=None,
         slack_api_url=slack.api_url,
@@ -147,18 +153,26 @@ class Demo:
         permalink, a W&B run, a checkpoint's download) lead to the page on `port`.
         """
         page_url = f"http://127.0.0.1:{port}"
-        slack = DemoSlack(page_url=page_url).start()
+        # Keys of this run only: the simulated services listen on loopback ports that
+        # another page or local user can reach, and a key in the source opens them.
+        bot_token = f"xoxb-demo-{secrets.token_hex(16)}"
+        slack = DemoSlack(page_url=page_url, bot_token=bot_token).start()
         slack.welcome()
-        together = FakeTogether(api_key="demo-together-key").start()
+        together = FakeTogether(api_key=f"demo-together-{secrets.token_hex(16)}").start()
         together.download_host = f"{page_url}{STORAGE_PATH}"
-        wandb = FakeWandb(api_key="demo-wandb-key").start()
+        wandb = FakeWandb(api_key=f"demo-wandb-{secrets.token_hex(16)}").start()
         world = World(together, wandb, speed=speed, runs_url=f"{page_url}{RUNS_PATH}")
         world.tick()
         tmp = tempfile.TemporaryDirectory(prefix="rl-bot-demo-")
         database_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
         secret = secrets.token_hex(16)
         settings = demo_settings(
-            slack=slack, together=together, wandb=wandb, database_url=database_url, secret=secret
+            slack=slack,
+            together=together,
+            wandb=wandb,
+            database_url=database_url,
+            secret=secret,
+            bot_token=bot_token,
         )
         return cls(slack, together, wandb, world, settings, secret, tmp)
 
