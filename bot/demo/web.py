@@ -130,7 +130,9 @@ class Page:
             typed = await read_body(request, Typed)
         except BadBody as bad:
             return bad.response
-        command, _, text = typed.text.strip().partition(" ")
+        # As in Slack, only text that begins with "/" is a command: a space before it
+        # makes a message (Slack's own advice in its refusal).
+        command, _, text = typed.text.rstrip().partition(" ")
         asked = Asked(typed.channel, typed.user, thread_ts=typed.thread_ts)
         if command.startswith("/") and command != "/rl-session":
             await asyncio.to_thread(self.slack.refuse_command, asked, command)
@@ -139,7 +141,7 @@ class Page:
             await asyncio.to_thread(
                 self.slack.add_message,
                 typed.channel,
-                typed.text,
+                typed.text.strip(),
                 user=typed.user,
                 bot_id=None,
                 thread_ts=typed.thread_ts,

@@ -302,8 +302,9 @@ function drawNav() {
 }
 
 async function send(input, threadTs) {
-  const text = input.value.trim();
-  if (!text) return;
+  // Untrimmed: as in Slack, a space before "/" makes a message, not a command.
+  const text = input.value.trimEnd();
+  if (!text.trim()) return;
   input.value = "";
   await api("/demo/command", { user: state.user, channel: state.channel, text, thread_ts: threadTs });
   await refresh();
