@@ -27,7 +27,14 @@ from starlette.staticfiles import StaticFiles
 
 from bot.demo.guard import SameOrigin
 from bot.demo.links import RUNS_PATH, STORAGE_PATH, run_data, run_page, storage_file
-from bot.demo.requests import Click, click_body, command_body, home_opened_body, signed
+from bot.demo.requests import (
+    Click,
+    PersonId,
+    click_body,
+    command_body,
+    home_opened_body,
+    signed,
+)
 from bot.demo.workspace import CHANNELS, NAMES, PEOPLE, Asked, DemoSlack
 from bot.demo.world import MAX_SPEED, MAX_STEP_MINUTES, World
 
@@ -63,7 +70,7 @@ async def read_body(request: Request, model: type[M], *, wanted: str | None = No
 
 
 class Typed(BaseModel):
-    user: str
+    user: PersonId
     channel: str
     text: str
     thread_ts: str | None = None
@@ -79,12 +86,12 @@ class Advance(BaseModel):
 
 
 class Dismiss(BaseModel):
-    user: str
+    user: PersonId
     id: str
 
 
 class Opened(BaseModel):
-    user: str
+    user: PersonId
 
 
 class Page:

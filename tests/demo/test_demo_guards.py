@@ -155,3 +155,15 @@ def test_a_body_nested_too_deep_or_too_big_is_a_4xx_and_changes_nothing(
     assert refused.status_code == 413, refused.text
     assert _clock(demo, "{}").json()["minute"] < minute + 1
     assert _said(demo) == before
+
+
+@pytest.mark.parametrize("path", ["/demo/command", "/demo/click", "/demo/home/open"])
+def test_only_the_demos_people_can_type_or_click(demo: Demo, path: str) -> None:
+    """A person the demo does not have was taken as they came, and the page drew
+    their id as HTML in every viewer's message header."""
+    stranger = '<img src=x onerror="document.title=1">'
+    before = _said(demo)
+    body = {**COMMAND, "user": stranger, "text": "typed by a stranger", "action_id": "x"}
+    answer = httpx.post(f"{demo.url}{path}", content=json.dumps(body), headers=_own(demo))
+    assert answer.status_code == 400, answer.text
+    assert _said(demo) == before

@@ -43,7 +43,16 @@ function drawMessage(message, { inThread }) {
   body.className = "message-body";
   const head = document.createElement("div");
   head.className = "message-head";
-  head.innerHTML = `<span class="author">${isBot ? "rl-bot" : author}</span>${isBot ? '<span class="app-badge">APP</span>' : ""}<span class="ts">${time(message.ts)}</span>`;
+  // Text, never HTML: a name or a ts is whatever the workspace holds.
+  const part = (className, text) => {
+    const span = document.createElement("span");
+    span.className = className;
+    span.textContent = text;
+    head.append(span);
+  };
+  part("author", isBot ? "rl-bot" : author);
+  if (isBot) part("app-badge", "APP");
+  part("ts", time(message.ts));
   body.append(head);
   // The buttons read the message through this: a redrawn article keeps its buttons.
   const context = { message, inThread };
