@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the bot in a local Slack-like page, on simulated Slack, Together and W&B"
     )
-    demo.add_argument("--port", type=int, default=3000, help="the page's port (127.0.0.1)")
+    demo.add_argument("--port", type=_port, default=3000, help="the page's port (127.0.0.1)")
     demo.add_argument(
         "--speed",
         type=float,
@@ -58,6 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--open", action="store_true", help="open the page in a browser")
     return parser
+
+
+def _port(text: str) -> int:
+    """A port to listen on and print: 0 would be one the system picks, not the one
+    printed (nor the one the page's guard expects)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port from 1 to 65535")
+    return port
 
 
 def _settings(mode: Mode) -> Settings:
