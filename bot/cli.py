@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: the environment's proxies (any case), which the demo never uses
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
 def _port(text: str) -> int:
     """A port to listen on and print: 0 would be one the system picks, not the one
     printed (nor the one the page's guard expects)."""
@@ -153,6 +157,12 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
     if not 0 < speed <= MAX_SPEED:
         print(f"rl-bot: --speed must be above 0 and at most {MAX_SPEED:g}", file=sys.stderr)
         return EXIT_CONFIG
+    # Every service the demo talks to is its own, on loopback: a proxy of the
+    # environment would carry its requests off the machine, where they fail.
+    # slack_sdk reads HTTP(S)_PROXY without NO_PROXY, so they go; "*" covers httpx.
+    for name in [n for n in os.environ if n.lower() in _PROXY_VARIABLES]:
+        del os.environ[name]
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "*"
     from bot.demo.run import Demo
     from bot.ops.logs import configure_logging
 
