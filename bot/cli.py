@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the bot in a local Slack-like page, on simulated Slack, Together and W&B"
     )
-    demo.add_argument("--port", type=int, default=3000, help="the page's port (127.0.0.1)")
+    demo.add_argument("--port", type=_port, default=3000, help="the page's port (127.0.0.1)")
     demo.add_argument(
         "--speed",
         type=float,
@@ -58,6 +58,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--open", action="store_true", help="open the page in a browser")
     return parser
+
+
+#: the environment's proxies (any case), which the demo never uses
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
+def _port(text: str) -> int:
+    """A port to listen on and print: 0 would be one the system picks, not the one
+    printed (nor the one the page's guard expects)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port from 1 to 65535")
+    return port
 
 
 def _settings(mode: Mode) -> Settings:
@@ -145,6 +161,12 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
     if not 0 < speed <= MAX_SPEED:
         print(f"rl-bot: --speed must be above 0 and at most {MAX_SPEED:g}", file=sys.stderr)
         return EXIT_CONFIG
+    # Every service the demo talks to is its own, on loopback: a proxy of the
+    # environment would carry its requests off the machine, where they fail.
+    # slack_sdk reads HTTP(S)_PROXY without NO_PROXY, so they go; "*" covers httpx.
+    for name in [n for n in os.environ if n.lower() in _PROXY_VARIABLES]:
+        del os.environ[name]
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "*"
     from bot.demo.run import Demo
     from bot.ops.logs import configure_logging
 

@@ -23,11 +23,13 @@ _POINTS = 20
 
 
 def storage_file(world: World, request: Request) -> Response:
-    """A file the simulated storage holds, for a link Together's download signed."""
+    """A file the simulated storage holds, for a link Together's download signed:
+    a signature opens the one file it was handed out for, as a presigned URL does
+    (so the name in the header is always one the simulated storage gave)."""
     signature = request.query_params.get("X-Amz-Signature", "")
-    if signature not in world.together.download_signatures:
-        return Response("This link was not signed by the simulated storage.\n", status_code=403)
     checkpoint, name = request.path_params["checkpoint"], request.path_params["name"]
+    if world.together.download_signed.get(signature) != (checkpoint, name):
+        return Response("This link was not signed by the simulated storage.\n", status_code=403)
     body = (
         f"rl-bot demo: {name} of checkpoint {checkpoint}, from the simulated storage.\n"
         "A real checkpoint's file is gigabytes; this one only stands in for it.\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +66,9 @@ class Asked:
 class DemoSlack(FakeSlack):
     """The simulated Slack, plus ephemeral answers, App Home views and a change counter."""
 
-    def __init__(self, *, page_url: str = "http://127.0.0.1") -> None:
-        super().__init__()
+    def __init__(self, *, page_url: str = "http://127.0.0.1", bot_token: str | None = None) -> None:
+        """`bot_token`: the only token the Web API takes (any, when None)."""
+        super().__init__(valid_tokens={bot_token} if bot_token else None)
         self.page_url = page_url
         self.version = 0
         self.ephemerals: list[Ephemeral] = []
@@ -92,7 +94,7 @@ class DemoSlack(FakeSlack):
         self.add_ephemeral(asked, {"text": text, "user": SLACKBOT})
 
     def new_response_url(self, asked: Asked) -> str:
-        token = f"demo{next(self._ids)}"
+        token = secrets.token_hex(16)  # anyone who could guess it could answer as the bot
         with self._lock:
             self._asked[token] = asked
         return self.response_url(token)

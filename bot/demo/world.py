@@ -31,6 +31,8 @@ SIM_MINUTES_PER_SECOND = 1 / 60
 MAX_SPEED = 100.0
 #: the longest one jump ahead: a bigger one would write hours of history at once
 MAX_STEP_MINUTES = 60.0
+#: the most rows a simulated W&B run's history holds
+MAX_HISTORY_ROWS = 1000
 #: the session ids' common head (valid UUIDs, easy to tell apart by their last digits)
 _ID = "6d1e7c3a-0b5f-4c2e-9a7d-00000000000"
 ENTITY, PROJECT = "demo-org", "grpo-gsm8k"
@@ -125,9 +127,12 @@ SCRIPTS = (
 
 def history(script: Script, step: int) -> list[dict[str, Any]]:
     """The run's logged rows up to `step`: reward climbing, loss falling, and past
-    `nan_from_step` a NaN loss (as a diverging run logs it)."""
+    `nan_from_step` a NaN loss (as a diverging run logs it). Every 5th step, spread
+    out past `MAX_HISTORY_ROWS` rows as W&B samples a long history: a session runs for
+    ever, and its whole history is written again at each step, under the world's lock."""
+    stride = max(5, math.ceil(step / MAX_HISTORY_ROWS / 5) * 5)
     rows = []
-    for s in range(0, step + 1, 5):
+    for s in range(0, step + 1, stride):
         wobble = 0.03 * math.sin(s / 3.0)
         loss = 1.3 * math.exp(-s / 60) + 0.12 + wobble / 2
         if script.nan_from_step is not None and s >= script.nan_from_step:

@@ -28,7 +28,8 @@ _ECHO = 41
 
 
 def no_session_named(word: str, *, complete: bool = True) -> Message:
-    """No session has this name (or id)."""
+    """No session has this name (or id). `word` as the person typed it (Slack's
+    escapes undone): it is escaped here, once."""
     where = "" if complete else " among the newest sessions I read"
     text = (
         f":mag: No session named {code_span(word, _ECHO)}{where}; `/rl-session ls all` lists them."
@@ -39,9 +40,10 @@ def no_session_named(word: str, *, complete: bool = True) -> Message:
 def sessions_named(
     word: str, matches: Sequence[TrainingSession], commands: Sequence[str | None]
 ) -> Message:
-    """Several sessions have this name: each with its status, id and creation,
-    and a button that runs the command again with its id (`commands`, one per
-    match; None, or a command too long for a button, shows no button)."""
+    """Several sessions have this name (`word` as typed, escaped here once): each
+    with its status, id and creation, and a button that runs the command again
+    with its id (`commands`, one per match; None, or a command too long for a
+    button, shows no button)."""
     shown = list(zip(matches, commands, strict=True))[:MAX_MATCHES]
     head = (
         f":mag: {len(matches)} sessions are named {code_span(word, _ECHO)}. "
@@ -61,4 +63,4 @@ def sessions_named(
         blocks.append(section)
     if len(matches) > len(shown):
         blocks.append(context_block(f"…and {len(matches) - len(shown)} more: give the id."))
-    return message_of(f"{len(matches)} sessions are named {word}; pick one", blocks)
+    return message_of(f"{len(matches)} sessions are named {inert(word, _ECHO)}; pick one", blocks)

@@ -110,6 +110,7 @@ class AlertActionRoutes(TogetherStore):
             for name, size in names:
                 signature = uuid.uuid4().hex
                 self.download_signatures.append(signature)
+                self.download_signed[signature] = (checkpoint_id, name)
                 files.append(
                     {
                         "filename": name,

@@ -91,6 +91,8 @@ class TogetherStore(FakeHTTPServer):
         self.download_requests: list[tuple[str, str]] = []
         #: the secret part of every presigned URL handed out: it must appear nowhere else
         self.download_signatures: list[str] = []
+        #: what each signature was handed out for: (checkpoint id, file name)
+        self.download_signed: dict[str, tuple[str, str]] = {}
         #: JSON bodies POSTed to estimate-cost, in order
         self.estimate_requests: list[dict[str, Any]] = []
         #: estimate-cost's price per hour per GPU group, by GPU type

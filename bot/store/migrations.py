@@ -36,8 +36,17 @@ VERSION_TABLE = "alembic_version"
 def scripts_dir() -> Path:
     """The migration scripts: the repository's top-level `migrations/`, installed as
     `bot.migrations` (pyproject.toml maps it), so an installed wheel migrates as a
-    checkout does."""
-    return Path(str(resources.files("bot.migrations")))
+    checkout does.
+
+    A checkout from before the scripts moved keeps `bot/migrations/__pycache__/`
+    (git leaves what it does not track), and Python then imports `bot.migrations`
+    as that empty namespace package, ahead of the mapping: the checkout's own
+    `migrations/` is used then."""
+    installed = Path(str(resources.files("bot.migrations")))
+    if (installed / "env.py").is_file():
+        return installed
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    return checkout if (checkout / "env.py").is_file() else installed
 
 
 def alembic_config(database_url: str) -> Config:

@@ -89,3 +89,11 @@ def test_no_match_points_to_ls_all_and_echoes_the_word_inert() -> None:
     assert "`/rl-session ls all` lists them" in message["text"]
     assert "<!here>" not in json.dumps(message)
     assert "among the newest" in no_session_named("x", complete=False)["text"]
+
+
+def test_the_word_is_escaped_in_the_fallback_too() -> None:
+    """The word comes as typed (Slack's escapes undone): a name typed as
+    `&lt;!channel&gt;` must not become a ping in the notification text."""
+    message = sessions_named("<!channel>", [_session(1), _session(2)], [None, None])
+    assert "<!channel>" not in json.dumps(message)
+    assert "&lt;!channel&gt;" in message["text"]

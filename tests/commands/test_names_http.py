@@ -217,3 +217,20 @@ def test_app_home_says_what_to_ask_the_operator_for_not_a_setting(rig: Rig) -> N
     text = json.dumps(published, ensure_ascii=False)
     assert "ask your operator to pair your Together user id" in text
     assert not SETTING.search(text.replace("HH:MM", "")), text
+
+
+@pytest.mark.backend_independent("Together's list decides; nothing is stored")
+def test_a_name_with_slacks_escapes_is_echoed_as_typed_not_escaped_twice(rig: Rig) -> None:
+    """Slack sends `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`: the answer shows
+    `a&<b>` once escaped for mrkdwn (`a&amp;&lt;b&gt;`), not `a&amp;amp;&amp;lt;b…`,
+    which Slack shows as `a&amp;&lt;b&gt;`."""
+    rig.together.add(SID_A, display_name="twin&<x>")
+    rig.together.add(SID_B, display_name="twin&<x>")
+    for text, said in (
+        ("subscribe twin&amp;&lt;x&gt;", "2 sessions are named `twin&amp;&lt;x&gt;`"),
+        ("nope&amp;&lt;x&gt;", "No session named `nope&amp;&lt;x&gt;`"),
+    ):
+        _, token = ask(rig, text)
+        answer = rig.slack.wait_for_response(token)
+        assert said in answer["blocks"][0]["text"]["text"], answer
+        assert "&amp;amp;" not in _text(answer) and "&amp;lt;" not in _text(answer), answer

@@ -2,9 +2,9 @@
 
 The demo runs as people start it (`rl-bot demo`, forked with the bot's imports done,
 as `tests.forked_bot` starts bots), in a directory whose `.env`
-and environment point every Slack, Together and W&B setting at a port where nothing
-answers: if the demo used any of them, nothing on the page would work. Its
-DATABASE_URL names a "production" SQLite file that must never be created.
+and environment point every Slack, Together and W&B setting, and every proxy, at a
+port where nothing answers: if the demo used any of them, nothing on the page would
+work. Its DATABASE_URL names a "production" SQLite file that must never be created.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ CHROMIUM_ARGS = [
 ]
 #: where the real services would be: a port with nothing listening
 NOWHERE = "http://127.0.0.1:9"
+#: a proxy for every request, as on many office machines: the demo talks only to
+#: loopback and must use none (here it would answer nothing)
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 REAL_LOOKING = {
     "SLACK_BOT_TOKEN": "xoxb-real-looking-token",
     "SLACK_SIGNING_SECRET": "real-looking-signing-secret",
@@ -67,9 +70,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     One a module: its tests leave each other's sessions and answers alone."""
     workdir = tmp_path_factory.mktemp("demo")
     (workdir / ".env").write_text("".join(f"{k}={v}\n" for k, v in REAL_LOOKING.items()))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TOGETHER_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "TOGETHER_")) and k.lower() != "no_proxy"
+    }
     production = workdir / "production.db"
     env.update(REAL_LOOKING, PYTHONUNBUFFERED="1", DATABASE_URL=f"sqlite:///{production}")
+    env.update({name: NOWHERE for name in PROXIES})
     port = free_tcp_port()
     log = workdir / "demo.log"
     log.write_bytes(b"")

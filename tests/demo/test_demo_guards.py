@@ -116,6 +116,10 @@ def test_the_pages_own_request_is_served(demo: Demo) -> None:
         '{"speed": 1e300}',
         '{"speed": 0}',
         '{"minutes": "ten"}',
+        '{"minutes": true}',
+        '{"minutes": "5"}',
+        '{"speed": true}',
+        '{"speed": "2"}',
     ],
 )
 def test_an_out_of_range_clock_step_is_a_400_and_the_world_goes_on(demo: Demo, body: str) -> None:
@@ -133,3 +137,33 @@ def test_a_step_in_range_moves_the_story(demo: Demo) -> None:
     moved = _clock(demo, '{"minutes": 0.5}')
     assert moved.status_code == 200
     assert moved.json()["minute"] >= before + 0.5
+
+
+@pytest.mark.parametrize("path", ["/demo/command", "/demo/clock", "/demo/click"])
+def test_a_body_nested_too_deep_or_too_big_is_a_4xx_and_changes_nothing(
+    demo: Demo, path: str
+) -> None:
+    """JSON nested 20,000 deep was a 500 (a RecursionError), and a 50 MB body was
+    read whole into memory and a 5 MB message posted into the channel."""
+    before = _said(demo)
+    minute = _clock(demo, "{}").json()["minute"]
+    deep = "[" * 20_000 + "]" * 20_000
+    nested = httpx.post(f"{demo.url}{path}", content=deep, headers=_own(demo), timeout=30)
+    assert nested.status_code == 400, nested.text
+    huge = json.dumps({**COMMAND, "text": "x" * 2_000_000, "minutes": 1})
+    refused = httpx.post(f"{demo.url}{path}", content=huge, headers=_own(demo), timeout=30)
+    assert refused.status_code == 413, refused.text
+    assert _clock(demo, "{}").json()["minute"] < minute + 1
+    assert _said(demo) == before
+
+
+@pytest.mark.parametrize("path", ["/demo/command", "/demo/click", "/demo/home/open"])
+def test_only_the_demos_people_can_type_or_click(demo: Demo, path: str) -> None:
+    """A person the demo does not have was taken as they came, and the page drew
+    their id as HTML in every viewer's message header."""
+    stranger = '<img src=x onerror="document.title=1">'
+    before = _said(demo)
+    body = {**COMMAND, "user": stranger, "text": "typed by a stranger", "action_id": "x"}
+    answer = httpx.post(f"{demo.url}{path}", content=json.dumps(body), headers=_own(demo))
+    assert answer.status_code == 400, answer.text
+    assert _said(demo) == before

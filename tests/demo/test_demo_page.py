@@ -120,6 +120,10 @@ def test_the_bot_welcomes_and_a_mistyped_command_is_refused_like_slack(
     assert "Only visible to you" in refusal.inner_text()
     assert "Slackbot" in refusal.inner_text()
     assert "/rl-sesion ls" not in said(demo)  # never posted as chat
+    # Slack's own advice works: a space before the "/" makes it a message
+    ask(page, " /rl-sesion ls, with a space before it")
+    channel_article(page, "with a space before it").wait_for()
+    assert "/rl-sesion ls, with a space before it" in said(demo)
 
 
 def test_ls_all_lists_the_sessions_only_to_whoever_asked(page: Page) -> None:

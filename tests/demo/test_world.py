@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from together.types.post_training import ModelResources, Session
 
-from bot.demo.world import ENTITY, PROJECT, SCRIPTS, World
+from bot.demo.world import ENTITY, PROJECT, SCRIPTS, World, history
 from bot.simulated import FakeTogether
 from bot.simulated.wandb import FakeWandb
 from tests.support.together_contract import fetch, strict
@@ -97,3 +97,17 @@ def test_a_speed_out_of_bounds_is_refused(world: World, speed: float) -> None:
     with pytest.raises(ValueError):
         world.set_speed(speed)
     assert world.speed == 0.0001
+
+
+def test_a_runs_history_stays_small_however_long_the_demo_runs() -> None:
+    """The NaN session runs for ever at 40 steps a minute, and its run's whole history
+    was rebuilt under the world's lock at every step: ten hours at the top speed
+    (step 2.4 million) made 480,001 rows, 0.8 s a tick here, and the simulated W&B
+    served them all. Like W&B's own sampled history, the rows are spread out."""
+    script = next(s for s in SCRIPTS if s.run == "code05")
+    assert [row["_step"] for row in history(script, 500)] == list(range(0, 501, 5))
+    for step in (5_000, 2_400_000):
+        rows = history(script, step)
+        assert len(rows) <= 1_001, (step, len(rows))
+        assert rows[0]["_step"] == 0 and rows[-1]["_step"] > step * 0.99
+        assert any(math.isnan(row["loss"]) for row in rows)

@@ -43,7 +43,16 @@ function drawMessage(message, { inThread }) {
   body.className = "message-body";
   const head = document.createElement("div");
   head.className = "message-head";
-  head.innerHTML = `<span class="author">${isBot ? "rl-bot" : author}</span>${isBot ? '<span class="app-badge">APP</span>' : ""}<span class="ts">${time(message.ts)}</span>`;
+  // Text, never HTML: a name or a ts is whatever the workspace holds.
+  const part = (className, text) => {
+    const span = document.createElement("span");
+    span.className = className;
+    span.textContent = text;
+    head.append(span);
+  };
+  part("author", isBot ? "rl-bot" : author);
+  if (isBot) part("app-badge", "APP");
+  part("ts", time(message.ts));
   body.append(head);
   // The buttons read the message through this: a redrawn article keeps its buttons.
   const context = { message, inThread };
@@ -302,8 +311,9 @@ function drawNav() {
 }
 
 async function send(input, threadTs) {
-  const text = input.value.trim();
-  if (!text) return;
+  // Untrimmed: as in Slack, a space before "/" makes a message, not a command.
+  const text = input.value.trimEnd();
+  if (!text.trim()) return;
   input.value = "";
   await api("/demo/command", { user: state.user, channel: state.channel, text, thread_ts: threadTs });
   await refresh();

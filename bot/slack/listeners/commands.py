@@ -25,6 +25,7 @@ from bot.commands.names import FETCHING, Named, resolve, resolved, with_id
 from bot.commands.parser import Command, Problem, Verb, parse
 from bot.commands.routing import option_words
 from bot.commands.rules import alert_here, alerts_here, budget_here
+from bot.commands.session_ref import as_typed
 from bot.commands.subscribe import subscribe_here
 from bot.rendering import answers
 from bot.rendering.follow import with_rules
@@ -100,11 +101,12 @@ async def dispatch(req: Request, command: Command, text: str) -> str:
 
 
 async def _unresolved(req: Request, named: Named, text: str) -> str:
+    word = as_typed(named.word)  # Slack's `&amp;`: the answer escapes the word itself
     if not named.matches:
-        await req.answer(no_session_named(named.word, complete=named.complete))
+        await req.answer(no_session_named(word, complete=named.complete))
         return "no_match"
     commands = [with_id(text, session.id) for session in named.matches]
-    await req.answer(sessions_named(named.word, named.matches, commands))
+    await req.answer(sessions_named(word, named.matches, commands))
     return "several"
 
 
