@@ -18,7 +18,7 @@ from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
 from bot.rendering.chart_block import has_chart, without_charts
 from bot.rendering.root_card import CardExtras
-from bot.slack_web import RefusalKind, SlackApiError, SlackWeb, refusal_of
+from bot.slack_web import RefusalKind, SlackApiError, SlackWeb, error_of, refusal_of
 from bot.store.tables import utcnow
 from bot.training.snapshots import SessionSnapshot
 
@@ -78,7 +78,7 @@ async def update_root(
         # An uneditable root (deleted, too old) is logged, not retried.
         log.warning(
             "could not update root message: %s",
-            exc.response.get("error"),
+            error_of(exc),
             extra={"outbox_id": row.id, "channel_id": row.channel_id},
         )
         return False
@@ -106,7 +106,7 @@ async def _update_falling_back(
         await _update(slack, row.channel_id, ts, card)
         return False
     except SlackApiError as exc:
-        if exc.response.get("error") != INVALID_BLOCKS or not has_chart(card["blocks"]):
+        if error_of(exc) != INVALID_BLOCKS or not has_chart(card["blocks"]):
             raise
         log.info(
             "Slack refused the card's chart; sending the card without it",
