@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -146,24 +146,31 @@ async def claim_due(
         # each see its channel idle and send two of its rows at once.
         await db.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
     other, recent = _claim_aliases()
-    mine, theirs = send_class(OutboxMessage), send_class(other)
-    ahead_or_busy = or_(
-        theirs < mine,
-        and_(theirs == mine, other.id < OutboxMessage.id),
-        ~claimable(other, me=owner, lease_seconds=lease_seconds),
+    mine = send_class(OutboxMessage)
+    # Each channel's first pending row (due or not: a row backing off still holds
+    # its place), ranked once over the pending rows rather than compared pair by
+    # pair, so the claim's cost grows with the rows, not with their square.
+    ranked = (
+        select(
+            OutboxMessage.id.label("id"),
+            func.row_number()
+            .over(partition_by=OutboxMessage.channel_id, order_by=(mine, OutboxMessage.id))
+            .label("place"),
+        )
+        .where(OutboxMessage.state == State.PENDING)
+        .subquery()
+    )
+    busy = select(other.channel_id).where(
+        other.state == State.PENDING, ~claimable(other, me=owner, lease_seconds=lease_seconds)
     )
     stmt = (
         select(OutboxMessage)
         .where(
+            OutboxMessage.id.in_(select(ranked.c.id).where(ranked.c.place == 1)),
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
             claimable(OutboxMessage, me=owner, lease_seconds=lease_seconds),
-            ~exists().where(
-                other.channel_id == OutboxMessage.channel_id,
-                other.state == State.PENDING,
-                other.id != OutboxMessage.id,
-                ahead_or_busy,
-            ),
+            OutboxMessage.channel_id.not_in(busy),
             or_(
                 ~posts(OutboxMessage),
                 ~exists().where(
