@@ -25,7 +25,14 @@ from sqlalchemy.orm import aliased
 
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import OutboxRow, State
-from bot.outbox.order import REDRAWS, posts, posts_or_posted, routine_allowed, send_class
+from bot.outbox.order import (
+    REDRAWS,
+    holds_place,
+    posts,
+    posts_or_posted,
+    routine_allowed,
+    send_class,
+)
 from bot.outbox.table import OutboxMessage
 from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.leases import HANDED_BACK, claimable, leased_to
@@ -147,8 +154,8 @@ async def claim_due(
         await db.execute(select(func.pg_advisory_xact_lock(_CLAIM_LOCK)))
     other, recent = _claim_aliases()
     mine = send_class(OutboxMessage)
-    # Each channel's first pending row (due or not: a row backing off still holds
-    # its place), ranked once over the pending rows rather than compared pair by
+    # Each channel's first pending row (`order.holds_place`: news backing off keeps
+    # its place, a card's redraw refused alone does not), ranked once over the pending rows rather than compared pair by
     # pair, so the claim's cost grows with the rows, not with their square.
     ranked = (
         select(
@@ -157,7 +164,7 @@ async def claim_due(
             .over(partition_by=OutboxMessage.channel_id, order_by=(mine, OutboxMessage.id))
             .label("place"),
         )
-        .where(OutboxMessage.state == State.PENDING)
+        .where(OutboxMessage.state == State.PENDING, holds_place(OutboxMessage))
         .subquery()
     )
     busy = select(other.channel_id).where(
