@@ -145,6 +145,14 @@ def card_now_row(thread: Thread, *, key: str) -> OutboxRow:
     return _thread_row(thread, bounded_key("card", str(thread.subscription_id), key), payload)
 
 
+def card_row(thread: Thread, *, key: str) -> OutboxRow:
+    """A redraw of one subscription's root card paced with the routine ones: a change
+    a person made for every card of a channel (a rule on `*`), which may be hundreds
+    of cards; `key` names the change."""
+    payload = CardPayload(kind=Kind.CARD)
+    return _thread_row(thread, bounded_key("card", str(thread.subscription_id), key), payload)
+
+
 def checkpoints_row(
     thread: Thread,
     *,
