@@ -20,6 +20,7 @@ from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.slack_web import RefusalKind, refusal_of
+from bot.subscriptions.errors import slack_problem
 
 ANSWERS = {
     "html": ("text/html", b"<html><body>502 Bad Gateway</body></html>"),
@@ -70,3 +71,8 @@ def test_an_unreadable_200_is_passing(server: HTTPServer, answer: str) -> None:
     row = OutboxMessage(id=7, kind=Kind.TRANSITION, channel_id="C1", attempts=MAX_OTHER_ATTEMPTS)
     outcome = classify(row, exc, {})
     assert outcome.state is State.PENDING and not outcome.tell_operators
+
+
+def test_a_subscribe_refused_with_a_cut_answer_is_worded_not_raised(server: HTTPServer) -> None:
+    worded = slack_problem(_refusal(server, "cut_json"))
+    assert isinstance(worded, str) and worded.strip()
