@@ -105,7 +105,9 @@ async def judge_budgets(
                 daily=budget.daily,
                 day=day.isoformat() if day is not None else None,
                 per_hour=per_hour or None,
-                reaches_at=reaches_at(spent, budget.amount, per_hour, now),
+                reaches_at=reaches_at(
+                    spent, budget.amount, per_hour, now, day_ends_in=zone if budget.daily else None
+                ),
                 currency=BUDGET_CURRENCY,
                 others=others,
                 session=None if budget.daily else await _snapshot(db, at.session_id),

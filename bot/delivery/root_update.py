@@ -18,7 +18,7 @@ from bot.rendering import root_card
 from bot.rendering import watch as rendering_watch
 from bot.rendering.chart_block import has_chart, without_charts
 from bot.rendering.root_card import CardExtras
-from bot.slack_web import SlackApiError, SlackWeb
+from bot.slack_web import RefusalKind, SlackApiError, SlackWeb, error_of, refusal_of
 from bot.store.tables import utcnow
 from bot.training.snapshots import SessionSnapshot
 
@@ -68,18 +68,17 @@ async def update_root(
     try:
         return await _update_falling_back(slack, row, row.thread_ts, card)
     except SlackApiError as exc:
-        if (
-            exc.response.status_code == 429
-            or exc.response.status_code >= 500
-            or (exc.response.get("error") == "ratelimited")
-        ):
-            # chat.update has its own, lower rate limit: the redraw alone is retried
-            # (the row's post is already stored, see `bot.delivery.record`).
+        refusal = refusal_of(exc)
+        if refusal.passing or refusal.kind is RefusalKind.AUTH:
+            # A rate limit (chat.update has its own, lower one), Slack's own failure
+            # however told (a 5xx, or HTTP 200 with `internal_error`), or a refused
+            # token: the redraw alone is retried (the row's post is already stored,
+            # see `bot.delivery.record`).
             raise
         # An uneditable root (deleted, too old) is logged, not retried.
         log.warning(
             "could not update root message: %s",
-            exc.response.get("error"),
+            error_of(exc),
             extra={"outbox_id": row.id, "channel_id": row.channel_id},
         )
         return False
@@ -107,7 +106,7 @@ async def _update_falling_back(
         await _update(slack, row.channel_id, ts, card)
         return False
     except SlackApiError as exc:
-        if exc.response.get("error") != INVALID_BLOCKS or not has_chart(card["blocks"]):
+        if error_of(exc) != INVALID_BLOCKS or not has_chart(card["blocks"]):
             raise
         log.info(
             "Slack refused the card's chart; sending the card without it",

@@ -53,6 +53,23 @@ def send_class(row: Any) -> ColumnElement[int]:
     )
 
 
+#: what delivery stores of a rate limit (`bot.slack_web.refusals`): the workspace's
+RATE_LIMITED = ("ratelimited", "http_429")
+
+
+def holds_place(row: Any) -> ColumnElement[bool]:
+    """SQL: a pending row keeps the rows behind it in its channel waiting. A row
+    that is due does, and so does news waiting to be retried (what is told stays
+    in order). A redraw backing off from Slack's refusal of that one card does
+    not: it draws what is stored whenever it goes, so the channel's other cards
+    go on; one waiting out a rate limit does, since the limit is the workspace's."""
+    return or_(
+        row.next_attempt_at <= db_now(),
+        send_class(row) < REDRAW,
+        row.last_error.in_(RATE_LIMITED),
+    )
+
+
 def posts(row: Any) -> ColumnElement[bool]:
     """SQL: the row still posts a message (the channel's posting pace applies)."""
     return and_(row.sent_ts.is_(None), row.kind.not_in(CARD_ONLY))

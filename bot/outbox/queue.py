@@ -19,13 +19,20 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, func, or_, select, update
+from sqlalchemy import ColumnElement, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import OutboxRow, State
-from bot.outbox.order import REDRAWS, posts, posts_or_posted, routine_allowed, send_class
+from bot.outbox.order import (
+    REDRAWS,
+    holds_place,
+    posts,
+    posts_or_posted,
+    routine_allowed,
+    send_class,
+)
 from bot.outbox.table import OutboxMessage
 from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.leases import HANDED_BACK, claimable, leased_to
@@ -152,28 +159,35 @@ async def claim_due(
     other, recent = _claim_aliases()
 
     def free(entity: Any) -> ColumnElement[bool]:
+        # nobody's (or a gone replica's), or this replica's own left from an earlier pass
         return or_(
             claimable(entity, me=owner, lease_seconds=lease_seconds), entity.lease_owner == owner
         )
 
-    mine, theirs = send_class(OutboxMessage), send_class(other)
-    ahead_or_busy = or_(
-        theirs < mine,
-        and_(theirs == mine, other.id < OutboxMessage.id),
-        ~free(other),
+    mine = send_class(OutboxMessage)
+    # Each channel's first pending row (`order.holds_place`: news backing off keeps
+    # its place, a card's redraw refused alone does not), ranked once over the
+    # pending rows rather than compared pair by pair, so the claim's cost grows with
+    # the rows, not with their square.
+    ranked = (
+        select(
+            OutboxMessage.id.label("id"),
+            func.row_number()
+            .over(partition_by=OutboxMessage.channel_id, order_by=(mine, OutboxMessage.id))
+            .label("place"),
+        )
+        .where(OutboxMessage.state == State.PENDING, holds_place(OutboxMessage))
+        .subquery()
     )
+    busy = select(other.channel_id).where(other.state == State.PENDING, ~free(other))
     stmt = (
         select(OutboxMessage)
         .where(
+            OutboxMessage.id.in_(select(ranked.c.id).where(ranked.c.place == 1)),
             OutboxMessage.state == State.PENDING,
             OutboxMessage.next_attempt_at <= db_now(),
             free(OutboxMessage),
-            ~exists().where(
-                other.channel_id == OutboxMessage.channel_id,
-                other.state == State.PENDING,
-                other.id != OutboxMessage.id,
-                ahead_or_busy,
-            ),
+            OutboxMessage.channel_id.not_in(busy),
             or_(
                 ~posts(OutboxMessage),
                 ~exists().where(

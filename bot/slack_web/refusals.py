@@ -117,8 +117,21 @@ class Refusal:
 
 
 def error_of(exc: SlackApiError) -> str:
-    """Slack's error string for a refusal, empty when it gave none."""
-    return str(exc.response.get("error") or "")
+    """Slack's error string for a refusal, empty when it gave none (an answer
+    that was not JSON: the SDK then hands over the raw HTTP response)."""
+    read = getattr(exc.response, "get", None)
+    try:
+        return str(read("error") or "") if callable(read) else ""
+    except Exception:  # a body the SDK kept as text or bytes
+        return ""
+
+
+def status_of(exc: SlackApiError) -> int:
+    """The HTTP status of a refusal, whichever response object the SDK gave."""
+    status = getattr(exc.response, "status_code", None)
+    if status is None:
+        status = getattr(exc.response, "status", 0)
+    return status if isinstance(status, int) else 0
 
 
 def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
@@ -127,7 +140,7 @@ def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
     whose refusals mean only that person cannot be written to."""
     if status == 429 or error == "ratelimited":
         kind = RefusalKind.RATE_LIMITED
-    elif status >= 500 or error in PASSING_ERRORS:
+    elif status >= 500 or error in PASSING_ERRORS or _unreadable(status, error):
         kind = RefusalKind.SERVER
     elif error in AUTH_ERRORS:
         kind = RefusalKind.AUTH
@@ -140,7 +153,13 @@ def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
     return Refusal(kind, error)
 
 
+def _unreadable(status: int, error: str) -> bool:
+    """HTTP 2xx with no error to read (an HTML page, a body cut off): not Slack's
+    answer but whatever stands in front of it in an incident, so passing."""
+    return 200 <= status < 300 and error in ("", f"http_{status}")
+
+
 def refusal_of(exc: SlackApiError, *, dm: bool = False) -> Refusal:
     """`classify` of an SDK refusal."""
-    status = exc.response.status_code
+    status = status_of(exc)
     return classify(status, error_of(exc) or f"http_{status}", dm=dm)

@@ -18,7 +18,7 @@ from bot import rendering
 from bot.outbox.queue import cancel_owed, in_flight
 from bot.rendering.refusals import DM_PROBLEM, SUBSCRIBED_MEANWHILE, already_ended
 from bot.settings.model import Settings
-from bot.slack_web import SlackApiError, SlackWeb
+from bot.slack_web import SlackApiError, SlackWeb, error_of
 from bot.store.errors import Duplicate
 from bot.store.queries.subscriptions import (
     SubscribedMeanwhile,
@@ -172,11 +172,11 @@ async def _root_message(
                 )
                 return root_ts
             except SlackApiError as exc:
-                if exc.response.get("error") in CHANNEL_PROBLEMS:
+                if error_of(exc) in CHANNEL_PROBLEMS:
                     raise
                 log.info(
                     "cannot adopt the clicked card as root (%s); posting a new one",
-                    exc.response.get("error"),
+                    error_of(exc),
                 )
         response = await slack.post(
             channel=channel_id,

@@ -115,15 +115,27 @@ def budget_level(spent: float, amount: float) -> int:
 
 
 def reaches_at(
-    spent: float, amount: float, per_hour: float | None, now: datetime
+    spent: float,
+    amount: float,
+    per_hour: float | None,
+    now: datetime,
+    *,
+    day_ends_in: str | None = None,
 ) -> datetime | None:
-    """When the spend reaches `amount` at `per_hour`; None when it has or never will."""
+    """When the spend reaches `amount` at `per_hour`; None when it has or never will.
+    `day_ends_in`: a daily budget's zone, whose count starts again at its local
+    midnight, so a time after the end of `now`'s local day is never reached."""
     if per_hour is None or not per_hour > 0 or spent >= amount:
         return None
     hours = (amount - spent) / per_hour
     if hours > 24 * 365 * 10:
         return None
-    return now + timedelta(hours=hours)
+    at = now + timedelta(hours=hours)
+    if day_ends_in is not None:
+        day_end = day_start(local_day(now, day_ends_in) + timedelta(days=1), day_ends_in)
+        if at >= day_end:
+            return None
+    return at
 
 
 def local_day(now: datetime, zone: str) -> date:

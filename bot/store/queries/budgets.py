@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.channel_lock import lock_channel_caps
 from bot.store.engine import rows_touched, upsert
 from bot.store.rule_tables import EVERY_SESSION, Budget
 from bot.store.tables import Subscription, WatchedSession, utcnow
@@ -42,6 +43,7 @@ async def set_budget(
     """Set (or replace) a budget; a replaced one starts untold, and is told anew
     (its warnings are told once by its id and when it was set). False, and
     nothing set, when the channel holds MAX_BUDGETS others already."""
+    await lock_channel_caps(db, team_id=team_id, channel_id=channel_id)
     held = await db.execute(
         select(func.count())
         .select_from(Budget)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from sqlalchemy import delete, func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.channel_lock import lock_channel_caps
 from bot.store.engine import insert_ignoring, upsert
 from bot.store.rule_tables import EVERY_SESSION, MetricRule, RuleStateRow
 from bot.store.tables import Subscription
@@ -60,6 +61,7 @@ async def add_rule(
     ]
     existing = (await db.execute(select(MetricRule.id).where(*key))).scalar_one_or_none()
     if existing is None:
+        await lock_channel_caps(db, team_id=team_id, channel_id=channel_id)
         held = await db.execute(
             select(func.count())
             .select_from(MetricRule)
