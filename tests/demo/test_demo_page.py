@@ -126,6 +126,22 @@ def test_the_bot_welcomes_and_a_mistyped_command_is_refused_like_slack(
     assert "/rl-sesion ls, with a space before it" in said(demo)
 
 
+def test_a_session_is_asked_for_by_its_name(page: Page, demo: Demo) -> None:
+    """docs/demo.md introduces the sessions by name: typed as they are, each is its
+    card in the channel, with the id `ls` would have given."""
+    ask(page, "/rl-session dpo-helpful-v2")
+    card = (
+        page.locator("#messages")
+        .get_by_role("article")
+        .filter(has=page.get_by_role("heading", name="dpo-helpful-v2"))
+        .last
+    )
+    card.wait_for()
+    assert "No session named" not in page.locator("#messages").inner_text()
+    assert re.search(r"[0-9a-f]{8}-[0-9a-f]{4}-", card.inner_text()), card.inner_text()
+    assert "dpo-helpful-v2" in said(demo)  # the card, posted in the channel
+
+
 def test_ls_all_lists_the_sessions_only_to_whoever_asked(page: Page) -> None:
     answer = listed(page)
     for name in ("grpo-gsm8k-main", "ppo-math-lr3e-5", "dpo-helpful-v2", "grpo-code-r1"):
