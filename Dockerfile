@@ -31,6 +31,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
 # zero sources when there is no README.)
 COPY pyproject.toml README* ./
 COPY bot ./bot
+COPY migrations ./migrations
 RUN pip install --no-cache-dir --no-deps . \
  && rl-bot --help >/dev/null \
  && pip uninstall -y -q pip setuptools
@@ -47,7 +48,7 @@ RUN groupadd --system --gid 10001 rlbot \
 
 COPY --from=builder /opt/venv /opt/venv
 
-# The migration scripts ship inside the package; the only writable place is /data.
+# The migration scripts ship inside the package (bot.migrations); the only writable place is /data.
 RUN mkdir -p /data && chown rlbot:rlbot /data
 WORKDIR /data
 

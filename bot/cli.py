@@ -49,12 +49,31 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo", help="the bot in a local Slack-like page, on simulated Slack, Together and W&B"
     )
-    demo.add_argument("--port", type=int, default=3000, help="the page's port (127.0.0.1)")
+    demo.add_argument("--port", type=_port, default=3000, help="the page's port (127.0.0.1)")
     demo.add_argument(
-        "--speed", type=float, default=1.0, help="how fast the simulated world moves (1: 3 min)"
+        "--speed",
+        type=float,
+        default=1.0,
+        help="how fast the story's sessions move (1: real time, the story in 3 min; at most 100)",
     )
     demo.add_argument("--open", action="store_true", help="open the page in a browser")
     return parser
+
+
+#: the environment's proxies (any case), which the demo never uses
+_PROXY_VARIABLES = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+
+
+def _port(text: str) -> int:
+    """A port to listen on and print: 0 would be one the system picks, not the one
+    printed (nor the one the page's guard expects)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port from 1 to 65535")
+    return port
 
 
 def _settings(mode: Mode) -> Settings:
@@ -83,6 +102,10 @@ def _secrets(settings: Settings) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("serve", "socket", "demo"):  # long-running: before any thread starts
+        from bot.ops.malloc import cap_arenas
+
+        cap_arenas()
     if args.command == "demo":
         return _demo(port=args.port, speed=args.speed, open_browser=args.open)
     command: Mode = args.command
@@ -131,14 +154,23 @@ def _check_secrets(settings: Settings) -> list[Verdict] | None:
 
 
 def _demo(*, port: int, speed: float, open_browser: bool) -> int:
-    """No secrets asked: the demo's settings point only at its own simulated services."""
-    if speed <= 0:
-        print("rl-bot: --speed must be above 0", file=sys.stderr)
+    """No secrets asked: the demo's settings point only at its own simulated services
+    and its own temporary database (DATABASE_URL is not read)."""
+    from bot.demo.world import MAX_SPEED
+
+    if not 0 < speed <= MAX_SPEED:
+        print(f"rl-bot: --speed must be above 0 and at most {MAX_SPEED:g}", file=sys.stderr)
         return EXIT_CONFIG
+    # Every service the demo talks to is its own, on loopback: a proxy of the
+    # environment would carry its requests off the machine, where they fail.
+    # slack_sdk reads HTTP(S)_PROXY without NO_PROXY, so they go; "*" covers httpx.
+    for name in [n for n in os.environ if n.lower() in _PROXY_VARIABLES]:
+        del os.environ[name]
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "*"
     from bot.demo.run import Demo
     from bot.ops.logs import configure_logging
 
-    demo = Demo.start(speed=speed, database_url=os.environ.get("DATABASE_URL"))
+    demo = Demo.start(speed=speed, port=port)
     try:
         settings = demo.settings
         configure_logging("WARNING", "console", _secrets(settings))
@@ -153,14 +185,23 @@ def _demo(*, port: int, speed: float, open_browser: bool) -> int:
 
 
 def _migrate(settings: Settings) -> int:
-    from bot.store.migrations import upgrade
+    """One line per script applied, or one saying there was none to apply."""
+    from bot.store.migrations import head_revision, upgrade
+
+    done: list[str] = []
+
+    def applied(revision: str, message: str) -> None:
+        done.append(revision)
+        print(f"rl-bot: applied migration {revision}: {message}", flush=True)
 
     try:
-        upgrade(settings.database_url)
+        upgrade(settings.database_url, quiet=True, applied=applied)
     except Exception as exc:
         print(f"rl-bot: migration failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print("rl-bot: database is at the latest schema")
+    if not done:
+        head = head_revision(settings.database_url)
+        print(f"rl-bot: the database was already at the latest schema ({head}); nothing to apply")
     return 0
 
 
@@ -211,17 +252,18 @@ def _lock_sqlite(url: str) -> str | None:
 def _check_schema(settings: Settings) -> int:
     """SQLite (one process, the quick start) migrates itself; PostgreSQL must be migrated."""
     from bot.store.database_url import is_sqlite
-    from bot.store.migrations import current_revision, head_revision, upgrade
+    from bot.store.migrations import current_revision, head_revision, upgrade_in_child
 
     if is_sqlite(settings.database_url):
-        # Migrating imports Alembic for good: only when there is something to migrate.
+        # Alembic stays out of this process: a child migrates, and only when there
+        # is something to migrate.
         try:
             current = asyncio.run(current_revision(settings.database_url))
         except Exception:
             current = None  # the upgrade says what is wrong
         head = head_revision(settings.database_url)
         if current is None or current != head:
-            upgrade(settings.database_url, quiet=True)
+            upgrade_in_child(settings.database_url)
             log.info("migrated the SQLite database from %s to %s", current or "empty", head)
         return 0
     try:

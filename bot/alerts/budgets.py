@@ -4,8 +4,11 @@ written with the budget's new state in the poll's own transaction.
 
 The spend is the card's estimate (price × READY time the bot saw); the
 forecast is that price per hour while the resource is READY. A daily budget
-sums, over every session the channel is subscribed to, what the bot saw each
-one spend since local midnight in DEFAULT_TIMEZONE.
+sums, over every session the channel was subscribed to today, what the bot saw
+each one spend since local midnight in DEFAULT_TIMEZONE: a session that ended
+(or was unsubscribed) keeps counting what it spent today. Budgets are in
+dollars: a spend priced in another currency is never added to or compared with
+one (a daily warning names it apart).
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from bot.training.poll_progress import SpendRead
 from bot.training.rules import estimated_spend
 from bot.training.snapshots import SessionSnapshot
 from bot.training.status import ResourceStatus
-from bot.training.thresholds import DailySpend, budget_level, daily_spend, reaches_at
+from bot.training.thresholds import (
+    BUDGET_CURRENCY,
+    DailySpend,
+    budget_level,
+    daily_spend,
+    reaches_at,
+    same_currency,
+)
 
 
 def spend_of(spend: SpendRead | None) -> tuple[float, float, str] | None:
@@ -63,26 +73,29 @@ async def judge_budgets(
                 db, team_id=budget.team_id, channel_id=budget.channel_id
             )
             costs: dict[str, float] = {}
-            per_hour, currency = 0.0, "USD"
+            currencies: dict[str, str] = {}
+            per_hour = 0.0
             for sid, kept in progress.items():
                 found = spend_of(kept.spend)
                 if found is not None:
-                    costs[sid], rate, currency = found[0], found[1], found[2]
-                    per_hour += rate
+                    costs[sid], rate, currencies[sid] = found
+                    per_hour += rate if same_currency(currencies[sid]) else 0.0
             prev = None
             if budget.day and isinstance(budget.baseline, dict):
-                prev = DailySpend(date.fromisoformat(budget.day), budget.baseline)
-            count = daily_spend(prev, costs, now=now, zone=zone)
-            spent = count.spent(costs)
+                prev = DailySpend.of_stored(date.fromisoformat(budget.day), budget.baseline)
+            count = daily_spend(prev, costs, now=now, zone=zone, currencies=currencies)
+            spent, others = count.spent(), count.others()
             told = budget.told_level if prev is not None and prev.day == count.day else 0
             day: date | None = count.day
-            baseline: dict[str, Any] | None = dict(count.baseline)
+            baseline: dict[str, Any] | None = count.stored()
         else:
             found = spend_of(updates[at.session_id]["progress"].spend)
             if found is None:
                 continue
-            spent, per_hour, currency = found
-            told, day, baseline = budget.told_level, None, None
+            spent, per_hour, priced_in = found
+            if not same_currency(priced_in):
+                continue  # never compared: the card says so
+            told, day, baseline, others = budget.told_level, None, None, {}
         level = budget_level(spent, budget.amount)
         if level > told:
             payload = BudgetPayload(
@@ -92,8 +105,11 @@ async def judge_budgets(
                 daily=budget.daily,
                 day=day.isoformat() if day is not None else None,
                 per_hour=per_hour or None,
-                reaches_at=reaches_at(spent, budget.amount, per_hour, now),
-                currency=currency,
+                reaches_at=reaches_at(
+                    spent, budget.amount, per_hour, now, day_ends_in=zone if budget.daily else None
+                ),
+                currency=BUDGET_CURRENCY,
+                others=others,
                 session=None if budget.daily else await _snapshot(db, at.session_id),
                 resource_id=None if budget.daily else _resource(updates[at.session_id]),
             )
@@ -102,6 +118,7 @@ async def judge_budgets(
             rows += budget_rows(
                 payload,
                 budget_id=budget.id,
+                set_at=budget.created_at,
                 thread=thread,
                 muted=muted,
                 oncall_channel=oncall_channel,

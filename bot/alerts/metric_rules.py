@@ -22,15 +22,42 @@ from bot.store.queries.watch_state import snapshots as stored_snapshots
 from bot.store.session import Db
 from bot.training.poll_progress import PollProgress
 from bot.training.snapshots import SessionSnapshot
-from bot.training.thresholds import OPS, STEPS_PER_MIN, Op, RuleState, judge_reading
+from bot.training.thresholds import (
+    OPS,
+    STEPS_PER_MIN,
+    Op,
+    RuleState,
+    crossing_began,
+    judge_reading,
+)
+from bot.training.time_bounds import later
+
+#: W&B's `_timestamp` counts from here (naive UTC, as the database's times)
+EPOCH = datetime(1970, 1, 1)
 
 
 @dataclass(frozen=True)
 class Reading:
-    """One metric's value as just read (None: missing), and the step it was read at."""
+    """One metric's value as just read (None: missing), and the step it was read at.
+
+    A W&B read also carries the recent points as the run logged them (`points`:
+    Unix time and value) and when the session was read before (`floor`): a new
+    crossing is timed from the first of its points, never before that earlier
+    read (which saw no crossing, or was made before the rule), nor after now."""
 
     value: float | None
     step: float | None = None
+    points: tuple[tuple[float, float], ...] = ()
+    floor: datetime | None = None
+
+    def began(self, *, op: Op, threshold: float, now: datetime) -> datetime | None:
+        """When the crossing this reading is in began, as far as it knows (None: now)."""
+        if not self.points or self.floor is None:
+            return None
+        at = crossing_began(self.points, op=op, threshold=threshold)
+        if at is None:
+            return None
+        return max(self.floor, min(later(EPOCH, at), now))
 
 
 def poll_readings(updates: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Reading]]:
@@ -89,6 +116,7 @@ async def judge_rules(
             value=reading.value,
             now=now,
             hold=timedelta(seconds=at.rule.hold_seconds),
+            began=reading.began(op=_op(op), threshold=at.rule.threshold, now=now),
         )
         if new != old:
             changed[key] = new

@@ -35,15 +35,19 @@ async def chart_here(
     session_id: str,
     metrics: Sequence[str],
     say: Say,
+    *,
+    read: TrainingSession | None = None,
 ) -> str:
-    """Draw and upload; returns the outcome to count."""
+    """Draw and upload; returns the outcome to count. `read`: the session as just
+    read from Together (resolving its name), used when the poller stored none."""
     async with rt.sessionmaker() as db:
         thread = await chart_thread(
             db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id
         )
         watched = await db.get(WatchedSession, session_id)
         snapshot = watched.snapshot if watched is not None else None
-    session = _stored(snapshot) or await fetch_for_user(rt.together, session_id)
+    fresh = read if read is not None and read.id == session_id else None
+    session = _stored(snapshot) or fresh or await fetch_for_user(rt.together, session_id)
     chart = await chart_of(
         rt,
         shared_cache(),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, get_args
 
 from bot.rendering.refusals import unlisted_creator
-from bot.rendering.usage import LS_USAGE
+from bot.rendering.usage import LS_USAGE, unpicked_user
 from bot.training.status import STATUS_PREFIX
 
 StatusFilter = Literal["running", "creating", "error", "all"]
@@ -70,6 +70,8 @@ def parse_args(args: Sequence[str]) -> ListQuery | str:
             if model is not None or not name or len(name) > MAX_MODEL:
                 return f"Give one `model=&lt;name&gt;` (at most {MAX_MODEL} characters). {LS_USAGE}"
             model = name
+        elif word.startswith(("@", "<@")):
+            return unpicked_user(word)
         else:
             return f"I did not understand that. {LS_USAGE}"
     return ListQuery(status or DEFAULT_FILTER, who, model)

@@ -10,6 +10,7 @@ from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.slack_web import SlackWeb
 from bot.store.queries.subscriptions import set_mute
+from bot.subscriptions.redraw import redraw_card
 from bot.subscriptions.thread import post_in_thread
 
 
@@ -39,6 +40,14 @@ async def mute_here(
             session_id=session_id,
             until=until,
         )
+        if sub is not None:
+            await redraw_card(
+                db,
+                team_id=asker.team_id,
+                channel_id=asker.channel_id,
+                session_id=session_id,
+                what="mute",
+            )
     if sub is None:
         return MuteChange(subscribed=False)
     if until is None and not was_muted:

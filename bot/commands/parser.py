@@ -6,13 +6,15 @@
 error|all] [mine|@user] [model=<name>]` (grammar in `bot.commands.ls_query`),
 `follow mine|@user|all [model=<name>] [filters] [stall=…] [existing]` and
 `unfollow mine|@user|all [model=<name>]` (`bot.commands.follow_query`)
-`chart <id> [metric …]` and `help` do what they say. Anything else is answered with usage, never sent to Together.
+`chart <id> [metric …]` and `help` do what they say. Wherever `<id>` is written, a
+session's display name may stand instead (`bot.commands.session_ref`; resolved in
+`bot.commands.names`). Anything else is answered with usage, never sent to Together.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 from typing import Literal
@@ -21,12 +23,14 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from bot.commands.follow_query import EVERYONE, FollowSpec
 from bot.commands.ls_query import MAX_MODEL, ListQuery, parse_args, slack_user
 from bot.commands.rule_query import (
+    EVERY,
     BudgetSpec,
     RuleSpec,
     parse_alert,
     parse_alerts,
     parse_budget,
 )
+from bot.commands.session_ref import is_session_ref
 from bot.rendering.text import code_span
 from bot.rendering.usage import (
     BROADCAST_USAGE,
@@ -37,7 +41,9 @@ from bot.rendering.usage import (
     FOLLOW_USAGE,
     MUTE_USAGE,
     STALL_USAGE,
+    STOP_BUTTON_USAGE,
     TARGET_USAGE,
+    unpicked_user,
 )
 from bot.subscriptions.options import (
     BROADCASTS,
@@ -48,7 +54,7 @@ from bot.subscriptions.options import (
     MAX_TARGET,
     ThreadOptions,
 )
-from bot.training.sessions import is_session_id
+from bot.training.sessions import TrainingSession
 
 Verb = Literal[
     "show",
@@ -80,7 +86,7 @@ _ECHO_LIMIT = 41  # user text quoted back in a reason: short, and unable to brea
 class Problem(StrEnum):
     """Why a command's text cannot be acted on; each is answered its own way."""
 
-    INVALID_ID = "invalid_id"  # not a session id: refused, nothing leaves the bot
+    INVALID_ID = "invalid_id"  # not a session id or name: refused, nothing leaves the bot
     USAGE = "usage"  # anything else: `reason`, then the usage
 
 
@@ -106,6 +112,32 @@ class Command:
     rules_of: str | None = None
     # `budget …`: the budget to set or remove
     budget: BudgetSpec | None = None
+    # the session as read from Together while its name was resolved (saves a GET)
+    session: TrainingSession | None = None
+
+    @property
+    def target(self) -> str | None:
+        """The one session this command names, as typed (an id or a display name);
+        None when it names none, or every one (`*`)."""
+        word = (
+            self.session_id
+            or (self.metric_rule.session_id if self.metric_rule else None)
+            or (self.budget.session_id if self.budget else None)
+            or self.rules_of
+        )
+        return None if word is None or word == EVERY else word
+
+    def naming(self, session_id: str, session: TrainingSession | None = None) -> Command:
+        """This command with the session it named given by its id."""
+        if self.session_id is not None:
+            return replace(self, session_id=session_id, session=session)
+        if self.metric_rule is not None:
+            rule = replace(self.metric_rule, session_id=session_id)
+            return replace(self, metric_rule=rule, session=session)
+        if self.budget is not None:
+            budget = replace(self.budget, session_id=session_id)
+            return replace(self, budget=budget, session=session)
+        return replace(self, rules_of=session_id, session=session)
 
 
 def parse(text: str | None) -> Command:
@@ -129,7 +161,7 @@ def parse(text: str | None) -> Command:
     if head in ("unsubscribe", "show", "unmute"):
         verb: Verb = head  # type: ignore[assignment]
         if len(words) != 2:
-            return _usage(verb, f"`{head}` takes exactly one session id.")
+            return _usage(verb, f"`{head}` takes exactly one session id or name.")
         return _with_id(verb, words[1])
     if head == "mute":
         return _parse_mute(words[1:])
@@ -139,6 +171,8 @@ def parse(text: str | None) -> Command:
         return _parse_chart(words[1:])
     if head in ("alert", "alerts", "budget"):
         return _parse_rules(head, words[1:])
+    if head == "stop":
+        return _usage("help", STOP_BUTTON_USAGE)
     if len(words) > 1:
         return _usage("help", "I did not understand that.")
     return _with_id("show", words[0])
@@ -158,7 +192,7 @@ def _parse_rules(head: str, args: list[str]) -> Command:
         return Command("budget", budget=budget)
     whose = parse_alerts(args)
     if whose is False:
-        return _usage("alerts", "`alerts` takes at most one session id (or `*`).")
+        return _usage("alerts", "`alerts` takes at most one session id or name (or `*`).")
     return Command("alerts", rules_of=whose if isinstance(whose, str) else None)
 
 
@@ -167,14 +201,14 @@ def _usage(verb: Verb, reason: str) -> Command:
 
 
 def _with_id(verb: Verb, candidate: str, **extra: object) -> Command:
-    if not is_session_id(candidate):
+    if not is_session_ref(candidate):
         return Command(verb, problem=Problem.INVALID_ID)
     return Command(verb, session_id=candidate, **extra)  # type: ignore[arg-type]
 
 
 def _parse_subscribe(args: list[str]) -> Command:
     if not args:
-        return _usage("subscribe", "`subscribe` needs a session id.")
+        return _usage("subscribe", "`subscribe` needs a session id or name.")
     stall = [a for a in args[1:] if a.lower().startswith("stall=")]
     target = [a for a in args[1:] if a.lower().startswith("target=")]
     wanted = [a.lower() for a in args[1:] if not a.lower().startswith(_OPTIONS)]
@@ -228,12 +262,8 @@ def _parse_follow(head: str, args: list[str]) -> Command:
     first = args[0]
     who = first.lower() if first.lower() in ("mine", EVERYONE) else slack_user(first)
     if who is None:
-        if first.startswith("@") or first.startswith("<@"):
-            return _usage(
-                verb,
-                f"I cannot tell who {code_span(first, _ECHO_LIMIT)} is: pick the person from "
-                "Slack's list as you type `@`, so the command carries their user id.",
-            )
+        if first.startswith(("@", "<@")):
+            return _usage(verb, unpicked_user(first))
         return _usage(verb, f"`{head}` needs `mine`, `@user` or `all` first. {FOLLOW_USAGE}")
     model: str | None = None
     stall: list[str] = []
@@ -286,7 +316,7 @@ def _choice(args: list[str], prefix: str, allowed: tuple[str, ...]) -> str | boo
 
 def _parse_chart(args: list[str]) -> Command:
     if not args:
-        return _usage("chart", f"`chart` needs a session id. {CHART_USAGE}")
+        return _usage("chart", f"`chart` needs a session id or name. {CHART_USAGE}")
     names: list[str] = []
     for word in args[1:]:
         if not _METRIC_RE.fullmatch(word):
@@ -331,7 +361,7 @@ def parse_duration(text: str) -> timedelta | None:
 
 def _parse_mute(args: list[str]) -> Command:
     if len(args) != 2:
-        return _usage("mute", f"`mute` takes a session id and a duration. {MUTE_USAGE}")
+        return _usage("mute", f"`mute` takes a session id or name and a duration. {MUTE_USAGE}")
     duration = parse_duration(args[1])
     if duration is None:
         return _usage(

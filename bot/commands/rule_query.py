@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bot.commands.session_ref import is_session_ref
 from bot.rendering.text import code_span
 from bot.rendering.usage import ALERT_USAGE, BUDGET_USAGE
-from bot.training.sessions import is_session_id
 from bot.training.thresholds import MAX_BUDGET, OPS, Op
 
 EVERY = "*"
@@ -33,7 +33,7 @@ _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&"}
 class RuleSpec:
     """`alert`: a rule to add (`op` set) or rules to remove (`op` None)."""
 
-    session_id: str  # a session id or "*"
+    session_id: str  # a session id or "*" (a display name until it is resolved)
     metric: str | None
     op: Op | None = None
     threshold: float = 0.0
@@ -51,17 +51,17 @@ class BudgetSpec:
 
 
 def _target(word: str) -> str | None:
-    return word if word == EVERY or is_session_id(word) else None
+    return word if word == EVERY or is_session_ref(word) else None
 
 
 def parse_alert(args: list[str]) -> RuleSpec | str:
     """A rule, or why not (mrkdwn, user text quoted)."""
     args = [_ENTITIES.get(a, a) for a in args]
     if len(args) < 2:
-        return f"`alert` needs a session id (or `*`) and a rule. {ALERT_USAGE}"
+        return f"`alert` needs a session id or name (or `*`) and a rule. {ALERT_USAGE}"
     target = _target(args[0])
     if target is None:
-        return f"{code_span(args[0], _ECHO)} is not a session id or `*`. {ALERT_USAGE}"
+        return f"{code_span(args[0], _ECHO)} is not a session id, a name or `*`. {ALERT_USAGE}"
     if args[1].lower() == "off":
         if len(args) > 3:
             return f"`alert &lt;id&gt; off` takes at most one metric. {ALERT_USAGE}"
@@ -106,10 +106,10 @@ def parse_alerts(args: list[str]) -> str | bool | None:
 
 def parse_budget(args: list[str]) -> BudgetSpec | str:
     if len(args) != 2:
-        return f"`budget` takes a session id (or `*`) and an amount. {BUDGET_USAGE}"
+        return f"`budget` takes a session id or name (or `*`) and an amount. {BUDGET_USAGE}"
     target = _target(args[0])
     if target is None:
-        return f"{code_span(args[0], _ECHO)} is not a session id or `*`. {BUDGET_USAGE}"
+        return f"{code_span(args[0], _ECHO)} is not a session id, a name or `*`. {BUDGET_USAGE}"
     if args[1].lower() == "off":
         return BudgetSpec(target, None, daily=target == EVERY)
     match = _AMOUNT_RE.fullmatch(args[1].lower())

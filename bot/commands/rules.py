@@ -4,6 +4,8 @@ who asked. The watches judge them (`bot.alerts.metric_rules`, `bot.alerts.budget
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from bot import rendering
 from bot.commands.asker import Asker, Sessionmaker
 from bot.commands.rule_query import BudgetSpec, RuleSpec
@@ -12,18 +14,30 @@ from bot.rendering.rules import (
     budget_removed,
     budget_set,
     budget_words,
+    budgets_full,
     rule_added,
     rules_full,
     rules_list,
     rules_removed,
 )
-from bot.store.queries.budgets import channel_budgets, remove_budget, set_budget
+from bot.store.queries.budgets import (
+    MAX_BUDGETS,
+    channel_budgets,
+    channel_progress,
+    remove_budget,
+    set_budget,
+)
 from bot.store.queries.metric_rules import (
     MAX_METRIC_RULES,
     add_rule,
     channel_metric_rules,
     remove_rules,
 )
+from bot.store.queries.watched_sessions import stored_progress
+from bot.store.session import Db
+from bot.subscriptions.redraw import redraw_card
+from bot.training.poll_progress import PollProgress
+from bot.training.thresholds import currency_code, same_currency
 
 
 async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec) -> str:
@@ -37,6 +51,7 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
                 session_id=spec.session_id,
                 metric=spec.metric,
             )
+            await _redraw(db, asker, spec.session_id, "alert")
             return rules_removed(removed)
         assert spec.metric is not None  # the parser gives a rule its metric
         added = await add_rule(
@@ -51,6 +66,8 @@ async def alert_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: RuleSpec
             page=spec.page,
             created_by=asker.user_id,
         )
+        if added:
+            await _redraw(db, asker, spec.session_id, "alert")
     if not added:
         return rules_full(MAX_METRIC_RULES)
     return rule_added(
@@ -87,13 +104,16 @@ async def alerts_here(
 
 
 async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetSpec) -> str:
+    """Set or remove a budget; the answer names the other currencies the spend it
+    covers is priced in, as far as the spend watch has read them."""
     async with sessionmaker() as db, db.begin():
         if spec.amount is None:
             gone = await remove_budget(
                 db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=spec.session_id
             )
+            await _redraw(db, asker, spec.session_id, "budget")
             return budget_removed(gone)
-        await set_budget(
+        added = await set_budget(
             db,
             team_id=asker.team_id,
             channel_id=asker.channel_id,
@@ -102,4 +122,30 @@ async def budget_here(*, sessionmaker: Sessionmaker, asker: Asker, spec: BudgetS
             daily=spec.daily,
             created_by=asker.user_id,
         )
-    return budget_set(spec.session_id, spec.amount, daily=spec.daily)
+        if not added:
+            return budgets_full(MAX_BUDGETS)
+        if spec.daily:
+            covered = await channel_progress(db, team_id=asker.team_id, channel_id=asker.channel_id)
+        else:
+            covered = await stored_progress(db, [spec.session_id])
+        await _redraw(db, asker, spec.session_id, "budget")
+    return budget_set(
+        spec.session_id, spec.amount, daily=spec.daily, priced_in=_priced_in(covered.values())
+    )
+
+
+def _priced_in(progress: Iterable[PollProgress]) -> set[str]:
+    """The currencies other than the budget's that these sessions are priced in."""
+    codes = set()
+    for kept in progress:
+        price = kept.spend.cost() if kept.spend is not None else None
+        if price is not None and not same_currency(price.currency):
+            codes.add(currency_code(price.currency))
+    return codes
+
+
+async def _redraw(db: Db, asker: Asker, session_id: str | None, what: str) -> None:
+    """The channel's card of the session shows the change at once."""
+    await redraw_card(
+        db, team_id=asker.team_id, channel_id=asker.channel_id, session_id=session_id, what=what
+    )

@@ -21,13 +21,16 @@ async def subscribe_here(
     options: ThreadOptions,
     root_ts: str | None = None,
     as_poll: AsPoll | None = None,
+    session: TrainingSession | None = None,
 ) -> tuple[TrainingSession, Subscribed]:
     """Fetch the session, then subscribe this channel to it with the thread's
     `options` (see `bot.subscriptions.service.subscribe`). `as_poll` writes the
     fetch as the poll of a session already watched, before this channel joins
     (its root card shows the state it subscribed at).
+    `session`: the session as just read (resolving its name), else it is fetched.
     Raises TogetherError or SubscriptionError, each worded for the person."""
-    session = await fetch_for_user(deps.together, session_id)
+    if session is None or session.id != session_id:
+        session = await fetch_for_user(deps.together, session_id)
     if as_poll is not None:
         await as_poll(session)
     result = await subscribe(

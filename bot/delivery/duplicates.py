@@ -14,7 +14,7 @@ from datetime import UTC
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.table import OutboxMessage
 from bot.slack_web import SlackApiError, SlackWeb
-from bot.slack_web.refusals import PERMANENT_ERRORS
+from bot.slack_web.refusals import PERMANENT_ERRORS, error_of, status_of
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,10 @@ async def already_posted(slack: SlackWeb, row: OutboxMessage) -> str | None:
     try:
         return await _find_posted(slack, row)
     except SlackApiError as exc:
-        error = exc.response.get("error")
-        if isinstance(error, str) and error in PERMANENT_ERRORS and not addressed_to_person(row):
+        error = error_of(exc)
+        if error in PERMANENT_ERRORS and not addressed_to_person(row):
             raise
-        reason = error if isinstance(error, str) else f"HTTP {exc.response.status_code}"
+        reason = error or f"HTTP {status_of(exc)}"
     except Exception as exc:
         reason = type(exc).__name__
     log.warning(

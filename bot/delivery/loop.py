@@ -41,20 +41,24 @@ from bot.delivery.outcome import LOST, SendResult, give_up, retry_later
 from bot.delivery.record import posted_mark, record, record_posted
 from bot.delivery.root_update import INVALID_BLOCKS
 from bot.delivery.routing import thread_modes
-from bot.delivery.send import post_one, posts_message, redraw_root
+from bot.delivery.send import draws_from_store, post_one, posts_message, redraw_root
 from bot.ops.faults import crash_point
 from bot.ops.metrics import Metrics
 from bot.outbox.contract.payloads import ChartPayload, Kind, OncallPayload
 from bot.outbox.contract.rows import State
+from bot.outbox.order import UPDATING
 from bot.outbox.queue import claim_due, fence, hand_back, renew
 from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardExtras, card_chart, metric_lines
+from bot.rendering.rules import RuleWords, rule_words
 from bot.runtime import Runtime
 from bot.settings.model import Settings
 from bot.slack_web import SlackWeb
 from bot.slack_web.refusals import AUTH_ERRORS
 from bot.store.heartbeats import held_for, renew_while
+from bot.store.queries.audience import muted_now
 from bot.store.queries.chart_refusals import remember_refusal
+from bot.store.queries.metric_rules import rules_on_cards
 from bot.store.queries.subscriptions import card_settings
 from bot.store.session import Db, Sessionmaker
 from bot.store.tables import database_now
@@ -103,6 +107,7 @@ async def deliver_due(delivery: Delivery, *, limit: int = 500) -> list[SendResul
             limit=limit,
             lease_seconds=settings.lease_seconds,
             channel_gap=settings.channel_min_interval_seconds,
+            routine_per_minute=settings.card_redraws_per_minute,
         )
         extras = await card_extras(db, rows, settings=settings) if rows else {}
         adopted = [r for r in rows if r.lease_owner is not None and r.lease_owner != owner]
@@ -195,7 +200,7 @@ async def _keep_leases(delivery: Delivery, unfinished: set[int]) -> None:
 
 
 #: kinds whose delivery redraws the subscription's root card
-_ROOT_KINDS = frozenset({Kind.TRANSITION, Kind.ROOT, Kind.CHECKPOINTS, Kind.PROGRESS})
+_ROOT_KINDS = frozenset(UPDATING)
 
 
 async def card_extras(
@@ -210,6 +215,7 @@ async def card_extras(
     if not ids:
         return {}
     found = await card_settings(db, ids)
+    rules = await rules_on_cards(db, ids)
     minutes = settings.stall_after_minutes
     default = timedelta(minutes=minutes) if minutes > 0 else None
     return {
@@ -220,6 +226,16 @@ async def card_extras(
             metrics=metric_lines(r.view, settings.wandb_metrics),
             chart=card_chart(r.view) if r.refused is None else None,
             team_id=r.team_id,
+            stored=r.snapshot,
+            active=bool(r.active),
+            muted_until=r.muted_until,
+            rules=tuple(
+                rule_words(
+                    RuleWords(x.session_id, x.metric, x.op, x.threshold, x.hold_seconds, x.page),
+                    with_session=False,
+                )
+                for x in rules.get(r.id, ())
+            ),
         )
         for r in found
     }
@@ -239,12 +255,20 @@ async def _deliver_one(
     extra = {"outbox_id": row.id, "channel_id": row.channel_id}
     async with sessionmaker() as db, db.begin():
         held = await fence(db, row.id, owner=owner, lease_seconds=settings.lease_seconds)
+        muted = held and await _muted(db, row)
     if not held:
         log.info("outbox row no longer leased to this replica; not sending it", extra=extra)
         return SendResult(row.id, LOST)
     try:
         payload = row.typed_payload
-        if isinstance(payload, ChartPayload):
+        if muted and row.kind not in _ROOT_KINDS:
+            log.info("the thread is muted; not telling it", extra=extra)
+            outcome = SendResult(row.id, State.CANCELLED, error="muted")
+        elif muted:  # the card still shows it; the thread hears nothing
+            outcome = await redraw_root(
+                row, slack=delivery.slack, extras=extras, from_store=draws_from_store(row)
+            )
+        elif isinstance(payload, ChartPayload):
             outcome = (
                 await send_chart(row, payload, runtime=runtime, slack=delivery.slack)
                 if runtime is not None
@@ -266,6 +290,30 @@ async def _deliver_one(
     return outcome
 
 
+#: what a muted thread does not hear, whenever it was queued (on-call's pages go
+#: to their own channel, with no subscription, and are told all the same)
+_QUIET_WHEN_MUTED = frozenset(
+    {
+        Kind.TRANSITION,
+        Kind.CHECKPOINTS,
+        Kind.PROGRESS,
+        Kind.CHART,
+        Kind.METRIC,
+        Kind.RULE,
+        Kind.BUDGET,
+        Kind.IDLE,
+    }
+)
+
+
+async def _muted(db: Db, row: OutboxMessage) -> bool:
+    """Whether the row is told in a thread that is muted now (checked at the send,
+    not when the row was queued: a thread muted since hears nothing more)."""
+    if row.subscription_id is None or row.kind not in _QUIET_WHEN_MUTED or row.sent_ts:
+        return False
+    return await muted_now(db, row.subscription_id)
+
+
 async def _send(
     row: OutboxMessage, delivery: Delivery, *, extras: CardExtras | None, mode: str | None = None
 ) -> SendResult:
@@ -273,6 +321,7 @@ async def _send(
     it; then the root card, whose refusal retries the card alone."""
     sessionmaker, slack, settings = delivery.sessionmaker, delivery.slack, delivery.settings
     duplicate = False
+    from_store = draws_from_store(row)
     if posts_message(row):
         posted = await post_one(row, delivery, mode=mode)
         if posted.state != State.SENT:
@@ -291,7 +340,7 @@ async def _send(
             owed = True
         if not owed:  # cancelled or taken over while the post was in flight
             return SendResult(row.id, State.SENT, sent_ts=row.sent_ts, duplicate=duplicate)
-    outcome = await redraw_root(row, slack=slack, extras=extras)
+    outcome = await redraw_root(row, slack=slack, extras=extras, from_store=from_store)
     crash_point("deliver_after_update", settings.fault_crash_at)
     outcome.duplicate = duplicate
     if outcome.chart_refused and extras is not None and extras.team_id:

@@ -16,6 +16,7 @@ from bot import rendering
 from bot.delivery.deps import Posting
 from bot.outbox.contract.payloads import (
     BudgetPayload,
+    CardPayload,
     ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
@@ -267,11 +268,13 @@ def _render(
                 per_hour=p.per_hour,
                 reaches_at=p.reaches_at,
                 currency=p.currency,
+                now=looked.now,
+                others=p.others,
                 mention=settings.oncall_mention if p.page else None,
                 permalink=permalink,
             )
-        case RootPayload():
-            raise ValueError("a root row posts no message")
+        case RootPayload() | CardPayload():
+            raise ValueError("a root or card row posts no message")
         case ChartPayload():
             raise ValueError("a chart row uploads a file (bot.delivery.chart)")
         case _:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from bot.ops.retry_after import parse_retry_after
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
+from bot.outbox.order import CARD_ONLY
 from bot.outbox.table import OutboxMessage
 from bot.slack_web import RefusalKind, SlackApiError, refusal_of
 from bot.slack_web.refusals import AUTH_ERRORS
@@ -108,8 +109,10 @@ def give_up(row: OutboxMessage, outcome: SendResult, max_attempts: int) -> SendR
     log.error(
         "giving up on outbox row after %d attempts (%s)", row.attempts, outcome.error, extra=extra
     )
-    # A root-only row (a change not told) owed a card redraw, not a message.
-    return SendResult(row.id, State.DEAD, error=outcome.error, tell_operators=row.kind != Kind.ROOT)
+    # A card-only row (a change not told, a redraw) owed a card redraw, not a message.
+    return SendResult(
+        row.id, State.DEAD, error=outcome.error, tell_operators=row.kind not in CARD_ONLY
+    )
 
 
 def _retry_after(exc: SlackApiError) -> float:

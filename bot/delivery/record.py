@@ -79,8 +79,8 @@ async def record(
             "sent_at": db_now(),
             "last_error": error,
         }
-    elif outcome.state == State.DEAD:
-        values = {"state": State.DEAD, "last_error": error}
+    elif outcome.state in (State.DEAD, State.CANCELLED):
+        values = {"state": outcome.state, "last_error": error}
     elif outcome.state == State.PENDING:
         values = {"last_error": error, "next_attempt_at": db_now(float(outcome.retry_in or 1.0))}
         if outcome.sent_ts is not None:  # posted: only the root card is owed

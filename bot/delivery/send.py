@@ -17,7 +17,7 @@ from bot.delivery.messages import render_row
 from bot.delivery.outcome import SendResult, classify, retry_later
 from bot.delivery.root_update import update_root
 from bot.delivery.routing import default_mode, reply_broadcast
-from bot.outbox.contract.payloads import RootPayload
+from bot.outbox.contract.payloads import CardPayload, RootPayload
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
 from bot.rendering.root_card import CardExtras
@@ -32,7 +32,18 @@ UNREACHABLE = (aiohttp.ClientError, TimeoutError, OSError)
 def posts_message(row: OutboxMessage) -> bool:
     """Whether the row still owes a message: not a root-only row, and not posted yet
     (a pending row with a `sent_ts` owes only its root card)."""
-    return row.sent_ts is None and not isinstance(row.typed_payload, RootPayload)
+    return row.sent_ts is None and not isinstance(row.typed_payload, RootPayload | CardPayload)
+
+
+def draws_from_store(row: OutboxMessage) -> bool:
+    """Whether the row's redraw draws the session as stored at the claim rather than
+    as the row saw it: a card's redraw row, or a row that owes only its card on a
+    later attempt (its post went out, or it is a card-only status change), which may
+    be sent after newer rows (`bot.outbox.order`)."""
+    payload = row.typed_payload
+    if isinstance(payload, CardPayload):
+        return True
+    return row.attempts > 1 and (row.sent_ts is not None or isinstance(payload, RootPayload))
 
 
 async def post_one(row: OutboxMessage, posting: Posting, *, mode: str | None = None) -> SendResult:
@@ -72,7 +83,11 @@ async def post_one(row: OutboxMessage, posting: Posting, *, mode: str | None = N
 
 
 async def redraw_root(
-    row: OutboxMessage, *, slack: SlackWeb, extras: CardExtras | None = None
+    row: OutboxMessage,
+    *,
+    slack: SlackWeb,
+    extras: CardExtras | None = None,
+    from_store: bool = False,
 ) -> SendResult:
     """Redraw the row's root card (with `extras`, what the watches saw). A rate limit,
     a server error or no answer at all leaves the row pending with its post
@@ -81,7 +96,9 @@ async def redraw_root(
     extra = {"outbox_id": row.id, "channel_id": row.channel_id, "session_id": row.session_id}
     sent_ts = row.sent_ts if row.sent_ts is not None else row.thread_ts
     try:
-        refused = await update_root(row, row.typed_payload, slack=slack, extras=extras)
+        refused = await update_root(
+            row, row.typed_payload, slack=slack, extras=extras, from_store=from_store
+        )
     except SlackApiError as exc:
         result = classify(row, exc, extra)
     except UNREACHABLE as exc:

@@ -7,20 +7,30 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
-from bot.demo.workspace import CHANNELS, NAMES, TEAM_ID
+from bot.demo.workspace import CHANNELS, NAMES, PEOPLE, TEAM_ID
 from bot.simulated.signing import sign, slash_command_body
 from bot.simulated.slack import APP_ID, BOT_ID, BOT_USER_ID
+
+
+def _one_of_the_people(user: str) -> str:
+    if user not in {person.id for person in PEOPLE}:
+        raise ValueError("not one of the demo's people")
+    return user
+
+
+#: who the page acts as: one of the demo's people (the page draws the id it is given)
+PersonId = Annotated[str, AfterValidator(_one_of_the_people)]
 
 
 class Click(BaseModel):
     """A button pressed on the page: the button as drawn, and where it was."""
 
-    user: str
+    user: PersonId
     action_id: str
     value: str = ""
     block_id: str = ""

@@ -4,8 +4,8 @@ and nothing else, and the page.
 The bot is the one `rl-bot serve` runs (runtime, Bolt app, web app with its poller,
 outbox delivery and jobs), listening on a port of its own on 127.0.0.1; the page
 reaches it only through signed HTTP, as Slack would. Every secret and every URL of
-the settings is set here, so no `.env` and no environment variable can point the
-demo at a real Slack, Together or W&B.
+the settings is set here, and nothing else is read: no `.env` and no environment
+variable can point the demo at a real Slack, Together or W&B, or tune it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from bot.demo.links import RUNS_PATH, STORAGE_PATH
 from bot.demo.web import Page, create_page_app
 from bot.demo.workspace import ONCALL, ONCALL_CHANNEL, YOU, DemoSlack
 from bot.demo.world import ONCALL_OWNER, YOU_OWNER, World
@@ -38,14 +40,36 @@ TICK_SECONDS = 0.25
 KEPT_REQUESTS = 2000
 
 
+class _OwnSettings(Settings):
+    """Settings from the values given and the defaults only: no `.env` and no
+    environment. A container's environment holds the operator's tuning (and
+    docker-compose puts `.env` there), which is not the demo's; a value the bot
+    would refuse there must not stop the demo either."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        *_: PydanticBaseSettingsSource,
+        **__: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
 def demo_settings(
-    *, slack: DemoSlack, together: FakeTogether, wandb: FakeWandb, database_url: str, secret: str
+    *,
+    slack: DemoSlack,
+    together: FakeTogether,
+    wandb: FakeWandb,
+    database_url: str,
+    secret: str,
+    bot_token: str,
 ) -> Settings:
     """The bot's settings for the demo: the simulated services, a quick pace, and
     every alert on, with thresholds the three-minute story reaches."""
-    return Settings(
-        _env_file=None,
-        slack_bot_token="xoxb-demo-token",
+    return _OwnSettings(
+        slack_bot_token=bot_token,
         slack_signing_secret=secret,
         slack_app_token=None,
         slack_api_url=slack.api_url,
@@ -120,20 +144,35 @@ class Demo:
     _tmp: tempfile.TemporaryDirectory[str] | None = field(default=None, repr=False)
 
     @classmethod
-    def start(cls, *, speed: float, database_url: str | None) -> Demo:
-        """The simulated services and the world at minute 0; the settings pointing at them."""
-        slack = DemoSlack().start()
-        together = FakeTogether(api_key="demo-together-key").start()
-        wandb = FakeWandb(api_key="demo-wandb-key").start()
-        world = World(together, wandb, speed=speed)
+    def start(cls, *, speed: float, port: int) -> Demo:
+        """The simulated services and the world at minute 0; the settings pointing at them.
+
+        The database is always a temporary SQLite file of its own, whatever DATABASE_URL
+        says: pointed at a real database, the demo would be one more replica sending its
+        outbox to the simulated Slack. Links the simulated services hand out (a thread's
+        permalink, a W&B run, a checkpoint's download) lead to the page on `port`.
+        """
+        page_url = f"http://127.0.0.1:{port}"
+        # Keys of this run only: the simulated services listen on loopback ports that
+        # another page or local user can reach, and a key in the source opens them.
+        bot_token = f"xoxb-demo-{secrets.token_hex(16)}"
+        slack = DemoSlack(page_url=page_url, bot_token=bot_token).start()
+        slack.welcome()
+        together = FakeTogether(api_key=f"demo-together-{secrets.token_hex(16)}").start()
+        together.download_host = f"{page_url}{STORAGE_PATH}"
+        wandb = FakeWandb(api_key=f"demo-wandb-{secrets.token_hex(16)}").start()
+        world = World(together, wandb, speed=speed, runs_url=f"{page_url}{RUNS_PATH}")
         world.tick()
-        tmp = None
-        if not database_url:
-            tmp = tempfile.TemporaryDirectory(prefix="rl-bot-demo-")
-            database_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
+        tmp = tempfile.TemporaryDirectory(prefix="rl-bot-demo-")
+        database_url = f"sqlite:///{Path(tmp.name) / 'demo.db'}"
         secret = secrets.token_hex(16)
         settings = demo_settings(
-            slack=slack, together=together, wandb=wandb, database_url=database_url, secret=secret
+            slack=slack,
+            together=together,
+            wandb=wandb,
+            database_url=database_url,
+            secret=secret,
+            bot_token=bot_token,
         )
         return cls(slack, together, wandb, world, settings, secret, tmp)
 
@@ -142,6 +181,7 @@ class Demo:
             server.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
+            self._tmp = None
 
     def serve(self, *, host: str, port: int, open_browser: bool) -> int:
         with socket.socket() as probe:
@@ -183,7 +223,7 @@ class Demo:
             )
             ui = _Quiet(
                 uvicorn.Config(
-                    create_page_app(page),
+                    create_page_app(page, port=port),
                     host=host,
                     port=port,
                     log_config=None,

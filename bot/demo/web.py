@@ -3,7 +3,9 @@
 The page draws what the simulated Slack holds, and turns what people type and click
 into signed Slack requests to the bot's own `/slack/events`, over HTTP like Slack.
 A server-sent event stream tells the page when anything changed (a post, a
-`chat.update`, an answer) and where the simulated clock is.
+`chat.update`, an answer) and where the clocks are: the real time since the demo
+began (the bot's timers' clock) and the story's minute (where the sessions are).
+Only the page itself may use any of this (`bot.demo.guard`).
 """
 
 from __future__ import annotations
@@ -12,42 +14,84 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bot.demo.requests import Click, click_body, command_body, home_opened_body, signed
+from bot.demo.guard import SameOrigin
+from bot.demo.links import RUNS_PATH, STORAGE_PATH, run_data, run_page, storage_file
+from bot.demo.requests import (
+    Click,
+    PersonId,
+    click_body,
+    command_body,
+    home_opened_body,
+    signed,
+)
 from bot.demo.workspace import CHANNELS, NAMES, PEOPLE, Asked, DemoSlack
-from bot.demo.world import World
+from bot.demo.world import MAX_SPEED, MAX_STEP_MINUTES, World
 
 STATIC = resources.files("bot.demo") / "static"
+#: the largest body the page's API reads (a typed message, a click): a bigger one is
+#: refused before it is all in memory
+MAX_BODY_BYTES = 64 * 1024
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class BadBody(Exception):
+    """A body the page's API refuses: too big (413), or not the JSON it takes (400)."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(error)
+        self.response = JSONResponse({"error": error}, status_code=status)
+
+
+async def read_body(request: Request, model: type[M], *, wanted: str | None = None) -> M:
+    """The body as `model`, read at most `MAX_BODY_BYTES` far and parsed by pydantic's
+    own JSON parser, whose nesting is bounded (Python's `json` raises RecursionError
+    on deep nesting). `wanted`: the 400's words instead of pydantic's."""
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise BadBody(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    try:
+        return model.model_validate_json(bytes(raw))
+    except ValidationError as exc:
+        raise BadBody(400, wanted or str(exc)) from None
 
 
 class Typed(BaseModel):
-    user: str
+    user: PersonId
     channel: str
     text: str
     thread_ts: str | None = None
 
 
 class Advance(BaseModel):
-    minutes: float = 0
-    speed: float | None = None
+    """A move of the story: a jump ahead, a new speed. Bounded: an infinite or huge
+    jump would stop the world or write hours of history under its lock. Numbers
+    only (strict): `true` or `"5"` is a mistake to refuse, not a step to take."""
+
+    minutes: float = Field(0, ge=0, le=MAX_STEP_MINUTES, allow_inf_nan=False, strict=True)
+    speed: float | None = Field(None, gt=0, le=MAX_SPEED, allow_inf_nan=False, strict=True)
 
 
 class Dismiss(BaseModel):
-    user: str
+    user: PersonId
     id: str
 
 
 class Opened(BaseModel):
-    user: str
+    user: PersonId
 
 
 class Page:
@@ -83,23 +127,28 @@ class Page:
 
     async def open_home(self, request: Request) -> Response:
         try:
-            opened = Opened.model_validate(await request.json())
-        except (ValidationError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            opened = await read_body(request, Opened)
+        except BadBody as bad:
+            return bad.response
         return await self._send(home_opened_body(opened.user), json_body=True)
 
     async def command(self, request: Request) -> Response:
         try:
-            typed = Typed.model_validate(await request.json())
-        except (ValidationError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        command, _, text = typed.text.strip().partition(" ")
+            typed = await read_body(request, Typed)
+        except BadBody as bad:
+            return bad.response
+        # As in Slack, only text that begins with "/" is a command: a space before it
+        # makes a message (Slack's own advice in its refusal).
+        command, _, text = typed.text.rstrip().partition(" ")
         asked = Asked(typed.channel, typed.user, thread_ts=typed.thread_ts)
+        if command.startswith("/") and command != "/rl-session":
+            await asyncio.to_thread(self.slack.refuse_command, asked, command)
+            return JSONResponse({"ok": False, "error": "not a valid command"})
         if command != "/rl-session":
             await asyncio.to_thread(
                 self.slack.add_message,
                 typed.channel,
-                typed.text,
+                typed.text.strip(),
                 user=typed.user,
                 bot_id=None,
                 thread_ts=typed.thread_ts,
@@ -112,9 +161,9 @@ class Page:
 
     async def click(self, request: Request) -> Response:
         try:
-            click = Click.model_validate(await request.json())
-        except (ValidationError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            click = await read_body(request, Click)
+        except BadBody as bad:
+            return bad.response
         asked = None
         url = None
         if click.channel is not None:
@@ -130,18 +179,22 @@ class Page:
 
     async def dismiss(self, request: Request) -> Response:
         try:
-            gone = Dismiss.model_validate(await request.json())
-        except (ValidationError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            gone = await read_body(request, Dismiss)
+        except BadBody as bad:
+            return bad.response
         self.slack.dismiss(gone.id, gone.user)
         return JSONResponse({"ok": True})
 
     async def advance(self, request: Request) -> Response:
+        wanted = (
+            f"minutes: a number from 0 to {MAX_STEP_MINUTES:g}; "
+            f"speed: a number above 0 and at most {MAX_SPEED:g}"
+        )
         try:
-            move = Advance.model_validate(await request.json())
-        except (ValidationError, ValueError) as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        if move.speed is not None and move.speed > 0:
+            move = await read_body(request, Advance, wanted=wanted)
+        except BadBody as bad:
+            return bad.response
+        if move.speed is not None:
             await asyncio.to_thread(self.world.set_speed, move.speed)
         if move.minutes > 0:
             await asyncio.to_thread(self.world.advance, move.minutes)
@@ -169,7 +222,11 @@ class Page:
             await asyncio.sleep(0.1)
 
     def _clock(self) -> dict[str, Any]:
-        return {"minute": round(self.world.minute, 2), "speed": self.world.speed}
+        return {
+            "seconds": round(self.world.elapsed, 1),
+            "minute": round(self.world.minute, 2),
+            "speed": self.world.speed,
+        }
 
     async def _send(
         self, body: str, *, asked: Asked | None = None, json_body: bool = False
@@ -193,9 +250,20 @@ class Page:
         return JSONResponse({"ok": answer.is_success, "status": answer.status_code})
 
 
-def create_page_app(page: Page) -> Starlette:
+def create_page_app(page: Page, *, port: int) -> Starlette:
+    """The page's app, for the page at http://127.0.0.1:`port` only."""
+
     async def index(_: Request) -> Response:
         return FileResponse(str(STATIC / "index.html"))
+
+    async def storage(request: Request) -> Response:
+        return storage_file(page.world, request)
+
+    async def run(_: Request) -> Response:
+        return run_page(STATIC)
+
+    async def data(request: Request) -> Response:
+        return run_data(page.world, request.path_params["run"])
 
     routes = [
         Route("/", index),
@@ -209,6 +277,9 @@ def create_page_app(page: Page) -> Starlette:
         Route("/demo/clock", page.advance, methods=["POST"]),
         Route("/demo/events", page.events),
         Route("/demo/files/{file_id}", page.file),
+        Route(STORAGE_PATH + "/ckpt/{checkpoint}/{name}", storage),
+        Route(RUNS_PATH + "/{run}", run),
+        Route(RUNS_PATH + "/{run}/data", data),
         Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(SameOrigin, port=port)])

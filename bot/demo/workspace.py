@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import itertools
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from bot.demo.welcome import welcome_message
 from bot.simulated._http import Request, Response
 from bot.simulated.slack import BOT_USER_ID, FakeSlack
 
 TEAM_ID = "T1"
 DEMO_CHANNEL, ONCALL_CHANNEL = "CDEMO", "CONCALL"
 YOU, ONCALL, GUEST = "UADA", "UBEN", "UGUEST"
+#: who tells a person that a command does not exist, as in Slack
+SLACKBOT = "USLACKBOT"
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ PEOPLE = (
     Person(GUEST, "gus", "guest, not on the Stop allowlist"),
 )
 CHANNELS = {DEMO_CHANNEL: "rl-demo", ONCALL_CHANNEL: "oncall"}
-NAMES = {p.id: p.name for p in PEOPLE} | {BOT_USER_ID: "rl-bot"}
+NAMES = {p.id: p.name for p in PEOPLE} | {BOT_USER_ID: "rl-bot", SLACKBOT: "Slackbot"}
 
 
 @dataclass
@@ -62,18 +66,35 @@ class Asked:
 class DemoSlack(FakeSlack):
     """The simulated Slack, plus ephemeral answers, App Home views and a change counter."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, page_url: str = "http://127.0.0.1", bot_token: str | None = None) -> None:
+        """`bot_token`: the only token the Web API takes (any, when None)."""
+        super().__init__(valid_tokens={bot_token} if bot_token else None)
+        self.page_url = page_url
         self.version = 0
         self.ephemerals: list[Ephemeral] = []
         self._asked: dict[str, Asked] = {}
         self._homes: dict[str, dict[str, Any]] = {}
         self._ids = itertools.count(1)
 
+    def welcome(self) -> None:
+        """The bot's first message in #rl-demo: what the next minutes bring, what to try."""
+        text, blocks = welcome_message(ONCALL_CHANNEL)
+        self.add_message(DEMO_CHANNEL, text, blocks=blocks)
+
     # -- what the page asks -----------------------------------------------------------------
 
+    def refuse_command(self, asked: Asked, command: str) -> None:
+        """Slack's answer to a slash command no app has: only the person sees it, and
+        nothing is posted."""
+        text = (
+            f"`{command}` is not a valid command. In Slack, all messages that start with the "
+            '"/" character are interpreted as commands. If you are trying to send a message '
+            'that starts with a "/" character, try adding a space before it.'
+        )
+        self.add_ephemeral(asked, {"text": text, "user": SLACKBOT})
+
     def new_response_url(self, asked: Asked) -> str:
-        token = f"demo{next(self._ids)}"
+        token = secrets.token_hex(16)  # anyone who could guess it could answer as the bot
         with self._lock:
             self._asked[token] = asked
         return self.response_url(token)
@@ -138,6 +159,14 @@ class DemoSlack(FakeSlack):
             thread = params.get("thread_ts")
             asked = Asked(str(params["channel"]), str(params["user"]), thread_ts=thread or None)
             self.add_ephemeral(asked, _message(params))
+        return answer
+
+    def _m_chat_getPermalink(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A permalink that opens the thread in the page (Slack's own leads to Slack)."""
+        answer = super()._m_chat_getPermalink(params)
+        if answer.get("ok"):
+            ts = str(params.get("message_ts") or "")
+            answer["permalink"] = f"{self.page_url}/#thread/{answer['channel']}/{ts}"
         return answer
 
     def _m_views_publish(self, params: dict[str, Any]) -> dict[str, Any]:

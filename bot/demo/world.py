@@ -1,10 +1,15 @@
 """The demo's scripted world: six training sessions, their model resources and W&B runs,
-each a function of simulated minutes, written into the simulated Together and W&B.
+each a function of the story's minute, written into the simulated Together and W&B.
 
-Scripted as functions of time rather than as a list of events, so moving the clock
-forward ("+10 min", a faster `--speed`) lands every session exactly where the script
+Scripted as functions of time rather than as a list of events, so moving the story
+forward ("+1 min", a faster `--speed`) lands every session exactly where the script
 says it is then. Only what changed is written, so what people do (Stop, Keep alive)
 stays done: a stopped session leaves the script and winds down by itself.
+
+The story's minute is a real minute at speed 1, so the rates on the cards and the
+bot's timers (stall, idle, spend, budgets), which run on real time, agree with it.
+A jump or a faster speed moves only the sessions: the bot's timers still count real
+minutes, and the page shows both.
 """
 
 from __future__ import annotations
@@ -20,8 +25,14 @@ from typing import Any
 from bot.simulated.together import FakeTogether, make_session
 from bot.simulated.wandb import FakeRun, FakeWandb
 
-#: simulated minutes a real second moves at speed 1: the script's 30 minutes take 3
-SIM_MINUTES_PER_SECOND = 1 / 6
+#: story minutes a real second moves at speed 1: real time
+SIM_MINUTES_PER_SECOND = 1 / 60
+#: the fastest the story may move (a real minute, a hundred of the story's)
+MAX_SPEED = 100.0
+#: the longest one jump ahead: a bigger one would write hours of history at once
+MAX_STEP_MINUTES = 60.0
+#: the most rows a simulated W&B run's history holds
+MAX_HISTORY_ROWS = 1000
 #: the session ids' common head (valid UUIDs, easy to tell apart by their last digits)
 _ID = "6d1e7c3a-0b5f-4c2e-9a7d-00000000000"
 ENTITY, PROJECT = "demo-org", "grpo-gsm8k"
@@ -59,23 +70,23 @@ def _steps(t: float, start: float, per_minute: float, until: float | None = None
 
 def _main(t: float) -> Shape:
     """CREATING, then RUNNING with a checkpoint of each kind every 25 steps, then done."""
-    if t < 2:
+    if t < 0.2:
         return Shape("CREATING", 0, 0, resource="CREATING")
-    step = _steps(t, 2, 5, until=24)
-    if t >= 24:
+    step = _steps(t, 0.2, 50, until=2.4)
+    if t >= 2.4:
         return Shape("STOPPED", step, step // 25, resource="STOPPED")
     return Shape("RUNNING", step, step // 25)
 
 
 def _failing(t: float) -> Shape:
-    step = 40 + _steps(t, 0, 4, until=8)
-    if t >= 8:
+    step = 40 + _steps(t, 0, 40, until=0.8)
+    if t >= 0.8:
         return Shape("ERROR", step, 1, resource="STOPPED")
     return Shape("RUNNING", step, 1)
 
 
 def _stalling(t: float) -> Shape:
-    return Shape("RUNNING", 120 + _steps(t, 0, 3, until=4), 4)
+    return Shape("RUNNING", 120 + _steps(t, 0, 30, until=0.4), 4)
 
 
 def _idle(t: float) -> Shape:
@@ -84,16 +95,16 @@ def _idle(t: float) -> Shape:
 
 
 def _nan(t: float) -> Shape:
-    return Shape("RUNNING", 60 + _steps(t, 0, 4), 2 + _steps(t, 0, 4) // 40)
+    return Shape("RUNNING", 60 + _steps(t, 0, 40), 2 + _steps(t, 0, 40) // 40)
 
 
 def _late(t: float) -> Shape | None:
-    """Somebody else's session, created a few minutes in."""
-    if t < 5:
+    """Somebody else's session, created half a minute in."""
+    if t < 0.5:
         return None
-    if t < 7:
+    if t < 0.7:
         return Shape("CREATING", 0, 0, resource="CREATING")
-    return Shape("RUNNING", _steps(t, 7, 6), _steps(t, 7, 6) // 30)
+    return Shape("RUNNING", _steps(t, 0.7, 60), _steps(t, 0.7, 60) // 30)
 
 
 SCRIPTS = (
@@ -116,9 +127,12 @@ SCRIPTS = (
 
 def history(script: Script, step: int) -> list[dict[str, Any]]:
     """The run's logged rows up to `step`: reward climbing, loss falling, and past
-    `nan_from_step` a NaN loss (as a diverging run logs it)."""
+    `nan_from_step` a NaN loss (as a diverging run logs it). Every 5th step, spread
+    out past `MAX_HISTORY_ROWS` rows as W&B samples a long history: a session runs for
+    ever, and its whole history is written again at each step, under the world's lock."""
+    stride = max(5, math.ceil(step / MAX_HISTORY_ROWS / 5) * 5)
     rows = []
-    for s in range(0, step + 1, 5):
+    for s in range(0, step + 1, stride):
         wobble = 0.03 * math.sin(s / 3.0)
         loss = 1.3 * math.exp(-s / 60) + 0.12 + wobble / 2
         if script.nan_from_step is not None and s >= script.nan_from_step:
@@ -137,10 +151,18 @@ class World:
     """The simulated clock and what it has written. Thread-safe: the page's controls
     and the ticking loop both move it."""
 
-    def __init__(self, together: FakeTogether, wandb: FakeWandb, *, speed: float = 1.0) -> None:
+    def __init__(
+        self,
+        together: FakeTogether,
+        wandb: FakeWandb,
+        *,
+        speed: float = 1.0,
+        runs_url: str = f"https://wandb.ai/{ENTITY}/{PROJECT}/runs",
+    ) -> None:
         self.together = together
         self.wandb = wandb
         self.speed = speed
+        self.runs_url = runs_url
         self.minute = 0.0
         self._lock = threading.Lock()
         self._written: dict[str, tuple[Any, ...]] = {}
@@ -148,7 +170,12 @@ class World:
         self._changed_at: dict[str, datetime] = {}
         self._stopped: dict[str, float] = {}
         self._started = datetime.now(UTC).replace(microsecond=0)
-        self._last = time.monotonic()
+        self._last = self._began = time.monotonic()
+
+    @property
+    def elapsed(self) -> float:
+        """Real seconds since the world began: the clock the bot's timers keep."""
+        return time.monotonic() - self._began
 
     def tick(self) -> None:
         """Move the clock by the real time since the last tick, at the current speed."""
@@ -157,12 +184,17 @@ class World:
             self._apply()
 
     def advance(self, minutes: float) -> None:
+        """Move the story (only the sessions) ahead by `minutes`."""
+        if not 0 <= minutes <= MAX_STEP_MINUTES:  # also refuses NaN
+            raise ValueError(f"a step is 0 to {MAX_STEP_MINUTES:g} minutes")
         with self._lock:
             self._move()
             self.minute += minutes
             self._apply()
 
     def set_speed(self, speed: float) -> None:
+        if not 0 < speed <= MAX_SPEED:
+            raise ValueError(f"the speed is above 0 and at most {MAX_SPEED:g}")
         with self._lock:
             self._move()
             self.speed = speed
@@ -235,12 +267,12 @@ class World:
                 project=PROJECT,
                 run_id=script.run,
                 run_name=script.name,
-                url=f"https://wandb.ai/{ENTITY}/{PROJECT}/runs/{script.run}",
+                url=f"{self.runs_url}/{script.run}",
             )
         return session
 
     def _created(self, script: Script) -> datetime:
-        first = next((m for m in range(0, 60) if script.shape(m) is not None), 0)
+        first = next((m / 10 for m in range(600) if script.shape(m / 10) is not None), 0.0)
         return self._started + timedelta(minutes=first) - timedelta(minutes=20 if first == 0 else 0)
 
 

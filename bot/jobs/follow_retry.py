@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 
-from bot.slack_web import SlackApiError
+from bot.slack_web import RefusalKind, SlackApiError, refusal_of
 from bot.slack_web.refusals import CHANNEL_GONE
 from bot.store.errors import refused_by_database
 from bot.subscriptions.errors import SubscriptionError
@@ -38,8 +38,11 @@ def failure_of(exc: BaseException) -> tuple[Failure, str]:
     if isinstance(exc, SubscriptionError):
         cause = exc.__cause__
         if isinstance(cause, SlackApiError):
-            error = str(cause.response.get("error") or "")
-            return (Failure.CHANNEL_GONE if error in CHANNEL_GONE else Failure.PASSING), error
+            # Delivery's reading of Slack: its passing refusals (a 429, a 5xx, its
+            # own failures told with 200) pass, whatever their string says.
+            refusal = refusal_of(cause)
+            gone = refusal.kind is RefusalKind.GONE and refusal.error in CHANNEL_GONE
+            return (Failure.CHANNEL_GONE if gone else Failure.PASSING), refusal.error
         return Failure.CANNOT, ""  # ended, or subscribed a moment ago
     if isinstance(exc, TogetherError) and exc.status == 404:
         return Failure.CANNOT, ""  # Together no longer knows the session

@@ -112,15 +112,24 @@ def next_read_at(now: datetime, *, failures: int, refresh: timedelta) -> datetim
 
 
 def rule_readings(
-    metrics: set[str], latest: Mapping[str, float], recent: Mapping[str, Series]
+    metrics: set[str],
+    latest: Mapping[str, float],
+    recent: Mapping[str, Series],
+    *,
+    floor: datetime | None = None,
 ) -> dict[str, Reading]:
     """What a read says of the rules' W&B metrics (pure): each one's latest
-    value (None when the run has none) at its newest sampled step."""
+    value (None when the run has none) at its newest sampled step, with the
+    points as the run logged them (when W&B timed them) and `floor`, when the
+    session was read before, so a crossing is timed from when it was logged."""
     out: dict[str, Reading] = {}
     for name in metrics - {STEPS_PER_MIN}:
         series = recent.get(name)
         step = series.steps[-1] if series is not None and series.steps else None
-        out[name] = Reading(latest.get(name), step)
+        points: tuple[tuple[float, float], ...] = ()
+        if series is not None and len(series.times) == len(series.values):
+            points = tuple(zip(series.times, series.values, strict=True))
+        out[name] = Reading(latest.get(name), step, points=points, floor=floor)
     return out
 
 
@@ -157,7 +166,7 @@ async def read_metrics(rt: Runtime) -> int:
                 snapshot = stored.get(session_id)
                 run = run_of(snapshot.wandb_entry if snapshot is not None else None)
                 async with rt.sessionmaker() as db:
-                    old, _ = await view_of(db, session_id)
+                    old, last_read = await view_of(db, session_id)
                     charted = run is not None and wandb is not None
                     chart = None if charted else await stored_progress_chart(db, session_id)
                 if run is None or wandb is None:
@@ -188,7 +197,9 @@ async def read_metrics(rt: Runtime) -> int:
                         chart = metric_chart(settings.wandb_metrics, recent)
                         view = view.model_copy(update={"chart": chart})
                         if session_id in wanted:
-                            readings[session_id] = rule_readings(wanted[session_id], latest, recent)
+                            readings[session_id] = rule_readings(
+                                wanted[session_id], latest, recent, floor=last_read
+                            )
                         read += 1
                 async with rt.sessionmaker() as db, db.begin():
                     threads = await _threads(db, session_id) if bad else []

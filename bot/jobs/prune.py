@@ -7,7 +7,7 @@ Cut-offs are the database's clock, like every other time the replicas share.
 
 from __future__ import annotations
 
-from bot.outbox.retention import drop_ended, drop_finished
+from bot.outbox.retention import drop_ended, drop_finished, drop_finished_redraws
 from bot.runtime import Runtime
 from bot.store.chart_tables import ProgressPoint, SessionMetrics
 from bot.store.queries.watched_sessions import drop_unwatched_rows
@@ -15,6 +15,8 @@ from bot.store.rule_tables import RuleStateRow
 from bot.store.tables import PersonalWatch, db_now
 
 DAY_SECONDS = 86400.0
+#: finished card redraws are kept an hour (the pace reads their last minute)
+REDRAW_RETENTION_SECONDS = 3600.0
 
 
 async def prune_outbox(rt: Runtime) -> int:
@@ -25,7 +27,8 @@ async def prune_outbox(rt: Runtime) -> int:
     acknowledgement goes with the age of its alert (it names the alert's row)."""
     cutoff = db_now(-rt.settings.outbox_retention_days * DAY_SECONDS)
     async with rt.sessionmaker() as db, db.begin():
-        return await drop_finished(db, cutoff)
+        redraws = await drop_finished_redraws(db, db_now(-REDRAW_RETENTION_SECONDS))
+        return redraws + await drop_finished(db, cutoff)
 
 
 async def prune_watches(rt: Runtime) -> tuple[int, int]:

@@ -4,8 +4,9 @@ The jobs it ticks are declared in `bot.jobs.table`, their bodies in `bot.jobs.wo
 
 APScheduler 3 job stores cannot be shared between processes, so every
 replica runs the same in-memory jobs, and the claims in `poll` and `outbox`
-split the work. `max_instances=1` and `coalesce` keep one tick from
-overlapping the next.
+split the work. A tick that comes while the job's previous one still runs is
+skipped on purpose and quietly (`_guarded`): the next tick comes soon, and the
+work left over waits for it. `coalesce` folds ticks missed meanwhile into one.
 
 Delivery is not a scheduler job but a loop of its own that sleeps until it is
 rung (`deliver_soon`: a poll part, a watch or a command wrote outbox rows) or
@@ -46,6 +47,8 @@ class Ticker:
         self.scheduler = AsyncIOScheduler(timezone=UTC)
         self.stopping = False
         self._running: set[asyncio.Task[Any]] = set()
+        #: the jobs with a tick running now
+        self._busy: set[str] = set()
         self.deliver_soon = rt.deliver_soon
         self._loops: list[asyncio.Task[None]] = []
         self.work = Work(
@@ -76,18 +79,21 @@ class Ticker:
             args=[name, work],
             id=name,
             seconds=seconds,
-            max_instances=1,
+            # Two, so that APScheduler hands an overlapping tick to `_guarded`, which skips
+            # it without a word, rather than skipping it with a warning of its own.
+            max_instances=2,
             coalesce=True,
             next_run_time=datetime.now(UTC),
             misfire_grace_time=None,
         )
 
     async def _guarded(self, name: str, work: Any) -> None:
-        if self.stopping:
+        if self.stopping or name in self._busy:
             return
         task = asyncio.current_task()
         if task is not None:
             self._running.add(task)
+        self._busy.add(name)
         try:
             with charged_to(name):  # its Together requests, in the request budget
                 await work()
@@ -95,6 +101,7 @@ class Ticker:
             # The next tick tries again (PostgreSQL restarting, Slack down, a bug).
             log.exception("%s tick failed", name)
         finally:
+            self._busy.discard(name)
             if task is not None:
                 self._running.discard(task)
 

@@ -14,6 +14,7 @@ from sqlalchemy import delete, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.outbox.contract.rows import State
+from bot.outbox.order import REDRAWS
 from bot.outbox.table import OutboxMessage
 from bot.store.engine import rows_touched
 from bot.store.tables import AlertAck, AlertSent, Subscription, WatchedSession
@@ -36,6 +37,22 @@ async def drop_finished(db: AsyncSession, cutoff: Any) -> int:
     await db.execute(
         delete(AlertAck)
         .where(AlertAck.acked_at < cutoff)
+        .execution_options(synchronize_session=False)
+    )
+    return rows_touched(result)
+
+
+async def drop_finished_redraws(db: AsyncSession, cutoff: Any) -> int:
+    """Finished card redraws older than `cutoff`: a redraw tells nothing a later one
+    does not, and only its last minute counts (the pace of routine redraws), so
+    they are not kept the outbox's whole retention."""
+    result = await db.execute(
+        delete(OutboxMessage)
+        .where(
+            OutboxMessage.kind.in_(REDRAWS),
+            OutboxMessage.state != State.PENDING,
+            OutboxMessage.created_at < cutoff,
+        )
         .execution_options(synchronize_session=False)
     )
     return rows_touched(result)

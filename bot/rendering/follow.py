@@ -19,6 +19,7 @@ from bot.rendering.blocks import (
     section_block,
 )
 from bot.rendering.text import code_span, inert
+from bot.rendering.words import count_words
 
 #: rules shown in a list or App Home (a channel holds 20 at most)
 _MAX_RULES = 25
@@ -133,9 +134,10 @@ def home_blocks(
     if not mapped:
         blocks.append(
             context_block(
-                "CREATED_BY_USER_MAP has no Together user for you, so I cannot tell which "
-                "sessions are yours: ask whoever runs the bot to add `<Together user id>=<your "
-                "Slack user id>` to it."
+                "I do not know your Together user, so I cannot tell which sessions are "
+                "yours: ask your operator to pair your Together user id (the *Created by* "
+                "on your sessions' cards) with your Slack member ID (*Profile → ⋮ → Copy "
+                "member ID*)."
             )
         )
     blocks += [{"type": "divider"}, header_block("Your follow rules")]
@@ -157,14 +159,15 @@ def cap_message(
     """Said in the channel, once, when a rule found more new sessions than one pass
     takes: what it did with them, as it happened."""
     text = (
-        f":warning: `{rule_words(rule)}` found {found} new sessions at once; I subscribed "
-        f"{subscribed} and will take the other {waiting} in the next passes ({cap} a pass "
-        "at most, within the Together request budget)."
+        f":warning: `{rule_words(rule)}` found {count_words(found, 'new session')} at once; "
+        f"I subscribed {subscribed:,} and will take the {count_words(waiting, 'session')} left "
+        f"in the next passes ({cap:,} a pass at most, within the Together request budget)."
     )
     if failed:
         text += (
-            f" {failed} could not be subscribed yet (Slack or Together refused for now); "
-            "I will try them again, less often each time."
+            f" {count_words(failed, 'session')} could not be subscribed yet (Slack or Together "
+            f"refused for now); I will try {'it' if failed == 1 else 'them'} again, less often "
+            "each time."
         )
     return message_of(text, [section_block(text)])
 

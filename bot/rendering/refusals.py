@@ -29,16 +29,16 @@ class AllowlistRefusal(enum.Enum):
 
 _NOT_CONFIGURED: dict[Guarded, str] = {
     "stop": (
-        "Stopping sessions from Slack is not enabled here. An operator can allow it with "
-        "`STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+        "Stopping sessions from Slack is not enabled here. Ask your operator to put the "
+        "people (or a user group) who may stop sessions on the Stop allowlist."
     ),
     "download": (
         "Downloading weights from Slack is not enabled here: it takes the Stop allowlist, "
-        "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+        "which your operator sets (people or a user group)."
     ),
     "keep alive": (
         "Keeping resources up from Slack is not enabled here: it takes the Stop allowlist, "
-        "which an operator sets with `STOP_ALLOWED_USER_IDS` or `STOP_ALLOWED_USERGROUP`."
+        "which your operator sets (people or a user group)."
     ),
 }
 _NOT_ALLOWED: dict[Guarded, str] = {
@@ -159,8 +159,8 @@ def files_refused(together_message: str) -> str:
 # --- Acknowledge --------------------------------------------------------------------------------
 
 UNKNOWN_ALERT = (
-    "I no longer know that alert (finished alerts are kept OUTBOX_RETENTION_DAYS days), "
-    "so there is nothing to acknowledge."
+    "I no longer know that alert (finished alerts are kept only for as long as your "
+    "operator chose), so there is nothing to acknowledge."
 )
 
 
@@ -217,22 +217,22 @@ def upload_busy(wait: float) -> str:
 # --- CREATED_BY_USER_MAP ------------------------------------------------------------------------
 
 
+def _unknown(slack_user: str, *, yours: bool) -> str:
+    """Why a Slack user's sessions cannot be told apart, and what to ask the operator."""
+    whose = "your Together user" if yours else f"the Together user of <@{slack_user}>"
+    return (
+        f"I do not know {whose}, so I cannot tell which sessions are "
+        f"{'yours' if yours else 'theirs'}. Ask your operator to pair the Together user id "
+        "(the *Created by* on the sessions' cards) with the Slack member ID "
+        f"`{slack_user}`."
+    )
+
+
 def unlisted_creator(slack_user: str, *, mine: bool) -> str:
     """`ls mine|@user` for a Slack user with no Together user."""
-    whom = "you" if mine else f"<@{slack_user}>"
-    return (
-        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
-        "sessions are theirs. Ask your operators to add one."
-    )
+    return _unknown(slack_user, yours=mine)
 
 
 def unmapped_answer(slack_user: str, *, caller: str) -> str:
-    """How to map a Slack user who has no CREATED_BY_USER_MAP entry, for a follow rule (mrkdwn)."""
-    whom = "you" if slack_user == caller else f"<@{slack_user}>"
-    return (
-        f"CREATED_BY_USER_MAP has no Together user for {whom}, so I cannot tell which "
-        "sessions are theirs. Ask whoever runs the bot to add the pair "
-        f"`&lt;Together user id&gt;={slack_user}` to CREATED_BY_USER_MAP (comma-separated "
-        "pairs; the Together user id is the `created_by` of their sessions, as "
-        "`/rl-session &lt;id&gt;` shows it) and restart the bot, or use `all`."
-    )
+    """A follow rule for a Slack user with no Together user (mrkdwn)."""
+    return f"{_unknown(slack_user, yours=slack_user == caller)} Or use `all`."

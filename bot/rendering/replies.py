@@ -67,7 +67,7 @@ _USAGE = [
         "/rl-session subscribe <id> [status] [checkpoints] [errors-only] [stall=30m|off] "
         "[target=2000] [broadcast=errors|ends|all|off] [dm=creator|off] [chart=end|off]",
         "post the card here and follow it (default: status changes; a stalled step "
-        "is told after STALL_AFTER_MINUTES unless `stall=` says otherwise; `broadcast=` "
+        "is told after the time your operator set, unless `stall=` says otherwise; `broadcast=` "
         "shows those replies in the channel too; `dm=creator` DMs the session's creator "
         "its errors, stalls and idle resources; a final chart when it ends unless `chart=off`)",
     ),
@@ -267,7 +267,8 @@ def home_view(
     else:
         blocks.append(
             context_block(
-                "None that the bot is watching (or no CREATED_BY_USER_MAP entry for you)."
+                "None that the bot is watching (or it does not know your Together user: "
+                "ask your operator to map it to your Slack user)."
             )
         )
     return {"type": "home", "blocks": blocks[:MAX_BLOCKS]}

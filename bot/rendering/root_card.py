@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from bot.rendering.blocks import Message
+from bot.rendering.blocks import Message, context_block
 from bot.rendering.chart_block import CardChart, chart_block, with_chart
 from bot.rendering.metric_lines import MetricLine, with_metrics
 from bot.rendering.watch import WatchFacts, with_watch
 from bot.training.metrics_view import MetricsView
 from bot.training.poll_progress import CardView
 from bot.training.rules import eta, stalled_for
+from bot.training.snapshots import SessionSnapshot
 
 
 def facts(view: CardView) -> WatchFacts:
@@ -50,6 +51,14 @@ class CardExtras:
     chart: CardChart | None = None
     #: the subscription's workspace, where a refusal of the chart is remembered
     team_id: str | None = None
+    #: the session as last stored, and whether the subscription is still active: what
+    #: a redraw that draws the newest state draws (None: nothing stored)
+    stored: SessionSnapshot | None = None
+    active: bool = True
+    #: the thread's own settings the card shows: until when it is muted, and the
+    #: channel's metric rules on the session (as `rendering.rules.rule_words`)
+    muted_until: datetime | None = None
+    rules: tuple[str, ...] = ()
 
 
 def metric_lines(view: MetricsView, names: tuple[str, ...]) -> tuple[MetricLine, ...]:
@@ -102,4 +111,34 @@ def card_with_extras(card: Message, extras: CardExtras, *, now: datetime) -> Mes
     W&B line and its live chart."""
     shown, step = card_facts(extras, now=now)
     drawn = with_metrics(with_watch(card, shown, step=step), extras.metrics)
+    drawn = _with_thread_line(drawn, extras, now=now)
     return with_chart(drawn, chart_block(extras.chart) if extras.chart is not None else None)
+
+
+#: rules named on the card; the others are counted
+_RULES_SHOWN = 3
+
+
+def thread_line(extras: CardExtras, *, now: datetime) -> str | None:
+    """`🔕 Muted until 14:05 UTC · 🔔 Alerts: `kl > 8`, …` (None: neither)."""
+    parts: list[str] = []
+    if extras.muted_until is not None and extras.muted_until > now.replace(tzinfo=None):
+        until = extras.muted_until
+        day = "" if until.date() == now.date() else f"{until:%b} {until.day}, "
+        parts.append(f":no_bell: Muted until {day}{until:%H:%M} UTC")
+    if extras.rules:
+        shown = ", ".join(extras.rules[:_RULES_SHOWN])
+        more = len(extras.rules) - _RULES_SHOWN
+        parts.append(f":bell: Alerts: {shown}" + (f" and {more} more" if more > 0 else ""))
+    return " · ".join(parts) or None
+
+
+def _with_thread_line(card: Message, extras: CardExtras, *, now: datetime) -> Message:
+    """The card with its thread line, above its buttons."""
+    line = thread_line(extras, now=now)
+    if line is None:
+        return card
+    blocks = list(card["blocks"])
+    at = next((i for i, b in enumerate(blocks) if b.get("type") == "actions"), len(blocks))
+    blocks.insert(at, context_block(line))
+    return {**card, "blocks": blocks}

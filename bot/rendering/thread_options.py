@@ -53,8 +53,8 @@ def routing_words(
             )
         else:
             words += (
-                f", DMs to the creator once CREATED_BY_USER_MAP maps "
-                f"{code_span(creator or '(unknown)', VALUE_LIMIT)} to a Slack user "
-                "(an operator adds `together-id=U…`); none until then"
+                f", DMs to the creator once your operator pairs the Together user "
+                f"{code_span(creator or '(unknown)', VALUE_LIMIT)} with a Slack member ID; "
+                "none until then"
             )
     return words

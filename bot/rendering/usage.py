@@ -4,6 +4,11 @@ as a link or a mention). The parsers in `bot.commands` choose which one."""
 
 from __future__ import annotations
 
+from bot.rendering.text import code_span
+
+#: how much of a word typed is quoted back
+_ECHO = 41
+
 ALERT_USAGE = (
     "Use `alert &lt;id&gt;|* &lt;metric&gt; &lt;op&gt; &lt;value&gt; [for &lt;duration&gt;] [page]`, e.g. "
     "`alert &lt;id&gt; reward &lt; 0.2 for 10m page` (`op` is `&lt;`, `&lt;=`, `&gt;` or `&gt;=`; the metric is "
@@ -24,7 +29,7 @@ BROADCAST_USAGE = (
 
 CHART_USAGE = (
     "Use `chart &lt;id&gt; [metric …]`: up to 6 W&B metric names (letters, digits and `_ . / -`), "
-    "or `progress` for the bot's own step chart. Without names: WANDB_METRICS."
+    "or `progress` for the bot's own step chart. Without names: the metrics your operator chose."
 )
 
 CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) or `chart=off`."
@@ -32,8 +37,8 @@ CHART_USAGE_SUBSCRIBE = "Give `chart=end` (a final chart when the session ends) 
 DIGEST_USAGE = "Use `digest on HH:MM [Area/City]` (24-hour time, e.g. `digest on 09:00 Europe/Berlin`) or `digest off`."
 
 DM_USAGE = (
-    "Give `dm=creator` (the session's creator, through CREATED_BY_USER_MAP, gets a DM "
-    "when it errors, stalls or leaves an idle resource) or `dm=off`."
+    "Give `dm=creator` (the session's creator gets a DM when it errors, stalls or leaves "
+    "an idle resource, once your operator has told the bot who they are in Slack) or `dm=off`."
 )
 
 FOLLOW_USAGE = (
@@ -47,6 +52,13 @@ LS_USAGE = (
     "e.g. `ls running mine` or `ls all model=Qwen/Qwen3.5-4B`."
 )
 
+STOP_BUTTON_USAGE = (
+    "Stopping is a button, so that Slack asks you to confirm: press *Stop session* on the "
+    "session's card (`/rl-session &lt;id&gt;` shows it) or *Stop* on its row of `ls`."
+)
+
+NAMES = "`&lt;id&gt;` may be a session's id or its name."
+
 MUTE_USAGE = "Give a duration such as `30m`, `2h`, `1d` or `1h30m` (at most 30 days)."
 
 STALL_USAGE = (
@@ -59,3 +71,12 @@ TARGET_USAGE = (
     "Give one `target=` with a whole step number such as `target=2000` (1 to 10^12): "
     "the card then shows when the session should reach it at the measured rate."
 )
+
+
+def unpicked_user(word: str) -> str:
+    """`@ben` typed as text: Slack sends a person's id only when they are picked
+    from its list (the same words for `ls`, `follow` and `unfollow`)."""
+    return (
+        f"I cannot tell who {code_span(word, _ECHO)} is: pick the person from Slack's list "
+        "as you type `@`, so the command carries their user id."
+    )

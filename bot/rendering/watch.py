@@ -51,6 +51,7 @@ from bot.training.resources import CostEstimate, ModelResource
 from bot.training.rules import rate_words
 from bot.training.sessions import TrainingSession, is_session_id
 from bot.training.status import ResourceStatus
+from bot.training.thresholds import BUDGET_CURRENCY, same_currency
 
 STOP_RESOURCE = "rl_stop_resource"
 
@@ -113,10 +114,7 @@ def watch_blocks(facts: WatchFacts, *, step: int | None = None) -> list[dict[str
         pairs.append(("Price", f"{per_hour}/h"))
         spend = _spend(facts)
         if spend is not None:
-            currency = price.currency if price is not None else None
-            budget = money_words(facts.budget, currency) if facts.budget else None
-            of = f" of {budget} budget" if budget is not None else ""
-            pairs.append(("Spend so far (estimate)", f"≈ {spend}{of}"))
+            pairs.append(("Spend so far (estimate)", f"≈ {spend}{_of_budget(facts)}"))
     rate = rate_words(facts.rate)
     if rate is not None:
         pairs.append(("Progress", rate))
@@ -149,6 +147,17 @@ def with_watch(card: Message, facts: WatchFacts, *, step: int | None = None) -> 
     if len(blocks) > MAX_BLOCKS:  # drop from the watch section, never the card's own
         del blocks[at + len(extra) - (len(blocks) - MAX_BLOCKS) : at + len(extra)]
     return {**card, "blocks": blocks}
+
+
+def _of_budget(facts: WatchFacts) -> str:
+    """` of $100 budget`; a spend priced in another currency is never compared
+    with a budget, which is in dollars: the card says so."""
+    budget = money_words(facts.budget, BUDGET_CURRENCY) if facts.budget else None
+    if budget is None or facts.price is None:
+        return ""
+    if same_currency(facts.price.currency):
+        return f" of {budget} budget"
+    return f"; the {budget} budget is in dollars: not compared"
 
 
 def _spend(facts: WatchFacts) -> str | None:

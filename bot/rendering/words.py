@@ -189,6 +189,11 @@ def step_words(step: int | None) -> str:
         return "(too large to show)"
 
 
+def count_words(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 rule`, `0 rules`, `1,500 new sessions`: the noun agrees with the count."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def money_words(amount: float | None, currency: str | None) -> str | None:
     """`$12.50` for USD, `12.50 EUR` otherwise (the code escaped); whole units
     from 100 up so a spend estimate moves in readable steps."""

@@ -129,19 +129,24 @@ class Settings(BaseSettings, ChartSettings):
     )
     delivery_max_attempts: int = _tuning(
         30,
-        "A message Slack keeps refusing (server errors, rate limits, bugs) is set aside after "
-        "this many attempts (about 2 h of 5xx), on-call told once; its channel moves on.",
+        "Attempts before a message Slack keeps refusing is set aside (on-call told once); "
+        "its channel moves on.",
         ge=1,
     )
     channel_min_interval_seconds: float = _tuning(
         1.0, "The least time between two posts to one channel: bursts are paced, not dropped.", ge=0
     )
+    card_redraws_per_minute: float = _tuning(
+        40.0,
+        "Card updates a minute, all replicas', up to which routine redraws (steps/min, "
+        "spend) are sent; Slack takes about 50.",
+        ge=1,
+    )
     lease_seconds: float = _tuning(
         15.0,
-        "How long a replica's claim on a session or outbox row lasts unrenewed, by the "
-        "database's clock: renewed every third of it while the work runs, taken over "
-        "after it (or after half of it when its replica's heartbeat stops). At least "
-        "Slack's 10 s timeout, so one post fits in a lease renewed just before it.",
+        "A replica's claim on a session, outbox row or job, unrenewed (the database's "
+        "clock): renewed every third of it, taken over after it. At least Slack's 10 s "
+        "timeout.",
         ge=1,
         le=3600,
         allow_inf_nan=False,

@@ -69,8 +69,8 @@ class Timings:
         return cls(
             lease=lease,
             renew_every=renew_every,
-            heartbeat_every=min(MAX_HEARTBEAT_SECONDS, lease / 5),
-            silent_after=lease / 2,
+            heartbeat_every=min(MAX_HEARTBEAT_SECONDS, lease / 10),
+            silent_after=lease / 4,
             unrenewed_after=2 * renew_every,
             report_stale=max(REPORT_STALE_SECONDS, 2 * lease),
             poll_tick=min(

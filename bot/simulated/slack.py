@@ -29,6 +29,7 @@ from .slack_calls import (
 from .slack_chat import SlackChat
 from .slack_conversations import SlackConversations
 from .slack_files import SlackFiles
+from .slack_limits import SlackLimits
 
 __all__ = [
     "APP_ID",
@@ -54,6 +55,11 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
       refuse_charts — a post or update carrying a `data_visualization` block answers
         `invalid_blocks`, as a workspace without the block does. Without it, such a
         message is taken only when its blocks validate (`slack_charts.blocks_problems`).
+      rate_limits — Slack's limits on `chat.update` (about 50 a minute per workspace) and
+        `chat.postMessage` (a short burst, then one a second per channel), answered as
+        Slack does: HTTP 429 `ratelimited` with `Retry-After` (`slack_limits`). On by
+        default, as in Slack; `limits` holds them (`limits.enabled`, the sizes), and
+        `reset` restores the constructor's choice.
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
         usergroups: dict[str, list[str]] | None = None,
         valid_tokens: Iterable[str] | None = None,
         refuse_charts: bool = False,
+        rate_limits: bool = True,
     ) -> None:
         super().__init__(port=port, latency=latency)
         self.strict_update = strict_update
@@ -75,6 +82,8 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
         self.usergroups: dict[str, list[str]] = dict(usergroups or {})
         self.valid_tokens: set[str] | None = set(valid_tokens) if valid_tokens else None
         self.refuse_charts = refuse_charts
+        self._rate_limits = rate_limits
+        self.limits = SlackLimits(enabled=rate_limits)
         #: extra per-method latency (seconds), added to `latency`
         self.method_latency: dict[str, float] = {}
         #: extra latency (seconds) for calls whose params a predicate accepts, see `slow_when`
@@ -200,7 +209,8 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
         return dict(msg)
 
     def reset(self) -> None:
-        """Forget calls, messages, responses, faults, channel errors and expired URLs."""
+        """Forget calls, messages, responses, faults, channel errors, expired URLs and what
+        the rate limits counted."""
         with self._lock:
             self.calls.clear()
             self.messages.clear()
@@ -214,6 +224,8 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
             self.refuse_charts = False
             self.max_in_flight = self.in_flight
             self._init_files()
+        self.limits.reset()
+        self.limits.enabled = self._rate_limits
 
     # -- server ----------------------------------------------------------------------------------
 
@@ -306,6 +318,9 @@ class FakeSlack(SlackChat, SlackConversations, SlackCallLog, SlackFiles, FakeHTT
                 channel_error = self._channel_errors.get(channel)
             if channel_error:
                 return 200, {"ok": False, "error": channel_error}, {}
+            wait = self.limits.take(method, workspace=call.token or TEAM_ID, channel=channel)
+            if wait is not None:
+                return 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(wait)}
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return 200, {"ok": True}, {}

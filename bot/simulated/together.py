@@ -15,7 +15,8 @@ Routes (under `base_url` = http://127.0.0.1:<port>/v1, bearer auth against `api_
                                               stored session points at)
     GET  /v1/rl/model-resources?status[]=&created_by=&limit=&after=   ModelResourcesListResponse
     POST /v1/rl/model-resources/estimate-cost  {"currency", "price_per_hour"}: `prices[gpu_type]`
-                                              per generator replica (the trainer counts as one)
+                                              per generator replica (the trainer counts as one),
+                                              in `currencies[gpu_type]` (USD when not named)
     POST /v1/rl/model-resources/{id}/stop     ModelResources, status -> STOPPING; `force` from
                                               the JSON body or the query (`?force=true`, as the
                                               SDK sends it); without it, a 400
@@ -203,6 +204,9 @@ class FakeTogether(AlertActionRoutes, ListRoutes, ResourceRoutes, TogetherFaults
                 error_body("Invalid API key provided.", "invalid_api_key"), status=401
             )
         if route == "get" and request.method == "GET" and session_id is not None:
+            with self._lock:
+                if session_id in self.sessions:
+                    self._advance(self.sessions[session_id])
             session = self.get(session_id)
             if session is None:
                 return _not_found()

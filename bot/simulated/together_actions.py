@@ -24,6 +24,9 @@ RESOURCE_READY = "MODEL_RESOURCES_STATUS_READY"
 class AlertActionRoutes(TogetherStore):
     """`_extend_expiry` and `_download`, served by `FakeTogether._serve`."""
 
+    #: where this server's download URLs point (the demo points them at its page)
+    download_host = DOWNLOAD_HOST
+
     def _extend_expiry(self, resource_id: str, raw: bytes) -> Response:
         try:
             body = json.loads(raw) if raw else {}
@@ -107,11 +110,12 @@ class AlertActionRoutes(TogetherStore):
             for name, size in names:
                 signature = uuid.uuid4().hex
                 self.download_signatures.append(signature)
+                self.download_signed[signature] = (checkpoint_id, name)
                 files.append(
                     {
                         "filename": name,
                         "size": size,
-                        "url": f"{DOWNLOAD_HOST}/ckpt/{checkpoint_id}/{name}"
+                        "url": f"{self.download_host}/ckpt/{checkpoint_id}/{name}"
                         f"?X-Amz-Expires=900&X-Amz-Signature={signature}",
                     }
                 )

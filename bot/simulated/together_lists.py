@@ -54,6 +54,8 @@ class ListRoutes(TogetherStore):
                 and (creator is None or s.get("created_by") == creator)
                 and (resource_id is None or s.get("model_resources_id") == resource_id)
             ]
+            for item in items:
+                self._advance(item)
             order = dict(self._order)
             items.sort(key=lambda s: order.get(str(s["id"]), 0))
             response = _page(

@@ -43,7 +43,8 @@ class ResourceRoutes(TogetherStore):
         with self._lock:
             self.estimate_requests.append(body)
             price = self.prices[gpu] * (1 + replicas)
-        return Response.json({"currency": "USD", "price_per_hour": round(price, 4)})
+            currency = self.currencies.get(gpu, "USD")
+        return Response.json({"currency": currency, "price_per_hour": round(price, 4)})
 
     def _stop_resource(self, resource_id: str, raw: bytes, query: dict[str, list[str]]) -> Response:
         try:

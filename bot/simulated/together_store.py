@@ -67,6 +67,9 @@ class TogetherStore(FakeHTTPServer):
         self.on_list_page: Callable[[str], None] | None = None
         #: the session list never ends (see `bot.simulated.together`)
         self.endless_list = False
+        #: a RUNNING session's step moves this much each time it is read (a GET of it,
+        #: or a list request that matches it): training that never stands still
+        self.steps_per_read = 0
         #: at most this many rows a list page, whatever `limit` asks (None: `limit`);
         #: a server may send fewer rows than asked, and the SDK's pagination allows it
         self.page_rows: int | None = None
@@ -88,10 +91,14 @@ class TogetherStore(FakeHTTPServer):
         self.download_requests: list[tuple[str, str]] = []
         #: the secret part of every presigned URL handed out: it must appear nowhere else
         self.download_signatures: list[str] = []
+        #: what each signature was handed out for: (checkpoint id, file name)
+        self.download_signed: dict[str, tuple[str, str]] = {}
         #: JSON bodies POSTed to estimate-cost, in order
         self.estimate_requests: list[dict[str, Any]] = []
         #: estimate-cost's price per hour per GPU group, by GPU type
         self.prices: dict[str, float] = dict(DEFAULT_PRICES)
+        #: estimate-cost's currency by GPU type (USD when not named)
+        self.currencies: dict[str, str] = {}
         #: extra latency for one session's requests, added to `latency`
         self.session_latency: dict[str, float] = {}
         self._counts: Counter[str] = Counter()
@@ -214,6 +221,20 @@ class TogetherStore(FakeHTTPServer):
             self.sessions[str(session["id"])] = copy.deepcopy(session)
             self._order.setdefault(str(session["id"]), len(self._order))
             self._cond.notify_all()
+
+    def _advance(self, session: dict[str, Any]) -> None:
+        """Move a RUNNING session's step on by `steps_per_read` (held under the lock)."""
+        if not self.steps_per_read or session.get("status") != STATUS_PREFIX + "RUNNING":
+            return
+        try:
+            step = str(int(str(session.get("step") or 0)) + self.steps_per_read)
+        except ValueError:
+            return
+        session["step"] = step
+        policy = session.get("policy_state")
+        if isinstance(policy, dict):
+            policy.update(applied_weights_version=step, target_weights_version=step)
+            policy["trainer_step"] = step
 
     def get(self, id: str) -> dict[str, Any] | None:
         with self._lock:

@@ -12,7 +12,8 @@ bot (and the `wandb` SDK's `Run.history(keys=…, samples=…)`) sends:
   object with a `keys` list and an integer `samples`.
 - Answers have W&B's shapes: `{"data": {"project": {"run": {...}}}}`, a
   `null` project or run when unknown, one list of rows per spec, `_step` as
-  logged (a float if it was one), and non-finite numbers as the strings
+  logged (a float if it was one), every row with its `_timestamp` (a row given
+  none is timed when first served), and non-finite numbers as the strings
   `"NaN"`, `"Infinity"`, `"-Infinity"`. `summaryMetrics` is a JSON string
   (with bare `NaN` tokens, as W&B writes it).
 
@@ -25,6 +26,7 @@ import base64
 import json
 import math
 import re
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -242,6 +244,9 @@ class FakeWandb(FakeHTTPServer):
             run = self.runs.get((entity, project, name))
             if run is None:
                 return {"project": {"run": None}}
+            for row in run.rows:  # W&B times every row it logs; a row given none is timed now
+                if isinstance(row, dict):
+                    row.setdefault("_timestamp", time.time())
             rows = [dict(r) for r in run.rows]
             summary = run.summary_text()
         specs = [json.loads(s) for s in variables["specs"]]

@@ -74,6 +74,18 @@ UPLOAD_FINAL = frozenset(
         "restricted_action",
     }
 )
+#: Slack's own failures, told with HTTP 200 and `ok: false` (its common errors
+#: "likely due to a transient issue on our end", "temporarily unavailable", a
+#: workspace moving into an Enterprise organization): as passing as a 5xx
+PASSING_ERRORS = frozenset(
+    {
+        "internal_error",
+        "fatal_error",
+        "service_unavailable",
+        "request_timeout",
+        "team_added_to_org",
+    }
+)
 #: the bot can no longer post in a channel at all (archived, or the bot removed)
 CHANNEL_GONE = frozenset(
     {"is_archived", "channel_is_archived", "not_in_channel", "channel_not_found"}
@@ -84,7 +96,7 @@ CANNOT_POST = CHANNEL_GONE | frozenset({"restricted_action"})
 
 class RefusalKind(enum.Enum):
     RATE_LIMITED = "rate_limited"  # wait as long as Slack asks
-    SERVER = "server"  # Slack's own failure: back off and retry
+    SERVER = "server"  # Slack's own failure (a 5xx, or one told with 200): back off and retry
     AUTH = "auth"  # the token is refused: nothing gets through
     DM_REFUSED = "dm_refused"  # a person cannot be written to
     GONE = "gone"  # the channel or thread is gone for good
@@ -97,10 +109,29 @@ class Refusal:
     #: Slack's error string, or `http_<status>` when it gave none
     error: str
 
+    @property
+    def passing(self) -> bool:
+        """Slack refused for now (a rate limit, its own failure): the same call
+        later may well go through."""
+        return self.kind in (RefusalKind.RATE_LIMITED, RefusalKind.SERVER)
+
 
 def error_of(exc: SlackApiError) -> str:
-    """Slack's error string for a refusal, empty when it gave none."""
-    return str(exc.response.get("error") or "")
+    """Slack's error string for a refusal, empty when it gave none (an answer
+    that was not JSON: the SDK then hands over the raw HTTP response)."""
+    read = getattr(exc.response, "get", None)
+    try:
+        return str(read("error") or "") if callable(read) else ""
+    except Exception:  # a body the SDK kept as text or bytes
+        return ""
+
+
+def status_of(exc: SlackApiError) -> int:
+    """The HTTP status of a refusal, whichever response object the SDK gave."""
+    status = getattr(exc.response, "status_code", None)
+    if status is None:
+        status = getattr(exc.response, "status", 0)
+    return status if isinstance(status, int) else 0
 
 
 def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
@@ -109,7 +140,7 @@ def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
     whose refusals mean only that person cannot be written to."""
     if status == 429 or error == "ratelimited":
         kind = RefusalKind.RATE_LIMITED
-    elif status >= 500:
+    elif status >= 500 or error in PASSING_ERRORS or _unreadable(status, error):
         kind = RefusalKind.SERVER
     elif error in AUTH_ERRORS:
         kind = RefusalKind.AUTH
@@ -122,7 +153,13 @@ def classify(status: int, error: str, *, dm: bool = False) -> Refusal:
     return Refusal(kind, error)
 
 
+def _unreadable(status: int, error: str) -> bool:
+    """HTTP 2xx with no error to read (an HTML page, a body cut off): not Slack's
+    answer but whatever stands in front of it in an incident, so passing."""
+    return 200 <= status < 300 and error in ("", f"http_{status}")
+
+
 def refusal_of(exc: SlackApiError, *, dm: bool = False) -> Refusal:
     """`classify` of an SDK refusal."""
-    status = exc.response.status_code
+    status = status_of(exc)
     return classify(status, error_of(exc) or f"http_{status}", dm=dm)

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import CursorResult, event
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.ext.asyncio import AsyncSession as AsyncSession
 
@@ -76,17 +75,28 @@ def insert_ignoring(db: AsyncSession, table: Any, *, conflict: Sequence[str] | N
     SQLite and PostgreSQL spell it alike, from their own dialect modules; `table`
     is an ORM entity or a Core table (the Core table keeps an executemany whose
     rows hold None in one statement: an ORM bulk insert leaves None out and splits)."""
-    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
-    return module.insert(table).on_conflict_do_nothing(index_elements=conflict)
+    return _dialect(db).insert(table).on_conflict_do_nothing(index_elements=conflict)
 
 
 def upsert(db: AsyncSession, table: Any, values: dict[str, Any], *, key: Sequence[str]) -> Any:
     """`INSERT … ON CONFLICT (key) DO UPDATE` of `values`, spelt for the database
     `db` talks to (as `insert_ignoring`); `values` holds the key columns too."""
-    module = postgresql if db.get_bind().dialect.name == "postgresql" else sqlite
     changed = {k: v for k, v in values.items() if k not in key}
     return (
-        module.insert(table)
+        _dialect(db)
+        .insert(table)
         .values(**values)
         .on_conflict_do_update(index_elements=list(key), set_=changed)
     )
+
+
+def _dialect(db: AsyncSession) -> Any:
+    """The SQLAlchemy dialect module of the database `db` talks to, imported only
+    then: a bot on SQLite never loads PostgreSQL's (megabytes it would keep)."""
+    if db.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite

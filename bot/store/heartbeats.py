@@ -13,17 +13,21 @@ that they stay in step when it is changed:
 
 - the work renews its leases every third of a lease (`renew_every`), so two
   renewals in a row may fail (a database blip) before the lease runs out;
-- the heartbeat is written every fifth of a lease, at most every
+- the heartbeat is written every tenth of a lease, at most every
   five seconds (`heartbeat_every`);
-- a holder is gone when its heartbeat is older than half a lease
+- a holder is gone when its heartbeat is older than a quarter of a lease
   (`silent_after`): two heartbeats and a half missed, so one slow write is
   not a death, and its work is back well before its lease would run out;
-- and one of its leases is taken only once that lease has gone two renewals
-  without one (`unrenewed_after`). A replica whose heartbeat lags behind a
-  database blip but which is at work keeps what it works on: a delivery
-  renews a row's lease just before it posts (the fence), so the row cannot be
-  taken, and posted again, while that post is in flight. Two renewals are
-  two thirds of a lease, longer than Slack's 10 s timeout at the default.
+- a gone holder's watched sessions are taken at once: a poll taken over from
+  a replica that is in fact alive costs a second read, never a second
+  message, since every write of a poll is fenced on its lease;
+- but one of its outbox rows is taken only once that lease has gone two
+  renewals without one (`unrenewed_after`). A replica whose heartbeat lags
+  behind a database blip but which is at work keeps what it works on: a
+  delivery renews a row's lease just before it posts (the fence), so the row
+  cannot be taken, and posted again, while that post is in flight. Two
+  renewals are two thirds of a lease, longer than Slack's 10 s timeout at
+  the default.
 
 A replica with no heartbeat row at all (one that has not reported yet) is
 trusted until its lease runs out: only a heartbeat that stopped says a holder
@@ -87,19 +91,19 @@ def holder_gone(
     *,
     me: str,
     lease_seconds: float,
+    unrenewed: bool = True,
 ) -> ColumnElement[bool]:
-    """SQL: the lease's holder is another replica whose heartbeat has stopped and
-    which has not renewed this lease for `unrenewed_after`."""
+    """SQL: the lease's holder is another replica whose heartbeat has stopped and,
+    with `unrenewed` (what a post in flight needs), which has not renewed this
+    lease for `unrenewed_after` either."""
     silent = select(ReplicaSpend.owner).where(
         ReplicaSpend.owner != me,
         ReplicaSpend.updated_at < db_now(-silent_after(lease_seconds)),
     )
-    return and_(
-        lease_owner.is_not(None),
-        lease_owner != me,
-        lease_owner.in_(silent),
-        lease_until < db_now(lease_seconds - unrenewed_after(lease_seconds)),
-    )
+    gone = [lease_owner.is_not(None), lease_owner != me, lease_owner.in_(silent)]
+    if unrenewed:
+        gone.append(lease_until < db_now(lease_seconds - unrenewed_after(lease_seconds)))
+    return and_(*gone)
 
 
 def held_for(lease_until: datetime | None, now: datetime | None, lease_seconds: float) -> float:

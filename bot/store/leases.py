@@ -20,20 +20,27 @@ from sqlalchemy import ColumnElement, Row, func, or_, select, update
 from bot.store.engine import insert_ignoring, rows_touched
 from bot.store.heartbeats import holder_gone
 from bot.store.session import Db
-from bot.store.tables import Job, WatchedSession, db_now
+from bot.store.tables import Job, ReplicaSpend, WatchedSession, db_now
 
 # -- the lease, on any leased table ---------------------------------------------------------------
 
 
 def claimable(
-    entity: Any, *, me: str | None = None, lease_seconds: float = 0.0
+    entity: Any, *, me: str | None = None, lease_seconds: float = 0.0, unrenewed: bool = True
 ) -> ColumnElement[bool]:
     """SQL: nobody holds the row, or its lease ran out by the database's clock; with
-    `me`, also a row held by another replica whose heartbeat stopped (`holder_gone`)."""
+    `me`, also a row held by another replica whose heartbeat stopped (`holder_gone`,
+    which `unrenewed` passes on)."""
     free = [entity.lease_until.is_(None), entity.lease_until < db_now()]
     if me is not None:
         free.append(
-            holder_gone(entity.lease_owner, entity.lease_until, me=me, lease_seconds=lease_seconds)
+            holder_gone(
+                entity.lease_owner,
+                entity.lease_until,
+                me=me,
+                lease_seconds=lease_seconds,
+                unrenewed=unrenewed,
+            )
         )
     return or_(*free)
 
@@ -95,7 +102,13 @@ async def claim_sessions(
     """Lease the sessions due within `due_within` seconds that `claimable` allows
     (with `healthy_only`, only those not failing), oldest due first, skipping rows
     another transaction has locked. Each row: `session_id`, its `lease_owner` and
-    `lease_until` before this claim, and the database's now (`db_now`)."""
+    `lease_until` before this claim, and the database's now (`db_now`).
+
+    A session whose holder's heartbeat stopped is taken however lately its lease
+    was renewed: its writes are fenced. A claim stamps the claimer's heartbeat
+    too: after a database outage every heartbeat is stale, and the sessions a
+    replica just claimed must not look like a silent replica's to the next one
+    that reconnects."""
     due = [WatchedSession.next_poll_at <= db_now(due_within)]
     if healthy_only:
         due.append(WatchedSession.consecutive_failures == 0)
@@ -110,7 +123,7 @@ async def claim_sessions(
             .where(
                 WatchedSession.active.is_(True),
                 *due,
-                claimable(WatchedSession, me=owner, lease_seconds=lease_seconds),
+                claimable(WatchedSession, me=owner, lease_seconds=lease_seconds, unrenewed=False),
             )
             .order_by(WatchedSession.next_poll_at)
             .limit(limit)
@@ -122,6 +135,12 @@ async def claim_sessions(
             update(WatchedSession)
             .where(WatchedSession.session_id.in_([r.session_id for r in rows]))
             .values(**leased_to(owner, lease_seconds))
+            .execution_options(synchronize_session=False)
+        )
+        await db.execute(
+            update(ReplicaSpend)
+            .where(ReplicaSpend.owner == owner)
+            .values(updated_at=db_now())
             .execution_options(synchronize_session=False)
         )
     return rows

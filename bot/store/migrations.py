@@ -3,17 +3,22 @@
 The running bot only compares revisions (the start-up check, `/readyz`): it reads
 the head from the migration scripts' own `revision` / `down_revision` lines and
 the database's from `alembic_version`, without importing Alembic, which with
-Mako costs the process megabytes for good. Alembic is imported to migrate, and
-to find the head when the scripts are not one straight line."""
+Mako costs the process megabytes for good. Alembic is imported to migrate (in a
+child process when the bot migrates its own SQLite file at start,
+`upgrade_in_child`), and to find the head when the scripts are not one straight
+line."""
 
 from __future__ import annotations
 
 import ast
 import logging
+import subprocess
+import sys
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
@@ -24,14 +29,24 @@ from bot.store.engine import make_engine
 if TYPE_CHECKING:
     from alembic.config import Config
 
-# Alembic's default, which bot/migrations/env.py keeps.
+# Alembic's default, which migrations/env.py keeps.
 VERSION_TABLE = "alembic_version"
 
 
 def scripts_dir() -> Path:
-    """The migration scripts, shipped inside the package (`bot/migrations`), so an
-    installed wheel migrates as a checkout does."""
-    return Path(str(resources.files("bot") / "migrations"))
+    """The migration scripts: the repository's top-level `migrations/`, installed as
+    `bot.migrations` (pyproject.toml maps it), so an installed wheel migrates as a
+    checkout does.
+
+    A checkout from before the scripts moved keeps `bot/migrations/__pycache__/`
+    (git leaves what it does not track), and Python then imports `bot.migrations`
+    as that empty namespace package, ahead of the mapping: the checkout's own
+    `migrations/` is used then."""
+    installed = Path(str(resources.files("bot.migrations")))
+    if (installed / "env.py").is_file():
+        return installed
+    checkout = Path(__file__).resolve().parents[2] / "migrations"
+    return checkout if (checkout / "env.py").is_file() else installed
 
 
 def alembic_config(database_url: str) -> Config:
@@ -47,19 +62,52 @@ def alembic_config(database_url: str) -> Config:
     return config
 
 
-def upgrade(database_url: str, *, quiet: bool = False) -> None:
-    """`quiet`: Alembic's line per script is left out (the bot migrating its own
-    SQLite file at start says so in one line)."""
+#: told of each script as it is applied: its revision and its message
+Applied = Callable[[str, str], None]
+
+
+def upgrade(database_url: str, *, quiet: bool = False, applied: Applied | None = None) -> None:
+    """`quiet`: Alembic's own log lines are left out (the bot migrating its own
+    SQLite file at start says so in one line; `rl-bot migrate` says one line per
+    script through `applied`)."""
     from alembic import command
 
     alembic_log = logging.getLogger("alembic")
     level = alembic_log.level
     if quiet:
         alembic_log.setLevel(logging.WARNING)
+    config = alembic_config(database_url)
+    if applied is not None:
+
+        def on_version_apply(*, step: Any, **_: Any) -> None:
+            if step.is_upgrade:
+                applied(str(step.up_revision_id), " ".join(str(step.up_revision.doc or "").split()))
+
+        config.attributes["on_version_apply"] = on_version_apply
     try:
-        command.upgrade(alembic_config(database_url), "head")
+        command.upgrade(config, "head")
     finally:
         alembic_log.setLevel(level)
+
+
+#: what the child of `upgrade_in_child` runs: the URL is its one argument
+_CHILD = "import sys; from bot.store.migrations import upgrade; upgrade(sys.argv[1], quiet=True)"
+
+
+def upgrade_in_child(database_url: str) -> None:
+    """`upgrade`, in a child Python process: the bot that migrates its own SQLite
+    file at start never imports Alembic and Mako, which would stay in its memory
+    for the life of the process though it never migrates again. Raises with the
+    child's last words when the migration failed."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, database_url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        words = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"migration failed: {words[-1] if words else done.returncode}")
 
 
 def head_revision(database_url: str) -> str | None:

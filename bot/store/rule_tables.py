@@ -30,6 +30,8 @@ class MetricRule(Base):
             "team_id", "channel_id", "session_id", "metric", "op", name="uq_metric_rules_rule"
         ),
         Index("ix_metric_rules_channel", "channel_id"),
+        # its states rest on the id: SQLite never gives a removed rule's id again
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -65,6 +67,8 @@ class Budget(Base):
     __table_args__ = (
         UniqueConstraint("team_id", "channel_id", "session_id", name="uq_budgets_budget"),
         Index("ix_budgets_channel", "channel_id"),
+        # its warnings are told once by the id: SQLite never gives a removed budget's id again
+        {"sqlite_autoincrement": True},
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -76,8 +80,10 @@ class Budget(Base):
     daily: Mapped[bool] = mapped_column(Boolean(), default=False)
     # The highest level (80, 100) told for `day` (a session budget: for good).
     told_level: Mapped[int] = mapped_column(Integer(), default=0)
-    # The daily count's local day (ISO) and each session's spend before it began.
+    # The daily count's local day (ISO) and, per session, [its spend before the
+    # count began, its newest spend seen that day].
     day: Mapped[str | None] = mapped_column(String(10), nullable=True)
     baseline: Mapped[dict[str, Any] | None] = mapped_column(JSON(), nullable=True)
+    # who set it and when, last: a replaced budget is set anew
     created_by: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(DateTime(), default=utcnow)

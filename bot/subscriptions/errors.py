@@ -5,7 +5,7 @@ words are `bot.rendering.refusals`)."""
 from __future__ import annotations
 
 from bot.rendering.refusals import slack_refusal
-from bot.slack_web import SlackApiError
+from bot.slack_web import SlackApiError, error_of
 from bot.slack_web.refusals import CANNOT_POST
 
 #: Slack's errors that say the bot cannot post in this channel at all
@@ -18,4 +18,4 @@ class SubscriptionError(Exception):
 
 def slack_problem(exc: SlackApiError) -> str:
     """Slack's refusal of the card's post, in words for the person."""
-    return slack_refusal(str(exc.response.get("error") or ""))
+    return slack_refusal(error_of(exc))

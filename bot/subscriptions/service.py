@@ -18,7 +18,7 @@ from bot import rendering
 from bot.outbox.queue import cancel_owed, in_flight
 from bot.rendering.refusals import DM_PROBLEM, SUBSCRIBED_MEANWHILE, already_ended
 from bot.settings.model import Settings
-from bot.slack_web import SlackApiError, SlackWeb
+from bot.slack_web import SlackApiError, SlackWeb, error_of
 from bot.store.errors import Duplicate
 from bot.store.queries.subscriptions import (
     SubscribedMeanwhile,
@@ -38,6 +38,7 @@ from bot.store.session import Db, Sessionmaker
 from bot.store.tables import Subscription
 from bot.subscriptions.errors import CHANNEL_PROBLEMS, SubscriptionError, slack_problem
 from bot.subscriptions.options import ThreadOptions, filters_text
+from bot.subscriptions.redraw import redraw_card
 from bot.subscriptions.thread import post_in_thread, refusal_logged
 from bot.training.sessions import TrainingSession
 
@@ -98,6 +99,14 @@ async def subscribe(
             if changed:
                 existing.filters = filters_text(wanted)
             await _write_options(db, existing.id, options)
+            if options.sets_thread or changed:
+                await redraw_card(
+                    db,
+                    team_id=team_id,
+                    channel_id=channel_id,
+                    session_id=session.id,
+                    what="options",
+                )
             return Subscribed(
                 existing.id, existing.root_ts, already=True, filters=wanted, filters_changed=changed
             )
@@ -163,11 +172,11 @@ async def _root_message(
                 )
                 return root_ts
             except SlackApiError as exc:
-                if exc.response.get("error") in CHANNEL_PROBLEMS:
+                if error_of(exc) in CHANNEL_PROBLEMS:
                     raise
                 log.info(
                     "cannot adopt the clicked card as root (%s); posting a new one",
-                    exc.response.get("error"),
+                    error_of(exc),
                 )
         response = await slack.post(
             channel=channel_id,

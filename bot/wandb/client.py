@@ -95,7 +95,7 @@ class WandbClient:
         """The latest value of each metric (`summaryMetrics`) and a sample of its
         points, in one request: what a root card shows, and where a metric first
         went NaN (within the sample's spacing)."""
-        data = await self._query(CARD_QUERY, run, _specs(metrics, samples))
+        data = await self._query(CARD_QUERY, run, _specs(metrics, samples, timed=True))
         found = _run(data, run)
         return (
             summary_of(metrics, found.get("summaryMetrics")),
@@ -150,8 +150,11 @@ class WandbClient:
             return streamed.status_code, bytes(received)
 
 
-def _specs(metrics: Sequence[str], samples: int) -> list[str]:
-    return [json.dumps({"keys": ["_step", m], "samples": samples}) for m in metrics]
+def _specs(metrics: Sequence[str], samples: int, *, timed: bool = False) -> list[str]:
+    """One spec per metric; `timed` asks for `_timestamp` too (W&B logs it with
+    every row), which times a rule's crossing from when the run logged it."""
+    keys = ["_step", "_timestamp"] if timed else ["_step"]
+    return [json.dumps({"keys": [*keys, m], "samples": samples}) for m in metrics]
 
 
 def _decode(status: int, content: bytes) -> dict[str, object]:

@@ -10,12 +10,12 @@ WandbErrorKind = Literal[
 
 USER_MESSAGES: dict[str, str] = {
     "unreachable": "W&B did not answer in time.",
-    "auth": "W&B refused the bot's API key (WANDB_API_KEY).",
+    "auth": "W&B refused the bot's API key: your operator can set a working one.",
     "not_found": "W&B has no such run",
     "graphql": "W&B refused the query",
     "bad_response": "W&B sent an answer the bot could not read.",
-    "budget": "The bot's W&B request budget for this minute is spent (WANDB_REQUESTS_PER_MINUTE).",
-    "not_configured": "W&B is not configured (WANDB_API_KEY is not set).",
+    "budget": "The bot's W&B request budget for this minute is spent; try again in a minute.",
+    "not_configured": "W&B is not set up for this bot (your operator can add a W&B API key).",
 }
 
 #: W&B's own words are shown bounded: they are untrusted text

@@ -33,6 +33,9 @@ class Series:
     values: tuple[float, ...]
     #: rows whose value was not a number (text, objects) or whose step was unusable
     skipped: int = 0
+    #: when each point was logged (W&B's `_timestamp`, Unix seconds), one per step
+    #: when every point had one, else empty
+    times: tuple[float, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -64,8 +67,9 @@ def number(value: Any) -> float | None:
 
 
 def series_of(metric: str, rows: Any) -> Series:
-    """One spec's rows as a series of `metric` against `_step`."""
-    points: dict[float, float] = {}
+    """One spec's rows as a series of `metric` against `_step` (with `_timestamp`
+    when every row kept has a finite one)."""
+    points: dict[float, tuple[float, float | None]] = {}
     skipped = 0
     for row in _rows(rows):
         step = number(row.get("_step"))
@@ -75,15 +79,18 @@ def series_of(metric: str, rows: Any) -> Series:
         if step is None or not math.isfinite(step) or value is None:
             skipped += 1
             continue
-        points[step] = value
+        logged = number(row.get("_timestamp"))
+        points[step] = (value, logged if logged is not None and math.isfinite(logged) else None)
     ordered = sorted(points.items())
     if len(ordered) > MAX_POINTS:
         ordered = thin(ordered, MAX_POINTS)
+    times = [t for _, (_, t) in ordered if t is not None]
     return Series(
         metric,
         tuple(s for s, _ in ordered),
-        tuple(v for _, v in ordered),
+        tuple(v for _, (v, _) in ordered),
         skipped=skipped,
+        times=tuple(times) if len(times) == len(ordered) else (),
     )
 
 

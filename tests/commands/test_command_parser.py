@@ -70,15 +70,60 @@ def test_unknown_words_are_answered_with_usage_not_sent_anywhere() -> None:
     assert "did not understand" in problem_text(command)
 
 
-@pytest.mark.parametrize(
-    "text", ["../etc/passwd", "<!channel>", f"show {SID}/x", "a b".replace(" ", "/")]
-)
-def test_a_word_that_is_not_an_id_is_refused_as_such(text: str) -> None:
+@pytest.mark.parametrize("text", ["<!channel>", "<@U0123|ana>", "subscribe <https://x.example>"])
+def test_a_slack_token_is_no_session_id_or_name(text: str) -> None:
     command = parse(text)
     assert command.session_id is None
-    assert command.problem is not None
     # An id problem is not a usage problem: it is answered without the usage text.
     assert command.problem is Problem.INVALID_ID
+
+
+@pytest.mark.parametrize(
+    ("text", "verb", "word"),
+    [
+        ("grpo-gsm8k-main", "show", "grpo-gsm8k-main"),
+        ("../etc/passwd", "show", "../etc/passwd"),
+        (f"show {SID}/x", "show", f"{SID}/x"),
+        ("subscribe my.run status", "subscribe", "my.run"),
+        ("chart Qwen/run:7 reward", "chart", "Qwen/run:7"),
+        ("mute a&amp;b 2h", "mute", "a&amp;b"),
+        ("alert grpo-main reward < 0.2", "alert", "grpo-main"),
+        ("budget grpo-main $20", "budget", "grpo-main"),
+        ("alerts grpo-main", "alerts", "grpo-main"),
+    ],
+)
+def test_a_display_name_stands_where_an_id_does(text: str, verb: str, word: str) -> None:
+    """Resolved later (`bot.commands.names`); a name never goes into a URL."""
+    command = parse(text)
+    assert command.problem is None and command.verb == verb
+    assert command.target == word
+
+
+def test_every_and_no_session_are_no_target() -> None:
+    assert parse("alert * reward < 1").target is None
+    assert parse("budget * $5/day").target is None
+    assert parse("alerts").target is None
+    assert parse("ls all").target is None
+
+
+def test_naming_puts_the_id_where_the_name_was() -> None:
+    for text in (
+        "grpo",
+        "subscribe grpo",
+        "alert grpo reward < 1",
+        "budget grpo $5",
+        "alerts grpo",
+    ):
+        command = parse(text)
+        named = command.naming(SID)
+        assert named.target == SID and named.verb == command.verb, text
+
+
+def test_stop_points_to_the_cards_button() -> None:
+    command = parse(f"stop {SID}")
+    assert command.problem is Problem.USAGE
+    words = problem_text(command)
+    assert "Stop session" in words and "card" in words and "did not understand" not in words
 
 
 # --- subscribe and its filters ------------------------------------------------------------
@@ -186,7 +231,7 @@ def test_mute_command() -> None:
 def test_mute_wants_an_id_and_a_duration(args: str) -> None:
     command = parse(f"mute {args}")
     assert command.session_id is None
-    assert "a session id and a duration" in problem_text(command)
+    assert "a session id or name and a duration" in problem_text(command)
 
 
 def test_a_refused_duration_is_echoed_inert_and_short() -> None:

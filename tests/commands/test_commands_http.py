@@ -173,7 +173,7 @@ def test_every_status_renders_with_its_own_emoji(rig: Rig) -> None:
 def test_together_errors_map_to_distinct_ephemeral_messages(rig: Rig) -> None:
     slack, together = rig.slack, rig.together
     cases = {
-        "missing": "nope-404",
+        "missing": "0000dead-0000-4000-8000-000000000404",  # a UUID: an id, not a name
         "401": "key-401",
         "403": "key-403",
         "429": "slow-429",

@@ -98,7 +98,7 @@ def test_refused_sessions_are_tried_less_often_and_the_backlog_told_once(rig: Ri
     assert len(notices) == 1
     text = notices[0].text or ""
     assert "found 55 new sessions" in text and "I subscribed 0 " in text
-    assert "50 could not be subscribed yet" in text
+    assert "50 sessions could not be subscribed yet" in text
     assert subscribed(rig, "CBACK") == []
     tries = {s: [c.at for c in card_posts(rig, "CBACK", s)] for s in many}
     # every one tried, MAX_ATTEMPTS times at most, and each wait at least the back-off

@@ -99,8 +99,10 @@ def test_mine_and_user_go_through_the_user_map(rig: Rig) -> None:
     assert "your sessions" in say(rig, "follow mine model=qwen/qwen3.5-4b", channel="CANA")
     assert "U456" in say(rig, "follow <@U456|bob>", channel="CBOB")
     unmapped = say(rig, "follow <@U999|zed>", channel="CBOB")
-    assert "CREATED_BY_USER_MAP" in unmapped and "=U999" in unmapped
-    assert "CREATED_BY_USER_MAP" in say(rig, "follow mine", channel="CBOB", user="U777")
+    assert "Ask your operator" in unmapped and "Slack member ID `U999`" in unmapped
+    assert "I do not know your Together user" in say(
+        rig, "follow mine", channel="CBOB", user="U777"
+    )
     assert "pick the person" in say(rig, "follow @zed", channel="CBOB")
     assert "at most 200 characters" in say(rig, "follow all model=" + "m" * 201)
     for session_id, creator in ((ana, "user_ana"), (bob, "user_bob"), (cara, "user_cara")):

@@ -109,7 +109,7 @@ def test_ls_filters_mine_user_model_and_status(
     assert row_ids(llama) == ["c0000000-e89b-12d3-a456-426614174000"]
     assert "rl_stop.1" not in buttons(llama)  # nothing to stop in ERROR
     unmapped = json.dumps(ask(bot, slack, "ls mine", user="U999"))
-    assert "CREATED_BY_USER_MAP" in unmapped
+    assert "Ask your operator" in unmapped and "Slack member ID `U999`" in unmapped
     bad = json.dumps(ask(bot, slack, "ls stopped"))
     assert "ls [running|creating|error|all]" in bad
 

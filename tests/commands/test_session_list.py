@@ -50,7 +50,6 @@ def test_parse_args(words: list[str], query: ListQuery) -> None:
         ["model="],
         ["model=a", "model=b"],
         ["model=" + "x" * 201],
-        ["@ana"],
         ["<!channel>"],
         ["stopped"],
     ],
@@ -59,6 +58,16 @@ def test_parse_args_refuses(words: list[str]) -> None:
     problem = parse_args(words)
     assert isinstance(problem, str) and "ls [running|creating|error|all]" in problem
     assert "<!channel>" not in problem  # user text is never echoed
+
+
+@pytest.mark.parametrize("word", ["@ben", "<@ben>"])
+def test_a_person_typed_without_the_picker_is_explained_as_follow_does(word: str) -> None:
+    from bot.commands.parser import parse
+
+    problem = parse_args(["running", word])
+    assert isinstance(problem, str) and "pick the person from Slack's list" in problem
+    assert problem in parse(f"follow {word}").reason
+    assert "<@" not in problem  # echoed inert
 
 
 def test_creators_map_slack_users_to_together_ids() -> None:

@@ -102,7 +102,7 @@ def test_subscribe_twice_is_idempotent(
 def test_unknown_session_stores_nothing(
     bot: BotProcess, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    answer = subscribe(bot, slack, sid="nope-0000")
+    answer = subscribe(bot, slack, sid="0000dead-0000-4000-8000-000000000000")
     assert "no training session" in str(answer)
     assert answer.get("response_type") == "ephemeral"
     assert slack.successful_posts("C123") == []

@@ -157,6 +157,37 @@ def test_a_long_retry_after_is_waited_out_then_told_once(rig: Rig) -> None:
     assert [r[:2] for r in outbox(rig, "C123")] == [("sent", 2)]
 
 
+@pytest.mark.backend_independent("Slack's refusals and retries")
+def test_a_slack_incident_told_with_http_200_is_outlasted_like_a_503(rig: Rig) -> None:
+    """Slack answers `ok: false` with `internal_error`, `fatal_error`,
+    `service_unavailable` and `request_timeout` for longer than an unknown
+    refusal's few tries; the status change is told once when Slack is back. The
+    back-off is brought forward in the database so the test does not wait it out."""
+    slack = rig.slack
+    rig.together.add(SID)
+    root = subscribe(rig, SID, "C200")
+    errors = ["internal_error", "fatal_error", "service_unavailable", "request_timeout"] * 2
+    for error in errors:
+        slack.fail_next("chat.postMessage", error=error)
+    rig.together.set_status(SID, "STOPPING")
+
+    def retried_at_once() -> bool:
+        rig.query(
+            "UPDATE outbox SET next_attempt_at = created_at"
+            " WHERE channel_id = 'C200' AND state = 'pending'"
+        )
+        rows = outbox(rig, "C200")
+        return bool(rows) and rows[0][0] in ("sent", "dead")
+
+    wait_until(retried_at_once, timeout=60, what="told or set aside")
+    assert [c.error for c in failed_posts(slack, "C200")] == errors
+    [(state, attempts, _, _)] = outbox(rig, "C200")
+    assert (state, attempts) == ("sent", len(errors) + 1)
+    time.sleep(1.0)
+    [posted] = told(slack, "C200", root)
+    assert "Stopping" in posted
+
+
 # --- the command path ---------------------------------------------------------------------------
 
 
@@ -194,7 +225,7 @@ def test_an_expired_response_url_falls_back_to_the_web_api(rig: Rig) -> None:
     rig.bot.command("nope-404", response_url=slack.response_url("missing"), user_id="U777")
     [eph] = slack.wait_for_calls("chat.postEphemeral")
     assert (eph.channel, eph.params.get("user")) == ("C123", "U777")
-    assert "no training session" in (eph.text or "")
+    assert "No session named `nope-404`" in (eph.text or "")
 
     # A response_url that errors (500) is treated the same way.
     slack.fail_next("response", status=500)

@@ -2,8 +2,9 @@
 
 The demo runs as people start it (`rl-bot demo`, forked with the bot's imports done,
 as `tests.forked_bot` starts bots), in a directory whose `.env`
-and environment point every Slack, Together and W&B setting at a port where nothing
-answers: if the demo used any of them, nothing on the page would work.
+and environment point every Slack, Together and W&B setting, and every proxy, at a
+port where nothing answers: if the demo used any of them, nothing on the page would
+work. Its DATABASE_URL names a "production" SQLite file that must never be created.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ CHROMIUM_ARGS = [
 ]
 #: where the real services would be: a port with nothing listening
 NOWHERE = "http://127.0.0.1:9"
+#: a proxy for every request, as on many office machines: the demo talks only to
+#: loopback and must use none (here it would answer nothing)
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 REAL_LOOKING = {
     "SLACK_BOT_TOKEN": "xoxb-real-looking-token",
     "SLACK_SIGNING_SECRET": "real-looking-signing-secret",
@@ -53,6 +57,8 @@ class Demo:
     url: str
     process: ForkedProcess
     log: Path
+    #: where DATABASE_URL points: the demo must leave it alone
+    production: Path
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -60,19 +66,24 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    """`rl-bot demo` at a crawl (`--speed 0.01`): the tests move its world with "+10 min".
+    """`rl-bot demo` at a crawl (`--speed 0.01`): the tests move its story with "+1 min".
     One a module: its tests leave each other's sessions and answers alone."""
     workdir = tmp_path_factory.mktemp("demo")
     (workdir / ".env").write_text("".join(f"{k}={v}\n" for k, v in REAL_LOOKING.items()))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "TOGETHER_"))}
-    env.pop("DATABASE_URL", None)
-    env.update(REAL_LOOKING, PYTHONUNBUFFERED="1")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SLACK_", "TOGETHER_")) and k.lower() != "no_proxy"
+    }
+    production = workdir / "production.db"
+    env.update(REAL_LOOKING, PYTHONUNBUFFERED="1", DATABASE_URL=f"sqlite:///{production}")
+    env.update({name: NOWHERE for name in PROXIES})
     port = free_tcp_port()
     log = workdir / "demo.log"
     log.write_bytes(b"")
     args = ["demo", "--port", str(port), "--speed", "0.01"]
     process = forked_bot.launch(args, env=env, cwd=workdir, log_path=log)
-    running = Demo(f"http://127.0.0.1:{port}", process, log)
+    running = Demo(f"http://127.0.0.1:{port}", process, log, production)
     deadline = time.monotonic() + 90
     while f"Open {running.url}" not in running.output():
         if process.poll() is not None or time.monotonic() > deadline:

@@ -69,3 +69,25 @@ def test_a_taken_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "-5"])
+def test_a_port_out_of_range_is_one_line_and_exit_2(tmp_path: Path, port: str) -> None:
+    """`--port 0` printed `Open http://127.0.0.1:0` and served on a port of the
+    system's choosing, where the page refused every request (its Host was not
+    `127.0.0.1:0`); 99999 and -5 ended in an OverflowError traceback."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", "demo", "--port", port],
+            cwd=tmp_path,
+            env=_bare_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired as running:
+        pytest.fail(f"--port {port} started a demo: {running.stdout!r}")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "--port" in done.stderr and "1 to 65535" in done.stderr
+    assert "Open" not in done.stdout

@@ -64,9 +64,9 @@ def now_minute() -> str:
 def test_the_digest_counts_status_changes_not_card_redraws(
     start_bot: BotFactory, slack: FakeSlack, together: FakeTogether, db_url: str
 ) -> None:
-    """The spend watch redraws a card (a `root` row whose status does not change)
-    and a muted thread's status change is shown on its card only (also a `root`
-    row): the digest counts the change, not the redraws."""
+    """The spend watch redraws a card (a `card` row) and a muted thread's status
+    change is shown on its card only (a `root` row): the digest counts the change,
+    not the redraws."""
     together.add_resource(RID, "READY")
     together.add(SID, "RUNNING", model_resources_id=RID, display_name="steady-run")
     together.add(SID2, "RUNNING", display_name="moving-run")
@@ -78,7 +78,7 @@ def test_the_digest_counts_status_changes_not_card_redraws(
     together.set_status(SID2, "STOPPING")
     wait_until(lambda: "Stopping" in card(slack, root2), what="the muted change on its card")
     redraws = query(
-        db_url, "SELECT count(*) FROM outbox WHERE kind = 'root' AND dedupe_key LIKE 'watch:%'"
+        db_url, "SELECT count(*) FROM outbox WHERE kind = 'card' AND dedupe_key LIKE 'watch:%'"
     )
     assert redraws[0][0] >= 1  # what the digest counted as changes
 

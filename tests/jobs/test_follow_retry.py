@@ -4,6 +4,7 @@ long it waits, when it gives up, and how many GETs a run may send."""
 from __future__ import annotations
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from sqlalchemy.exc import DataError, OperationalError
 
 from bot.jobs.follow_retry import (
@@ -14,13 +15,24 @@ from bot.jobs.follow_retry import (
     failure_of,
     retry_in,
 )
+from bot.slack_web import RefusalKind
+from bot.slack_web.refusals import classify
 from bot.subscriptions.errors import SubscriptionError
 from bot.together.errors import TogetherError
 
 
-def slack_refused(error: str) -> SubscriptionError:
+def slack_refused(error: str, status: int = 200) -> SubscriptionError:
+    response = AsyncSlackResponse(
+        client=None,  # type: ignore[arg-type]
+        http_verb="POST",
+        api_url="https://slack.test/api/chat.postMessage",
+        req_args={},
+        data={"ok": False, "error": error},
+        headers={},
+        status_code=status,
+    )
     try:
-        raise SubscriptionError("refused") from SlackApiError("no", {"ok": False, "error": error})
+        raise SubscriptionError("refused") from SlackApiError("no", response)
     except SubscriptionError as exc:
         return exc
 
@@ -30,6 +42,12 @@ def test_only_what_cannot_be_subscribed_is_left() -> None:
         assert failure_of(slack_refused(error)) == (Failure.CHANNEL_GONE, error)
     for error in ("internal_error", "fatal_error", "service_unavailable", "ratelimited"):
         assert failure_of(slack_refused(error))[0] is Failure.PASSING
+    # One reading of Slack with delivery's: the status first, so a 503 or a 429 passes
+    # whatever its string says, and Slack's passing refusals are delivery's.
+    for status in (429, 503):
+        assert failure_of(slack_refused("channel_not_found", status))[0] is Failure.PASSING
+    for error in ("internal_error", "request_timeout", "team_added_to_org"):
+        assert classify(200, error).kind is RefusalKind.SERVER
     assert failure_of(SubscriptionError("already stopped"))[0] is Failure.CANNOT
     assert failure_of(TogetherError("not_found", status=404))[0] is Failure.CANNOT
     assert failure_of(TogetherError("unavailable", status=503))[0] is Failure.PASSING

@@ -117,7 +117,7 @@ def test_metrics_move_after_real_traffic(
     assert bot.command(SID, response_url=slack.response_url("show")).status_code == 200
     slack.wait_for_response("show")
     assert "/rl-session" in bot.command("help", response_url=slack.response_url("h")).text
-    bad = bot.command("../not-an-id", response_url=slack.response_url("bad"))
+    bad = bot.command("<!channel>", response_url=slack.response_url("bad"))
     assert "not a session id" in bad.text
     subscribe(bot, slack, SID, "C1")
     subscribe(bot, slack, OTHER, "C2")
@@ -398,18 +398,26 @@ def test_socket_mode_config_errors_exit_2_with_one_line(
 
 @pytest.mark.slow  # runs rl-bot as a subprocess
 def test_migrate_brings_a_fresh_sqlite_file_to_head(tmp_path: Path) -> None:
-    from bot.store.migrations import head_revision
+    """One line per script applied, then one line saying there was nothing to apply:
+    none of Alembic's own log lines, in either log format."""
+    from bot.store.migrations import head_revision, scripts_dir
 
     url = f"sqlite:///{tmp_path}/fresh.db"
-    first = run_bot(["migrate"], tmp_path, {"DATABASE_URL": url})
+    first = run_bot(["migrate"], tmp_path, {"DATABASE_URL": url, "LOG_FORMAT": "json"})
     assert first.returncode == 0, first.stderr
-    assert "latest schema" in first.stdout
+    scripts = sorted(p.name.split("_", 1)[0] for p in (scripts_dir() / "versions").glob("*.py"))
+    lines = (first.stdout + first.stderr).splitlines()
+    assert [line.split(":", 2)[1].split()[-1] for line in lines] == scripts, lines
+    assert all(line.startswith("rl-bot: applied migration ") for line in lines), lines
     head = head_revision(url)
     assert head and query(url, "SELECT version_num FROM alembic_version") == [(head,)]
     tables = {r[0] for r in query(url, "SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"subscriptions", "watched_sessions", "outbox"} <= tables
     again = run_bot(["migrate"], tmp_path, {"DATABASE_URL": url})  # idempotent
     assert again.returncode == 0, again.stderr
+    assert (again.stdout + again.stderr).splitlines() == [
+        f"rl-bot: the database was already at the latest schema ({head}); nothing to apply"
+    ]
     assert query(url, "SELECT version_num FROM alembic_version") == [(head,)]
 
 

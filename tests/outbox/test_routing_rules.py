@@ -90,7 +90,8 @@ def test_the_answer_names_the_routing_and_warns_of_an_unmapped_creator() -> None
     assert "every thread reply also shown in the channel" in words
     assert "<@UDANA>" in words
     unmapped = routing_words(parse(f"subscribe {SID} dm=creator").options, session, {})
-    assert f"`{KEY_OWNER}`" in unmapped and "CREATED_BY_USER_MAP" in unmapped
+    assert f"`{KEY_OWNER}`" in unmapped and "your operator pairs the Together user" in unmapped
+    assert "CREATED_BY_USER_MAP" not in unmapped
     assert "none until then" in unmapped
     assert routing_words(parse(f"subscribe {SID}").options, session, USERS) == ""
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.outbox.contract.payloads import (
+    CardPayload,
     CheckpointsPayload,
     DigestPayload,
     Kind,
@@ -179,20 +180,23 @@ def test_an_unknown_kind_is_refused() -> None:
         read_payload("carrier-pigeon", {})
 
 
-def test_a_spend_watch_redraw_is_a_root_row_per_subscription_keyed_by_what_it_shows() -> None:
+def test_a_spend_watch_redraw_is_a_card_row_per_subscription_keyed_by_what_it_shows() -> None:
     session = _session("RUNNING")
     progress = PollProgress.model_validate({"rate": 2.0, "spend": {"status": "READY"}})
     events = {SID: [SessionEvent(3, session, card_progress=progress, card_view_key="abc")]}
     rows = notifications(
         events, [_watcher(1), _watcher(2, "errors-only")], now=NOW, oncall_channel=OPS
     )
-    assert [r.dedupe_key for r in rows.rows] == ["watch:1:abc", "watch:2:abc"]
+    keys = [r.dedupe_key for r in rows.rows]
+    assert [k.rsplit(":", 1)[0] for k in keys] == ["watch:1:abc", "watch:2:abc"]
+    assert len(set(keys)) == 2  # each change its own row (a card may come back to it)
     assert rows.alerts == []
     for row in rows.rows:
         payload = row.payload
-        assert isinstance(payload, RootPayload) and payload.watch is not None
+        assert isinstance(payload, CardPayload) and payload.watch is not None
+        assert row.kind is Kind.CARD  # routine: paced, and merged with the card's others
         assert payload.watch.dump() == progress.dump()
-        assert payload.old_status == payload.new_status == session.status
+        assert payload.session is not None and payload.session.status == session.status
 
 
 def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() -> None:
@@ -210,7 +214,7 @@ def test_a_target_gives_its_thread_an_eta_redraw_even_without_the_spend_watch() 
     target = _watcher(2)._replace(target_step=2000)
     rows = notifications(events, [_watcher(1), target], now=NOW, oncall_channel=OPS).rows
     [row] = rows  # no spend and no target: no redraw for subscription 1
-    assert row.dedupe_key == "watch:2:k:t2000"
-    assert isinstance(row.payload, RootPayload) and row.payload.watch is not None
+    assert row.dedupe_key.rsplit(":", 1)[0] == "watch:2:k:t2000"
+    assert isinstance(row.payload, CardPayload) and row.payload.watch is not None
     assert row.payload.watch.dump()["target"] == 2000
     assert row.payload.watch.dump()["eta"] == (NOW + timedelta(minutes=10)).isoformat()

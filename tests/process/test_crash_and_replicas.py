@@ -63,7 +63,13 @@ def test_sigkill_at_every_step_tells_each_transition_exactly_once(
     time.sleep(3)  # leases of 2 s have long expired; several cycles have run
     assert len(_thread(slack, root)) == 1, _thread(slack, root)
     assert len(slack.successful_posts(OPS)) == 1
-    # the transition, on-call's alert, and the thread's final chart (sent at most once)
+    # the transition, on-call's alert, and the thread's final chart (sent at most once);
+    # a transition whose post went out owes only its card, which waits for the chart
+    wait_until(
+        lambda: query(db_url, "SELECT count(*) FROM outbox WHERE state = 'pending'") == [(0,)],
+        timeout=20,
+        what="every row done",
+    )
     rows = sorted(query(db_url, "SELECT kind, state FROM outbox"))
     assert rows == [("chart", "sent"), ("oncall", "sent"), ("transition", "sent")], rows
 
@@ -94,9 +100,9 @@ def test_replica_killed_mid_lease_is_taken_over_within_the_lease(
     db_url: str,
 ) -> None:
     """A replica killed with -9 right after its claim: its heartbeat stops, and another
-    replica takes the session once that heartbeat is half a lease old and the lease
-    has gone two thirds of a lease unrenewed (13 s of a 20 s lease), not when the
-    lease runs out; what it waited is on /metrics."""
+    replica takes the session once that heartbeat is a quarter of a lease old (5 s of
+    a 20 s lease, written every 2 s), however lately the lease was taken, not when
+    the lease runs out; what it waited is on /metrics."""
     if db_url.startswith("sqlite"):
         pytest.skip("replicas share a PostgreSQL database")
     lease = {"LEASE_SECONDS": "20"}
@@ -118,12 +124,12 @@ def test_replica_killed_mid_lease_is_taken_over_within_the_lease(
     heir = start_bot(**lease, REPLICA_ID="survivor-2")
     wait_until(lambda: _thread(slack, root), timeout=30, what="taken over")
     took = time.monotonic() - died
-    assert 8.0 <= took < 20.0, f"taken over {took:.1f}s after the kill, on a 20 s lease"
+    assert 3.0 <= took < 12.0, f"taken over {took:.1f}s after the kill, on a 20 s lease"
     time.sleep(1.5)
     assert len(_thread(slack, root)) == 1
     assert heir.metric('rlbot_leases_adopted_total{work="session"}') == 1
     waited = heir.metric('rlbot_lease_takeover_seconds_sum{work="session"}')
-    assert waited is not None and 9.0 <= waited < 20.0, waited
+    assert waited is not None and 3.0 <= waited < 12.0, waited
     assert "took over 1 sessions" in heir.log()
 
 

@@ -314,7 +314,7 @@ def test_stop_refused_when_not_enabled_for_users_not_allowed_and_for_bad_values(
     token = "stop-off"
     bot.click("rl_stop", SID, response_url=slack.response_url(token), message_ts=root)
     refusal = said(slack.wait_for_response(token))
-    assert "not enabled" in refusal and "STOP_ALLOWED_USER_IDS" in refusal
+    assert "not enabled" in refusal and "Stop allowlist" in refusal
     bot.stop()
 
     bot = start_bot(STOP_ALLOWED_USER_IDS="U123,U456")

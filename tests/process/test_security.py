@@ -29,6 +29,7 @@ from starlette.responses import Response
 from bot.simulated import FakeSlack, FakeTogether, block_action_body, sign, slash_command_body
 from bot.slack.body_budget import SMALL_BODY_BYTES, BodyBudget
 from bot.slack.web import SlackRequestGate
+from bot.training.sessions import is_session_id
 from tests.support import BOT_TOKEN, SIGNING_SECRET, BotFactory, query, wait_until
 from tests.support.rig import Rig, shared_rig
 
@@ -272,9 +273,11 @@ def test_bodies_that_stop_short_are_cut_off_and_bounded(
     assert httpx.get(f"{bot.url}/healthz").status_code == 200
 
 
-# --- session ids ------------------------------------------------------------------------------
+# --- session ids and names ---------------------------------------------------------------------
 
-BAD_IDS = [
+#: words that could be a display name (any printable word of at most 200 characters):
+#: looked up in one read of Together's list, never put into a request's path or query
+NAME_LIKE = [
     "../../etc/passwd",
     "..",
     ".",
@@ -290,18 +293,24 @@ BAD_IDS = [
     "abc;x=1",
     "a\\b",
     "a" * 129,
-    "x" * 5000,
     "ｓｅｓｓｉｏｎ",
     "café",
     "\u0430bc",  # Cyrillic a
     "١٢٣",
-    "a\u200bb",  # zero-width space: not split as whitespace, still not an id
-    "abc\x00def",
+    "a\u200bb",  # zero-width space: not split as whitespace
     "😀",
-    "<@U0123ABC>",
-    "<https://evil.example|x>",
     "-abc",
     "_abc",
+]
+#: neither an id nor a name: refused in the ack, nothing reaches Together
+BAD_IDS = [
+    "x" * 5000,
+    "a" * 201,
+    "abc\x00def",
+    "a\x7fb",
+    "<@U0123ABC>",
+    "<https://evil.example|x>",
+    "<!channel>",
 ]
 # Whitespace inside an id splits it into words: refused as a malformed command.
 SPLIT_IDS = ["abc def", "abc\tdef", "abc\u00a0def", "123e4567 e89b"]
@@ -311,8 +320,7 @@ SPLIT_IDS = ["abc def", "abc\tdef", "abc\u00a0def", "123e4567 e89b"]
 def test_bad_session_ids_are_refused_in_the_ack_and_never_reach_together(fresh: Rig) -> None:
     rig = fresh
     for verb in ("", "show ", "subscribe ", "unsubscribe "):
-        # every bad id bare and with subscribe; a sample with the other verbs
-        for bad in BAD_IDS if verb in ("", "subscribe ") else BAD_IDS[::4]:
+        for bad in BAD_IDS:
             response = rig.bot.command(verb + bad, response_url=rig.slack.response_url("x"))
             assert response.status_code == 200
             body = response.json()
@@ -323,6 +331,27 @@ def test_bad_session_ids_are_refused_in_the_ack_and_never_reach_together(fresh: 
             assert body["response_type"] == "ephemeral", (verb, split)
             assert NOT_AN_ID in body["text"] or "/rl-session" in json.dumps(body), body
     nothing_happened(rig)
+
+
+@BACKEND_FREE
+def test_a_word_that_may_be_a_name_never_reaches_together_in_a_url(fresh: Rig) -> None:
+    """Only an id-shaped word is ever asked for by id; any other word is looked up
+    in Together's list, whose request carries nothing of it."""
+    rig = fresh
+    for verb in ("", "subscribe ", "unsubscribe "):
+        for word in NAME_LIKE if verb in ("", "subscribe ") else NAME_LIKE[::4]:
+            token = uuid.uuid4().hex
+            rig.bot.command(verb + word, response_url=rig.slack.response_url(token))
+            answer = rig.slack.wait_for_response(token)
+            assert answer["response_type"] == "ephemeral", (verb, word)
+            assert "No session named" in answer["text"], (verb, word, answer["text"])
+    paths = set(rig.together.paths)
+    assert paths <= {"/v1/rl/training-sessions?limit=100"} | {
+        f"/v1/rl/training-sessions/{w}" for w in NAME_LIKE if is_session_id(w)
+    }, paths
+    assert said(rig.slack) == []
+    for table in ("subscriptions", "watched_sessions", "outbox"):
+        assert rig.query(f"SELECT count(*) FROM {table}") == [(0,)], table
 
 
 # --- interactive payloads -----------------------------------------------------------------------

@@ -51,7 +51,8 @@ def test_list_and_home_stay_within_block_kit_with_twenty_rules() -> None:
         assert block_kit_problems(view) == []  # type: ignore[arg-type]
         text = json.dumps(blocks)
         assert ("Turn off" in text) is on and ("Turn on" in text) is (mapped and not on)
-        assert ("CREATED_BY_USER_MAP" in text) is not mapped
+        assert ("ask your operator to pair your Together user id" in text) is not mapped
+        assert "CREATED_BY_USER_MAP" not in text  # the operator's word, not the person's
         assert "switched off: the channel is archived." in text
 
 

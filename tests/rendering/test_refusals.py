@@ -87,11 +87,13 @@ def test_slack_refusals_name_the_code_when_no_sentence_fits() -> None:
 
 
 def test_an_unmapped_user_is_you_to_the_caller_and_a_mention_to_others() -> None:
-    assert "no Together user for you," in unmapped_answer("U1", caller="U1")
-    assert "no Together user for <@U2>," in unmapped_answer("U2", caller="U1")
-    assert "`&lt;Together user id&gt;=U2`" in unmapped_answer("U2", caller="U1")
-    assert "for you," in unlisted_creator("U1", mine=True)
-    assert "for <@U2>," in unlisted_creator("U2", mine=False)
+    assert "I do not know your Together user," in unmapped_answer("U1", caller="U1")
+    assert "the Together user of <@U2>," in unmapped_answer("U2", caller="U1")
+    # what to hand the operator: the member id, and where the Together id is seen
+    assert "Slack member ID `U2`" in unmapped_answer("U2", caller="U1")
+    assert "*Created by*" in unmapped_answer("U2", caller="U1")
+    assert "your Together user," in unlisted_creator("U1", mine=True)
+    assert "of <@U2>," in unlisted_creator("U2", mine=False)
 
 
 def test_follow_answers_count_and_name_whose_sessions() -> None:

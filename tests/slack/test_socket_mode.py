@@ -143,7 +143,9 @@ def test_commands_are_acked_over_the_socket_and_answered_at_response_url(
 
     # A bad id is refused in the ack, and nothing reaches Together for it.
     before = together.total_requests
-    bad = ws.slash_command("../../etc/passwd", response_url=slack.response_url("bad"))
+    bad = ws.slash_command(
+        "<https://x.example/../../etc/passwd>", response_url=slack.response_url("bad")
+    )
     refused = ws.wait_for_ack(bad, timeout=5).data.get("payload")
     assert refused and "not a session id" in json.dumps(refused)
     assert together.total_requests == before

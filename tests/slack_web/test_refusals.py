@@ -1,5 +1,6 @@
 """How Slack's refusals are read: one kind per error string and status, the
-status first (a 429 or a 5xx whatever the string), a DM's refusals apart only
+status first (a 429 or a 5xx whatever the string), Slack's own failures told
+with HTTP 200 as passing as a 5xx, a DM's refusals apart only
 when the message was a DM. Pure."""
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def _refused(data: dict[str, object], status: int = 200) -> SlackApiError:
         (200, "channel_not_found", RefusalKind.GONE),
         (200, "is_archived", RefusalKind.GONE),
         (200, "cannot_dm_bot", RefusalKind.GONE),
+        (200, "internal_error", RefusalKind.SERVER),
+        (200, "fatal_error", RefusalKind.SERVER),
+        (200, "service_unavailable", RefusalKind.SERVER),
+        (200, "request_timeout", RefusalKind.SERVER),
+        (200, "team_added_to_org", RefusalKind.SERVER),
         (200, "not_allowed_token_type", RefusalKind.OTHER),
         (200, "msg_too_long", RefusalKind.OTHER),
         (404, "http_404", RefusalKind.OTHER),
@@ -56,6 +62,7 @@ def test_each_refusal_has_one_kind(status: int, error: str, kind: RefusalKind) -
         ("thread_not_found", RefusalKind.GONE),
         ("invalid_auth", RefusalKind.AUTH),
         ("ratelimited", RefusalKind.RATE_LIMITED),
+        ("internal_error", RefusalKind.SERVER),
     ],
 )
 def test_a_dm_refusal_is_told_apart_only_for_a_dm(error: str, kind: RefusalKind) -> None:

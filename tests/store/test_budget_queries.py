@@ -137,3 +137,30 @@ async def test_the_card_shows_the_sessions_own_budget_in_this_channel_only(
             await card_budget(db, team_id=TEAM, channel_id=CHANNEL, session_id=EVERY_SESSION)
             is None
         )
+
+
+async def test_a_removed_budgets_id_never_comes_back(maker: Maker) -> None:
+    """Its warnings' dedupe keys rest on the id: a new budget given it would be
+    told nothing."""
+    async with maker() as db, db.begin():
+        await _set(db, "s1", 10.0)
+        [gone] = await channel_budgets(db, team_id=TEAM, channel_id=CHANNEL)
+        assert await remove_budget(db, team_id=TEAM, channel_id=CHANNEL, session_id="s1")
+    async with maker() as db, db.begin():
+        await _set(db, "s2", 10.0)
+        await _set(db, "s1", 10.0)
+    async with maker() as db:
+        ids = [b.id for b in await channel_budgets(db, team_id=TEAM, channel_id=CHANNEL)]
+    assert len(ids) == 2 and min(ids) > gone.id, (gone.id, ids)
+
+
+async def test_a_replaced_budget_is_set_anew(maker: Maker) -> None:
+    """Its warnings are told again: what they are told by changes with it."""
+    async with maker() as db, db.begin():
+        await _set(db, "s1", 10.0)
+        [first] = await channel_budgets(db, team_id=TEAM, channel_id=CHANNEL)
+    async with maker() as db, db.begin():
+        await _set(db, "s1", 10.0, created_by="U2")
+    async with maker() as db:
+        [again] = await channel_budgets(db, team_id=TEAM, channel_id=CHANNEL)
+    assert again.created_by == "U2" and again.created_at > first.created_at

@@ -165,3 +165,18 @@ async def test_an_armed_state_is_deleted_and_the_rest_replaced(maker: Maker) -> 
         states = await rule_states(db, [(1, "s1"), (1, "s2"), (2, "s1")])
         assert await rule_states(db, []) == {}
     assert states == {(1, "s2"): RuleState(since=None, fired=True)}
+
+
+async def test_a_removed_rules_id_never_comes_back(maker: Maker) -> None:
+    """Its states rest on the id: a new rule given it could inherit a fired state."""
+    async with maker() as db, db.begin():
+        assert await _add(db, "s1", "reward")
+        [gone] = await channel_metric_rules(db, team_id=TEAM, channel_id=CHANNEL)
+        assert await remove_rules(
+            db, team_id=TEAM, channel_id=CHANNEL, session_id="s1", metric=None
+        )
+    async with maker() as db, db.begin():
+        assert await _add(db, "s1", "kl")
+    async with maker() as db:
+        [new] = await channel_metric_rules(db, team_id=TEAM, channel_id=CHANNEL)
+    assert new.id > gone.id, (gone.id, new.id)

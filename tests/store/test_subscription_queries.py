@@ -271,8 +271,15 @@ async def test_card_settings_join_progress_view_refusal_and_the_sessions_own_bud
             )
         )
     async with maker() as db:
-        rows = {r[0]: tuple(r) for r in await card_settings(db, [a.id, b.id])}
+        found = {r[0]: tuple(r) for r in await card_settings(db, [a.id, b.id])}
         assert await card_settings(db, []) == []
+    # the session as stored, whether the subscription is active, until when it is muted
+    tails = {
+        k: (v[8].id if v[8] else None, v[8].status if v[8] else None, *v[9:])
+        for k, v in found.items()
+    }
+    assert tails == {a.id: ("s1", "RUNNING", True, None), b.id: ("s2", "RUNNING", True, None)}
+    rows = {k: v[:8] for k, v in found.items()}
     assert rows == {
         # a view of an older shape reads as what it still says (nothing); none read: empty
         a.id: (a.id, 100, 20, PollProgress(step=5), MetricsView(), TEAM, None, 50.0),

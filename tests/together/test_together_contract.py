@@ -435,6 +435,18 @@ def test_estimate_cost_answer(
     assert fake.estimate_requests[-1] == body
 
 
+def test_estimate_cost_answer_in_another_currency(
+    fake: FakeTogether, coverage: FieldCoverage
+) -> None:
+    fake.currencies["B200-SXM"] = "EUR"
+    body = _resource_body(
+        fake, compute_config={"gpu_type": "B200-SXM", "num_generator_replicas": 1}
+    )
+    response = fetch(fake, "/rl/model-resources/estimate-cost", method="POST", json=body)
+    estimate = strict(ModelResourcesEstimateCostResponse, response, coverage)
+    assert estimate.currency == "EUR"
+
+
 def test_resource_stop_refused_while_a_session_is_active_unless_forced(
     fake: FakeTogether, coverage: FieldCoverage
 ) -> None:

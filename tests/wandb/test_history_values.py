@@ -49,3 +49,21 @@ def test_thin_keeps_ends_and_bound(points: list[int], limit: int) -> None:
     assert len(kept) <= max(limit, 0) or len(points) <= limit
     if points and limit > 1:
         assert kept[0] == points[0] and kept[-1] == points[-1]
+
+
+def test_a_series_keeps_when_its_points_were_logged_only_when_all_were() -> None:
+    timed = series_of(
+        "reward",
+        [
+            {"_step": 2, "_timestamp": 1002.5, "reward": 0.2},
+            {"_step": 1, "_timestamp": 1001.0, "reward": 0.1},
+        ],
+    )
+    assert timed.steps == (1.0, 2.0) and timed.times == (1001.0, 1002.5)
+    partly = series_of(
+        "reward",
+        [{"_step": 1, "_timestamp": 1001.0, "reward": 0.1}, {"_step": 2, "reward": 0.2}],
+    )
+    assert partly.times == () and partly.values == (0.1, 0.2)
+    odd = series_of("reward", [{"_step": 1, "_timestamp": "NaN", "reward": 0.1}])
+    assert odd.times == ()

@@ -135,7 +135,8 @@ async def test_a_wrong_key_is_refused(wandb: FakeWandb) -> None:
         bad = WandbClient(http, base_url=wandb.url, api_key="wrong")
         with pytest.raises(WandbError) as caught:
             await bad.history(RUN, ["reward"])
-    assert caught.value.kind == "auth" and "WANDB_API_KEY" in caught.value.user_message
+    assert caught.value.kind == "auth" and "API key" in caught.value.user_message
+    assert "WANDB_API_KEY" not in caught.value.user_message  # the operator's word
 
 
 async def test_graphql_errors_server_errors_and_dropped_connections(
@@ -217,6 +218,9 @@ async def test_card_reads_summary_and_recent_points_in_one_request(
     assert len(wandb.calls) == 1 and wandb.calls[0].operation == "RunSummarySampledHistory"
     assert latest["loss"] == pytest.approx(1 / 50)
     assert len(recent["reward"].steps) <= 100
+    # when each point was logged rides along (it times a rule's crossing)
+    assert all(spec["keys"][:2] == ["_step", "_timestamp"] for spec in wandb.calls[0].specs)
+    assert len(recent["reward"].times) == len(recent["reward"].steps) > 0
 
 
 def test_run_of_reads_metadata_wandb_and_refuses_partial_names() -> None:

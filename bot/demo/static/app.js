@@ -1,6 +1,6 @@
 // The demo workspace's client: sidebar, channel, thread pane, App Home, composer and
 // the confirm dialog. The server holds every message; this draws what it is told.
-import { mrkdwn, renderBlocks, setDirectory } from "./blockkit.js";
+import { inPage, mrkdwn, renderBlocks, setDirectory } from "./blockkit.js";
 
 const state = { user: null, channel: "CDEMO", home: false, thread: null, config: null, version: -1 };
 const $ = (id) => document.getElementById(id);
@@ -43,9 +43,20 @@ function drawMessage(message, { inThread }) {
   body.className = "message-body";
   const head = document.createElement("div");
   head.className = "message-head";
-  head.innerHTML = `<span class="author">${isBot ? "rl-bot" : author}</span>${isBot ? '<span class="app-badge">APP</span>' : ""}<span class="ts">${time(message.ts)}</span>`;
+  // Text, never HTML: a name or a ts is whatever the workspace holds.
+  const part = (className, text) => {
+    const span = document.createElement("span");
+    span.className = className;
+    span.textContent = text;
+    head.append(span);
+  };
+  part("author", isBot ? "rl-bot" : author);
+  if (isBot) part("app-badge", "APP");
+  part("ts", time(message.ts));
   body.append(head);
+  // The buttons read the message through this: a redrawn article keeps its buttons.
   const context = { message, inThread };
+  article.context = context;
   if (message.blocks && message.blocks.length) {
     body.append(renderBlocks(message.blocks, (element, block, node) => press(element, block, context, node)));
   } else if (message.text) {
@@ -102,6 +113,22 @@ function stick(container) {
   if (container && container.dataset.atEnd !== "false") container.scrollTop = container.scrollHeight;
 }
 
+// Redraw a changed message in its old article, keeping the article and every button
+// that is the same button (a root card redrawn for a new step keeps its buttons, so
+// a click never lands on a node being replaced); the rest is drawn anew.
+function redraw(article, fresh) {
+  const kept = new Map();
+  for (const button of article.querySelectorAll("button[data-element]")) {
+    kept.set(button.dataset.element, [...(kept.get(button.dataset.element) || []), button]);
+  }
+  for (const button of fresh.querySelectorAll("button[data-element]")) {
+    const same = kept.get(button.dataset.element);
+    if (same && same.length) button.replaceWith(same.shift());
+  }
+  for (const name of fresh.getAttributeNames()) article.setAttribute(name, fresh.getAttribute(name));
+  article.replaceChildren(...fresh.childNodes);
+}
+
 // Redraw a list in place: a message keeps its element (and place) unless it changed.
 function drawList(container, messages, options) {
   const old = new Map([...container.querySelectorAll(":scope > article")].map((a) => [a.dataset.key, a]));
@@ -113,18 +140,26 @@ function drawList(container, messages, options) {
   }
   const nearBottom = old.size === 0 || container.dataset.atEnd !== "false";
   const keep = new Set();
+  let place = container.firstElementChild;
   for (const message of messages) {
     const key = message.ephemeral || message.ts;
-    const drawn = JSON.stringify(message);
+    // What the reader sees: an edit that changed nothing (a new edited.ts) is no change.
+    const drawn = JSON.stringify({ ...message, edited: Boolean(message.edited) });
     let article = old.get(key);
     if (!article || article.dataset.drawn !== drawn) {
       const fresh = drawMessage(message, options);
       fresh.dataset.key = key;
       fresh.dataset.drawn = drawn;
-      if (article) article.replaceWith(fresh);
-      article = fresh;
+      if (article) {
+        redraw(article, fresh);
+        article.context.message = message;
+      } else {
+        article = fresh;
+      }
     }
-    container.append(article);
+    // Moved only when out of place: a node moved is a node a click can miss.
+    if (article !== place) container.insertBefore(article, place);
+    place = article.nextElementSibling;
     keep.add(key);
   }
   for (const [key, article] of old) if (!keep.has(key)) article.remove();
@@ -174,7 +209,8 @@ async function refresh() {
 // A button: its confirm dialog first, if it has one, then a signed block_actions.
 async function press(element, block, context, node) {
   if (element.confirm && !(await confirmDialog(element.confirm))) return;
-  if (element.url) window.open(element.url, "_blank", "noopener");
+  if (element.url && inPage(element.url)) window.location.hash = new URL(element.url).hash;
+  else if (element.url) window.open(element.url, "_blank", "noopener");
   node.disabled = true;
   const message = context.message || {};
   await api("/demo/click", {
@@ -212,6 +248,17 @@ function openThread(ts) {
   $("thread-messages").replaceChildren();
   $("thread-input").setAttribute("aria-label", `Reply in thread`);
   refresh();
+}
+
+// A link into the page, `#thread/<channel>/<ts>` (the demo's permalinks): that
+// channel, with the thread open.
+function follow() {
+  const found = /^#thread\/([A-Z0-9]+)\/(\d+\.\d+)$/.exec(window.location.hash);
+  if (!found || !state.config) return;
+  history.replaceState(null, "", window.location.pathname);
+  const [, channel, ts] = found;
+  if (state.home || channel !== state.channel) go(channel);
+  openThread(ts);
 }
 
 function closeThread() {
@@ -264,8 +311,9 @@ function drawNav() {
 }
 
 async function send(input, threadTs) {
-  const text = input.value.trim();
-  if (!text) return;
+  // Untrimmed: as in Slack, a space before "/" makes a message, not a command.
+  const text = input.value.trimEnd();
+  if (!text.trim()) return;
   input.value = "";
   await api("/demo/command", { user: state.user, channel: state.channel, text, thread_ts: threadTs });
   await refresh();
@@ -291,13 +339,17 @@ async function start() {
   $("composer").addEventListener("submit", (e) => { e.preventDefault(); send($("input"), null); });
   $("thread-composer").addEventListener("submit", (e) => { e.preventDefault(); send($("thread-input"), state.thread); });
   $("close-thread").addEventListener("click", closeThread);
-  $("plus10").addEventListener("click", () => api("/demo/clock", { minutes: 10 }));
+  $("plus1").addEventListener("click", () => api("/demo/clock", { minutes: 1 }));
   $("speed").addEventListener("change", () => api("/demo/clock", { speed: Number($("speed").value) }));
   go("CDEMO");
+  window.addEventListener("hashchange", follow);
+  follow();
   const events = new EventSource("/demo/events");
   events.onmessage = (event) => {
     const data = JSON.parse(event.data);
-    $("clock").textContent = `Simulated minute ${Math.floor(data.minute)}`;
+    const seconds = Math.floor(data.seconds);
+    $("clock").textContent = `${Math.floor(seconds / 60)}:${String(seconds % 60).padStart(2, "0")} real time`;
+    $("story").textContent = `Story at minute ${data.minute.toFixed(1)}`;
     if ($("speed").value !== String(data.speed)) $("speed").value = String(data.speed);
     if (data.version !== state.version) {
       state.version = data.version;

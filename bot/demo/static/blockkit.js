@@ -1,8 +1,14 @@
 // Block Kit and mrkdwn drawn as a Slack client draws them, into plain DOM elements.
 // Buttons call `onButton(element, block)`; everything else is display only.
+import { dataVisualization } from "./charts.js";
 
 let names = {};
 let channels = {};
+
+// A link to a place in this page (`/#thread/…`), rather than to another page.
+export function inPage(url) {
+  return url.startsWith(`${window.location.origin}/#`);
+}
 
 export function setDirectory(people, rooms) {
   names = people;
@@ -42,9 +48,12 @@ function token(inner) {
     const label = inner.slice(1).split("|")[0].replace(/^subteam\^\w+/, "team");
     return `<span class="mention">@${escapeHtml(label)}</span>`;
   }
-  const [url, label] = inner.split("|");
+  const [escaped, label] = inner.split("|");
+  const url = unescapeSlack(escaped);
   const safe = /^(https?:|mailto:)/.test(url) ? url : "#";
-  return `<a href="${escapeHtml(safe)}" target="_blank" rel="noopener">${escapeHtml(unescapeSlack(label || url))}</a>`;
+  // A link into this page (a thread's permalink) opens here; any other in a new tab.
+  const target = inPage(safe) ? "" : ' target="_blank" rel="noopener"';
+  return `<a href="${escapeHtml(safe)}"${target}>${escapeHtml(unescapeSlack(label || url))}</a>`;
 }
 
 // `<!date^…>`: a time shown in the reader's own zone, in Slack's named formats.
@@ -117,6 +126,8 @@ function plain(obj) {
 function button(element, block, onButton) {
   const node = el("button", "bk-button", plain(element.text));
   node.type = "button";
+  // what the button sends: a redraw keeps a button only where it would send the same
+  node.dataset.element = JSON.stringify([block.block_id || "", element]);
   if (element.style) node.classList.add(`bk-${element.style}`);
   node.addEventListener("click", () => onButton(element, block, node));
   return node;
@@ -188,6 +199,9 @@ export function renderBlocks(blocks, onButton) {
         node.append(image(block, ""));
         break;
       }
+      case "data_visualization":
+        node = dataVisualization(block);
+        break;
       default:
         if (block.text) node = textObject(block.text, "bk-text");
     }

@@ -38,6 +38,8 @@ class Kind(StrEnum):
     METRIC = "metric"  # a watched W&B metric became NaN or infinite (thread, on-call)
     RULE = "rule"  # a channel's metric rule fired (thread, on-call with `page`)
     BUDGET = "budget"  # a spend budget reached 80 % or 100 % (thread; on-call at 100 %)
+    CARD = "card"  # the root card redrawn with what the watches see (steps/min, spend): paced
+    CARD_NOW = "card_now"  # the root card redrawn for a change a person made: at once
 
 
 class _Payload(BaseModel):
@@ -61,6 +63,18 @@ class RootPayload(_StatusChange):
     kind: Literal[Kind.ROOT] = Kind.ROOT
     #: the card's view of the polls' progress (`watched_sessions.progress`); the
     #: field keeps its stored name, `watch`, so rows written before still read
+    watch: CardView | None = None
+
+
+class CardPayload(_Payload):
+    """A root card owed a redraw, of what is stored when it is sent: the session's
+    latest snapshot and the watches' view, read at the claim, so one row stands for
+    every change since it was queued (`bot.outbox.queue.insert_outbox` keeps one
+    waiting row per card). `session` and `watch` are what the writer saw, drawn only
+    when nothing newer is stored."""
+
+    kind: Literal[Kind.CARD, Kind.CARD_NOW] = Kind.CARD
+    session: SessionSnapshot | None = None
     watch: CardView | None = None
 
 
@@ -243,6 +257,8 @@ class BudgetPayload(_Payload):
     per_hour: float | None = None
     reaches_at: datetime | None = None
     currency: str = "USD"
+    #: a daily budget's spend today in other currencies: named, never added
+    others: dict[str, float] = Field(default_factory=dict)
     session: SessionSnapshot | None = None  # a session budget's session
     resource_id: str | None = None  # a session budget's model resource (Stop, Keep alive)
     page: bool = False
@@ -263,6 +279,7 @@ class RepagePayload(_Payload):
 Payload = Annotated[
     TransitionPayload
     | RootPayload
+    | CardPayload
     | CheckpointsPayload
     | OncallPayload
     | OperatorPayload

@@ -9,12 +9,14 @@ twice a no-op. A row is written PENDING; delivery moves it on (`State`).
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from bot.outbox.contract.payloads import (
+    CardPayload,
     ChartPayload,
     CheckpointsPayload,
     CreatorDmPayload,
@@ -123,15 +125,32 @@ def status_row(
 
 
 def watch_row(thread: Thread, *, key: str, session: TrainingSession, view: CardView) -> OutboxRow:
-    """A redraw of one subscription's root card with what the spend watch saw
-    (resource, price, estimated spend), once per `key` of what it shows."""
-    payload = RootPayload(
-        old_status=session.status,
-        new_status=session.status,
-        session=SessionSnapshot.of(session),
-        watch=view,
+    """A routine redraw of one subscription's root card with what the watches saw
+    (resource, price, estimated spend, steps/min); `key` names what it shows. Each
+    change is its own row: a card that comes back to what it showed before (12
+    steps/min, 13, then 12) owes a redraw again, and a card's waiting redraws are
+    merged into one anyway (`bot.outbox.queue.insert_outbox`)."""
+    payload = CardPayload(session=SessionSnapshot.of(session), watch=view)
+    unique = uuid.uuid4().hex
+    return _thread_row(
+        thread, bounded_key("watch", str(thread.subscription_id), key, unique), payload
     )
-    return _thread_row(thread, bounded_key("watch", str(thread.subscription_id), key), payload)
+
+
+def card_now_row(thread: Thread, *, key: str) -> OutboxRow:
+    """A redraw of one subscription's root card for a change a person made (a budget,
+    a rule, a mute, the thread's options): sent at once, not paced with the routine
+    ones; `key` names the change."""
+    payload = CardPayload(kind=Kind.CARD_NOW)
+    return _thread_row(thread, bounded_key("card", str(thread.subscription_id), key), payload)
+
+
+def card_row(thread: Thread, *, key: str) -> OutboxRow:
+    """A redraw of one subscription's root card paced with the routine ones: a change
+    a person made for every card of a channel (a rule on `*`), which may be hundreds
+    of cards; `key` names the change."""
+    payload = CardPayload(kind=Kind.CARD)
+    return _thread_row(thread, bounded_key("card", str(thread.subscription_id), key), payload)
 
 
 def checkpoints_row(

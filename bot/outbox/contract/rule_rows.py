@@ -1,13 +1,16 @@
 """The outbox rows a metric rule's crossing and a budget's level owe.
 
 Each key names what is told exactly once: a rule's crossing by the rule, the
-session and when the crossing began; a budget's level by the budget, its
-amount, the level and (a daily budget) the local day. A judgement repeated
+session and when the crossing began; a budget's level by the budget as set
+(its id and when it was set, so a replaced budget is told anew), the level and
+(a daily budget) the local day. A judgement repeated
 after a crash or by another replica writes the same keys, so nothing is told
 twice.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from bot.outbox.contract.payloads import BudgetPayload, ChartPayload, RulePayload
 from bot.outbox.contract.rows import OutboxRow, Thread, bounded_key
@@ -47,13 +50,14 @@ def budget_rows(
     payload: BudgetPayload,
     *,
     budget_id: int,
+    set_at: datetime,
     thread: Thread,
     muted: bool,
     oncall_channel: str | None,
 ) -> list[OutboxRow]:
     """A budget's level in the thread (a daily budget: in the channel) unless
     muted, and at 100 % on-call's page."""
-    told = (str(budget_id), f"{payload.amount:g}", str(payload.level), payload.day or "-")
+    told = (str(budget_id), set_at.isoformat(), str(payload.level), payload.day or "-")
     rows: list[OutboxRow] = []
     if not muted:
         here = payload.model_copy(update={"page": False})

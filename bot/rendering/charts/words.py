@@ -49,7 +49,7 @@ def describe(spec: ChartSpec, *, missing: tuple[str, ...] = ()) -> str:
 
 
 #: W&B metrics were asked for, but there is no W&B client
-NO_WANDB = "W&B is not configured (WANDB_API_KEY)"
+NO_WANDB = "W&B is not set up for this bot (your operator can add a W&B API key)"
 #: W&B metrics were asked for, but the session's metadata names no run
 NO_RUN = "this session names no W&B run (`metadata.wandb`)"
 

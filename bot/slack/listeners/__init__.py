@@ -2,7 +2,7 @@
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.slack.listeners import actions, alert_actions, commands, home
+from bot.slack.listeners import actions, alert_actions, commands, home, named
 
 
 def register(app: AsyncApp) -> None:
@@ -10,3 +10,4 @@ def register(app: AsyncApp) -> None:
     actions.register(app)
     alert_actions.register(app)
     home.register(app)
+    named.register(app)

@@ -1,10 +1,13 @@
 """`/rl-session`: parse, ack at once (usage and refusals go in the ack itself),
-then one workflow per verb, answered through response_url."""
+resolve the session named (an id or a display name), then one workflow per
+verb, answered through response_url."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -18,20 +21,28 @@ from bot.commands.digest import digest_here
 from bot.commands.follow import channel_rule_lines, follow_here, unfollow_here
 from bot.commands.ls import org_sessions_page
 from bot.commands.mute import mute_here
+from bot.commands.names import FETCHING, Named, resolve, resolved, with_id
 from bot.commands.parser import Command, Problem, Verb, parse
 from bot.commands.routing import option_words
 from bot.commands.rules import alert_here, alerts_here, budget_here
+from bot.commands.session_ref import as_typed
 from bot.commands.subscribe import subscribe_here
 from bot.rendering import answers
 from bot.rendering.follow import with_rules
+from bot.rendering.named import no_session_named, sessions_named
 from bot.runtime import Runtime
 from bot.slack.listeners.request import Request, count, run
 from bot.store.tables import utcnow
 from bot.subscriptions import service
 from bot.subscriptions.listing import channel_listing
-from bot.together.errors import USER_MESSAGES
+
+log = logging.getLogger(__name__)
 
 COMMAND = "/rl-session"
+NOT_A_SESSION = (
+    "That is not a session id or name. Ids look like `123e4567-e89b-12d3-a456-426614174000`; "
+    "names are as `/rl-session ls all` shows them."
+)
 OTHER_COMMANDS = re.compile(rf"^(?!{re.escape(COMMAND)}$).*")
 
 
@@ -53,23 +64,56 @@ async def on_command(
     context: AsyncBoltContext,
 ) -> None:
     rt: Runtime = context["rt"]
-    command = parse(body.get("text"))
+    text = str(body.get("text") or "")
+    command = parse(text)
     if command.problem or command.verb == "help":
         await ack(**_immediate(command))
         count(rt, command.verb, "usage" if command.problem is None else "invalid")
         return
     await ack()
     req = Request.of_command(
-        body, command.verb, command.session_id, rt=rt, client=client, respond=respond
+        body, command.verb, command.target, rt=rt, client=client, respond=respond
     )
-    handler = HANDLERS[command.verb]
-    await run(req, lambda r: handler(r, command))
+    await run(req, lambda r: dispatch(r, command, text))
+
+
+async def dispatch(req: Request, command: Command, text: str) -> str:
+    """The session the command names, by id or by name, then its verb's workflow;
+    a name that names several sessions or none is answered here (`text`: the
+    command as typed, which each match's button runs again with its id)."""
+    word = command.target
+    if word is not None:
+        named = await resolve(
+            req, req.asker, word, lister=req.rt.lister, fetch=command.verb in FETCHING
+        )
+        if named.session_id is None:
+            return await _unresolved(req, named, text)
+        command = resolved(command, named)
+        req = replace(req, session_id=named.session_id)
+        if named.session_id != word:
+            log.info(
+                "%s %s named its session by name",
+                req.kind,
+                req.verb,
+                extra={"session_id": named.session_id},
+            )
+    return await HANDLERS[command.verb](req, command)
+
+
+async def _unresolved(req: Request, named: Named, text: str) -> str:
+    word = as_typed(named.word)  # Slack's `&amp;`: the answer escapes the word itself
+    if not named.matches:
+        await req.answer(no_session_named(word, complete=named.complete))
+        return "no_match"
+    commands = [with_id(text, session.id) for session in named.matches]
+    await req.answer(sessions_named(word, named.matches, commands))
+    return "several"
 
 
 def _immediate(command: Command) -> dict[str, Any]:
     """The ack's own answer: usage, or why the text cannot be acted on."""
     if command.problem is Problem.INVALID_ID:
-        message = rendering.notice(f":no_entry_sign: {USER_MESSAGES['invalid_id']}")
+        message = rendering.notice(f":no_entry_sign: {NOT_A_SESSION}")
     elif command.problem is Problem.USAGE:
         help_ = rendering.help_message()
         message = {
@@ -90,7 +134,7 @@ def _session_id(command: Command) -> str:
 
 
 async def show(req: Request, command: Command) -> str:
-    session = await fetch_for_user(req.rt.together, _session_id(command))
+    session = command.session or await fetch_for_user(req.rt.together, _session_id(command))
     await as_poll(req.rt)(session)
     # a watched session's card also shows what the watch saw: resource, price, spend
     card = await watched_card(
@@ -111,6 +155,7 @@ async def subscribe(req: Request, command: Command) -> str:
         first_poll_in=service.first_poll_seconds(req.rt.settings),
         options=command.options,
         as_poll=as_poll(req.rt),
+        session=command.session,
     )
     what = ", ".join(sorted(result.filters)) + option_words(
         command.options, session, req.rt.settings.created_by_user_map
@@ -222,7 +267,13 @@ async def list_org(req: Request, command: Command) -> str:
 async def chart(req: Request, command: Command) -> str:
     """`chart <id> [metric …]`: a PNG into this channel's thread of the session."""
     return await chart_here(
-        req.rt, req.slack, req.asker, _session_id(command), command.metrics, req.say
+        req.rt,
+        req.slack,
+        req.asker,
+        _session_id(command),
+        command.metrics,
+        req.say,
+        read=command.session,
     )
 
 

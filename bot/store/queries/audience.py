@@ -12,7 +12,7 @@ from sqlalchemy import Row, func, select, update
 
 from bot.store.rule_tables import Budget
 from bot.store.session import Db, WideRow
-from bot.store.tables import SESSION_ENDED, Subscription
+from bot.store.tables import SESSION_ENDED, Subscription, db_now
 
 
 async def listening_subscriptions(db: Db, session_ids: Sequence[str]) -> Sequence[WideRow]:
@@ -79,3 +79,13 @@ async def muted_until(db: Db, subscription_id: int) -> datetime | None:
         select(Subscription.muted_until).where(Subscription.id == subscription_id)
     )
     return found.scalar_one_or_none()
+
+
+async def muted_now(db: Db, subscription_id: int) -> bool:
+    """Whether the subscription's thread is muted right now, by the database's clock."""
+    found = await db.execute(
+        select(Subscription.id).where(
+            Subscription.id == subscription_id, Subscription.muted_until > db_now()
+        )
+    )
+    return found.first() is not None

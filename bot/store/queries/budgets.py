@@ -7,13 +7,17 @@ from collections.abc import Collection
 from datetime import date
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.channel_lock import lock_channel_caps
 from bot.store.engine import rows_touched, upsert
 from bot.store.rule_tables import EVERY_SESSION, Budget
-from bot.store.tables import Subscription, WatchedSession
+from bot.store.tables import Subscription, WatchedSession, utcnow
 from bot.training.poll_progress import PollProgress
+
+#: the most budgets one channel may hold (its daily one included)
+MAX_BUDGETS = 50
 
 
 class BudgetAt(NamedTuple):
@@ -35,8 +39,22 @@ async def set_budget(
     amount: float,
     daily: bool,
     created_by: str,
-) -> None:
-    """Set (or replace) a budget; a replaced one starts untold."""
+) -> bool:
+    """Set (or replace) a budget; a replaced one starts untold, and is told anew
+    (its warnings are told once by its id and when it was set). False, and
+    nothing set, when the channel holds MAX_BUDGETS others already."""
+    await lock_channel_caps(db, team_id=team_id, channel_id=channel_id)
+    held = await db.execute(
+        select(func.count())
+        .select_from(Budget)
+        .where(
+            Budget.team_id == team_id,
+            Budget.channel_id == channel_id,
+            Budget.session_id != session_id,
+        )
+    )
+    if held.scalar_one() >= MAX_BUDGETS:
+        return False
     values = {
         "team_id": team_id,
         "channel_id": channel_id,
@@ -47,8 +65,10 @@ async def set_budget(
         "day": None,
         "baseline": None,
         "created_by": created_by,
+        "created_at": utcnow(),
     }
     await db.execute(upsert(db, Budget, values, key=["team_id", "channel_id", "session_id"]))
+    return True
 
 
 async def remove_budget(

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from sqlalchemy import delete, func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.store.channel_lock import lock_channel_caps
 from bot.store.engine import insert_ignoring, upsert
 from bot.store.rule_tables import EVERY_SESSION, MetricRule, RuleStateRow
 from bot.store.tables import Subscription
@@ -60,6 +61,7 @@ async def add_rule(
     ]
     existing = (await db.execute(select(MetricRule.id).where(*key))).scalar_one_or_none()
     if existing is None:
+        await lock_channel_caps(db, team_id=team_id, channel_id=channel_id)
         held = await db.execute(
             select(func.count())
             .select_from(MetricRule)
@@ -189,3 +191,30 @@ async def write_rule_states(db: AsyncSession, changed: Mapping[tuple[int, str], 
     ]
     if kept:
         await db.execute(insert_ignoring(db, RuleStateRow.__table__), kept)
+
+
+async def rules_on_cards(
+    db: AsyncSession, subscription_ids: Collection[int]
+) -> dict[int, list[MetricRule]]:
+    """The metric rules each of these subscriptions' cards shows: its channel's rules
+    on its session and on every session (`*`), oldest first."""
+    if not subscription_ids:
+        return {}
+    rows = await db.execute(
+        select(Subscription.id, MetricRule)
+        .join(
+            MetricRule,
+            (MetricRule.team_id == Subscription.team_id)
+            & (MetricRule.channel_id == Subscription.channel_id)
+            & or_(
+                MetricRule.session_id == Subscription.session_id,
+                MetricRule.session_id == EVERY_SESSION,
+            ),
+        )
+        .where(Subscription.id.in_(sorted(subscription_ids)))
+        .order_by(MetricRule.id)
+    )
+    found: dict[int, list[MetricRule]] = defaultdict(list)
+    for sub_id, rule in rows:
+        found[sub_id].append(rule)
+    return dict(found)

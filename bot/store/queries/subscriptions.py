@@ -58,7 +58,7 @@ async def channel_subscriptions(
         )
         .order_by(Subscription.created_at)
     )
-    return [(s, w) for s, w in rows.tuples()]
+    return [(s, w) for s, w in rows]
 
 
 async def user_subscriptions(
@@ -72,7 +72,7 @@ async def user_subscriptions(
         .order_by(Subscription.created_at.desc())
         .limit(limit)
     )
-    return [(s, w) for s, w in rows.tuples()]
+    return [(s, w) for s, w in rows]
 
 
 async def set_mute(
@@ -239,14 +239,19 @@ async def card_settings(
         str,
         str | None,
         float | None,
+        SessionSnapshot | None,
+        bool,
+        datetime | None,
     ]
 ]:
     """What these subscriptions' root cards show beyond the session: the
     thread's target step and stall threshold, its watched session's progress,
     what the bot last read of its W&B run (`view`, empty when never read), its
     workspace, whether that workspace refused the chart block (`refused` holds
-    the team then), and the channel's budget on the session (`amount`, None
-    when none is set)."""
+    the team then), the channel's budget on the session (`amount`, None
+    when none is set), the session as last stored (`snapshot`) with whether
+    the subscription is still active (a redraw draws what is stored now), and
+    until when its thread is muted."""
     if not subscription_ids:
         return []
     rows = await db.execute(
@@ -259,6 +264,9 @@ async def card_settings(
             Subscription.team_id,
             ChartRefusal.team_id.label("refused"),
             Budget.amount,
+            WatchedSession.snapshot,
+            Subscription.active,
+            Subscription.muted_until,
         )
         .join(WatchedSession, WatchedSession.session_id == Subscription.session_id)
         .outerjoin(SessionMetrics, SessionMetrics.session_id == Subscription.session_id)

@@ -45,11 +45,14 @@ def run_migrations_offline() -> None:
 
 
 def _run(connection: Connection) -> None:
+    # `rl-bot migrate` hears of each script as it is applied (`bot.store.migrations.upgrade`).
+    on_apply = config.attributes.get("on_version_apply")
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         compare_type=True,
         render_as_batch=connection.dialect.name == "sqlite",
+        on_version_apply=[on_apply] if on_apply is not None else (),
     )
     with context.begin_transaction():
         context.run_migrations()
