@@ -1,12 +1,14 @@
 """The request budget's shares at a team's sizes, computed with the bot's own rules
 (`bot.together.shares`, the poll plan's costs and the poller's interval): what
 each tier keeps, and the poll interval a round of N watched sessions gets, with
-every watch on, alone and with people asking beyond their floor.
+every watch on, alone and with people asking beyond their floor, with every
+tier below the poll asking, and with follow discovery and the idle and spend
+watches quiet (no rule, nothing idle: their floors are the poll's).
 
     python -m bench.budget_shares [--budget 120] [--sessions 150,1000]
 
 A model calculation, not a measurement: what the shares promise when every
-other tier spends its floor (the worst case for the poll)."""
+other tier that asks spends its floor (the worst case for the poll)."""
 
 from __future__ import annotations
 
@@ -39,9 +41,12 @@ def table(budget: float, sessions: list[int], people_per_minute: float) -> list[
         + f"; free {shares.free * per_minute:.1f}",
     ]
     people = {Tier.PEOPLE: round(people_per_minute / per_minute)}
+    asking = {Tier.ERRORS: 0, Tier.FOLLOW: 0, Tier.IDLE: 0}
     for label, spent in (
-        ("others at their floors", {}),
-        (f"people {people_per_minute:.0f}/min", people),
+        ("every tier asking, at its floor", asking),
+        (f"people {people_per_minute:.0f}/min", {**asking, **people}),
+        ("follow and idle/spend quiet", {Tier.ERRORS: 0}),
+        (f"quiet, people {people_per_minute:.0f}/min", {Tier.ERRORS: 0, **people}),
     ):
         room = shares.poll_capacity(spent) * per_minute * GATE_HEADROOM
         lines.append(f"  {label}: the poll plans on {room:.1f}/min")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import httpx
@@ -27,7 +26,7 @@ from bot.store.queries.together_grants import reserve
 from bot.store.session import Engine, Sessionmaker
 from bot.together.budget import Ledger
 from bot.together.client import TogetherClient
-from bot.together.gate import GRANT_SECONDS, SLICES, Booked, Gate
+from bot.together.gate import GRANT_SECONDS, SLICES, Booked, Decide, Gate
 from bot.together.list_pass import Lister
 from bot.together.resource_cache import ResourceCache
 from bot.together.shares import Shares, running_tiers
@@ -150,7 +149,7 @@ def budget_gate(
         metrics.budget_tier_floor.labels(tier=tier.value).set(floor)
     owner = settings.replica_id
 
-    async def book(tier: str, decide: Callable[[Mapping[str, int]], int], waits: bool) -> Booked:
+    async def book(tier: str, decide: Decide, waits: bool) -> Booked:
         async with sessionmaker() as db, db.begin():
             got = await reserve(
                 db,

@@ -51,9 +51,11 @@ class Booked:
     retry_in: float
 
 
-#: (tier, decide(spent by tier) -> how many to grant, whether a refused caller will
-#: wait: its place in line) -> what the books answered
-Reserve = Callable[[str, Callable[[Mapping[str, int]], int], bool], Awaitable[Booked]]
+#: (tier, decide(spent by tier, the tiers asking all along for a window) -> how many
+#: to grant, whether a refused caller will wait: its place in line) -> what the books
+#: answered
+Decide = Callable[[Mapping[str, int], frozenset[str]], int]
+Reserve = Callable[[str, Decide, bool], Awaitable[Booked]]
 #: (consumer, what happened: "wait" / "refused" / "unchecked", seconds waited)
 Observe = Callable[[str, str, float], None]
 
@@ -173,9 +175,14 @@ class Gate:
     async def _book(self, tier: Tier, want: int, *, waits: bool = False) -> Booked | None:
         assert self._reserve is not None
 
-        def decide(spent: Mapping[str, int]) -> int:
+        def decide(spent: Mapping[str, int], steady: frozenset[str]) -> int:
             by_tier = _by_tier(spent)
-            allowed = self.shares.allowance(tier, by_tier, poll_need=self.poll_need)
+            allowed = self.shares.allowance(
+                tier,
+                by_tier,
+                poll_need=self.poll_need,
+                steady=frozenset(_by_tier(dict.fromkeys(steady, 0))),
+            )
             return want if allowed is None else min(want, allowed)
 
         try:

@@ -6,6 +6,9 @@ up for them), the poll (subscribed sessions' status), the org-wide error
 watch, follow discovery, and the idle and spend watches. Each tier these
 settings run has a floor, a share of the budget kept for it whatever the
 others do; what no floor holds is free, and goes to the tiers above first.
+A tier below the poll that neither spent nor asked in the window holds no
+floor (the poll may use it): its ask is in the books, so the others give its
+floor back within a window, and it takes its floor once that is wholly free.
 
 Pure: what each tier spent in the window in, how many it may still send out.
 The rules (`allowance`) keep one invariant, which `tests/together/test_budget_properties.py`
@@ -16,9 +19,12 @@ replicas:
   people's floor in any window, so no window exceeds the budget unless people
   alone asked for more than their floor (they are never refused; what they
   take beyond it the periodic tiers give back first, from the free part);
-- a periodic tier is never refused within its floor, so a job with work sends
-  again within one window of the books (`bot.together.gate`: a quarter of a
-  minute), and one tier never takes another's floor.
+- a periodic tier that spent in the window or has asked all along for one
+  (the poll: always) is never refused within its floor, and one tier never
+  takes another's floor; a waking tier takes its floor once it is wholly free,
+  and is steady a window after its first ask: a job with work, waking or not,
+  waits at most a window of the books (`bot.together.gate`: a quarter of a
+  minute) and a retry.
 """
 
 from __future__ import annotations
@@ -62,6 +68,9 @@ FLOOR_SHARES: Mapping[Tier, float] = {
     Tier.FOLLOW: 0.10,
     Tier.IDLE: 0.10,
 }
+#: tiers that hold their floor only while they ask: one that neither spent nor
+#: asked in the window (absent from the books' `spent`) leaves it to the others
+QUIET_WITHOUT_WORK = frozenset({Tier.ERRORS, Tier.FOLLOW, Tier.IDLE})
 
 
 def tier_of(consumer: str) -> Tier:
@@ -114,8 +123,11 @@ class Shares:
         return self.floors.get(tier, 0)
 
     def _held(self, tier: Tier, spent: Mapping[Tier, int], poll_need: float) -> float:
-        """What `tier` holds of the window: its spend, or its floor if more (and the
-        poll, for the tiers below it, what its round needs at the shortest interval)."""
+        """What `tier` holds of the window: its spend, or its floor if more, unless it
+        is quiet (and the poll, for the tiers below it, what its round needs at the
+        shortest interval)."""
+        if tier in QUIET_WITHOUT_WORK and tier not in spent:
+            return 0.0
         held = float(max(self.floor(tier), spent.get(tier, 0)))
         if tier is Tier.POLL:
             held = max(held, min(poll_need, self.budget - self._floors_but(Tier.POLL)))
@@ -125,12 +137,21 @@ class Shares:
         return sum(n for t, n in self.floors.items() if t is not tier)
 
     def allowance(
-        self, tier: Tier, spent: Mapping[Tier, int], *, poll_need: float = 0.0
+        self,
+        tier: Tier,
+        spent: Mapping[Tier, int],
+        *,
+        poll_need: float = 0.0,
+        steady: frozenset[Tier] = frozenset(),
     ) -> int | None:
         """How many more requests `tier` may send in this window, after what every
-        tier `spent` in it (None: any number, for people). Within its floor, always;
-        beyond, what is left once every other tier holds its floor or its spend,
-        and, for the tiers below the poll, what the poll's round needs."""
+        tier `spent` in it (a tier there with 0 asked; absent, it is quiet; None:
+        any number, for people). Within its floor, always, if it spent in the
+        window or has been asking all along for one (`steady`; the poll:
+        always); one that did neither takes nothing until its floor is wholly
+        free, people counted at their floor. Beyond, what is left
+        once every other tier holds its floor or its spend, and, for the tiers
+        below the poll, what the poll's round needs."""
         if tier is Tier.PEOPLE:
             return None
         own = spent.get(tier, 0)
@@ -140,7 +161,16 @@ class Shares:
             if t is not tier
         )
         beyond = math.floor(self.budget - others - own)
-        return max(0, self.floor(tier) - own, beyond)
+        floor = self.floor(tier) - own
+        if tier in QUIET_WITHOUT_WORK and own <= 0 and tier not in steady:
+            periodic = sum(
+                self._held(t, spent, 0.0)
+                for t in {*self.floors, *spent}
+                if t is not tier and t is not Tier.PEOPLE
+            )
+            if self.budget - self.floor(Tier.PEOPLE) - periodic < floor:
+                return 0  # what it took would make its floor its own before it is free
+        return max(0, floor, beyond)
 
     def poll_capacity(self, spent: Mapping[Tier, int]) -> int:
         """What the poll may spend a window at the most, the others as they are:
