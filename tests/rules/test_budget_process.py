@@ -74,13 +74,15 @@ def test_a_daily_budget_keeps_counting_a_session_that_ended_today(
         what="A's subscription ended",
     )
     spent_a = spent(db_url, A)
-    assert 9.0 <= spent_a < 15.0, spent_a  # B's share below must stay under 80 % alone
+    # A alone stays short of the budget (it spends on until the bot reads the stop)
+    assert 9.0 <= spent_a < 18.0, spent_a
 
-    # B spends the rest and a little more, staying well under 80 % of $20 on its own.
+    # B spends the rest and a little more, short of the budget on its own: only A's
+    # spend, counted after A ended, takes the channel to 100 %.
     together.set_resource(RB, "READY")
     wait_until(lambda: spent(db_url, B) >= 21.0 - spent_a, timeout=60, what="B spends the rest")
     together.set_resource(RB, "STOPPED")
-    assert spent(db_url, B) < 16.0
+    assert spent(db_url, B) < 18.0
 
     [full] = wait_until(
         lambda: told(slack, "This channel's spend today has reached its budget"),

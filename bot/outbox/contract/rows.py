@@ -379,9 +379,8 @@ def _dm_event(
     if isinstance(payload, ProgressPayload):
         if payload.event != "stalled" or payload.page or payload.session is None:
             return None
-        creator = payload.session.created_by or ""
-        session_id = payload.session.id
-        return payload, creator, ("stalled", session_id, payload.since.isoformat())
+        stalled = ("stalled", payload.session.id, payload.since.isoformat())
+        return payload, payload.session.created_by or "", stalled
     if isinstance(payload, IdlePayload) and not payload.page:
         creator = payload.resource.created_by or ""
         resource_id = payload.resource.id
