@@ -2,8 +2,8 @@
 
 `TOGETHER_REQUESTS_PER_MINUTE` is the whole deployment's. It is split into
 tiers, in priority order: people (commands, buttons, and what delivery looks
-up for them), the poll (subscribed sessions' status), the org-wide error
-watch, follow discovery, and the idle and spend watches. Each tier these
+up for them), the poll (subscribed sessions' status, and the spend watch's reads
+in its cycle), the org-wide error watch, follow discovery, and the idle watches. Each tier these
 settings run has a floor, a share of the budget kept for it whatever the
 others do; what no floor holds is free, and goes to the tiers above first.
 A tier below the poll that neither spent nor asked in the window holds no
@@ -55,7 +55,10 @@ TIER_OF: Mapping[str, Tier] = {
     "follow": Tier.FOLLOW,
     "watch_idle": Tier.IDLE,
     "watch_subscribed_idle": Tier.IDLE,
-    "spend": Tier.IDLE,
+    # the spend watch's reads are the poll cycle's own (a card's resource line and
+    # spend): charged to the poll, never behind the idle watch's line, where a busy
+    # budget left them no share for minutes
+    "spend": Tier.POLL,
 }
 #: consumers that read in the middle of another job's work (the spend watch's reads
 #: in the poll cycle): with no share now they are refused at once, never made to wait
