@@ -31,7 +31,12 @@ from tests.support.rig import Rig, shared_rig
 
 pytestmark = pytest.mark.slow
 
-rig = shared_rig(CREATED_BY_USER_MAP=USER_MAP, TOGETHER_TIMEOUT_SECONDS="5")
+# A budget these runs' reads fit: the tests' poll (a GET per session every second)
+# would otherwise hold the budget's free part, and discovery would run on its floor
+# alone; discovery under a busy budget is tests/process/test_one_budget.py's.
+rig = shared_rig(
+    CREATED_BY_USER_MAP=USER_MAP, TOGETHER_TIMEOUT_SECONDS="5", TOGETHER_REQUESTS_PER_MINUTE="1200"
+)
 
 
 @pytest.fixture(autouse=True)
