@@ -11,8 +11,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.delivery.send import redraw_root
 from bot.outbox.contract.payloads import Kind, TransitionPayload
@@ -21,6 +19,7 @@ from bot.outbox.table import OutboxMessage
 from bot.simulated.together import make_session
 from bot.training.sessions import TrainingSession
 from bot.training.snapshots import SessionSnapshot
+from tests.support.slack_errors import slack_api_error
 
 SID = "a0000000-0000-0000-0000-000000000001"
 
@@ -33,16 +32,7 @@ class _Refusing:
 
     async def update(self, *, channel: str, ts: str, **_: Any) -> None:
         self.updates += 1
-        response = AsyncSlackResponse(
-            client=None,  # type: ignore[arg-type]
-            http_verb="POST",
-            api_url="https://slack.test/api/chat.update",
-            req_args={},
-            data={"ok": False, "error": self.error},
-            headers={},
-            status_code=self.status,
-        )
-        raise SlackApiError(self.error, response)
+        raise slack_api_error(self.error, self.status, method="chat.update")
 
 
 def _row() -> OutboxMessage:

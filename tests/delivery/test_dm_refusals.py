@@ -6,25 +6,16 @@ from __future__ import annotations
 
 import pytest
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.delivery.outcome import classify
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
+from tests.support.slack_errors import slack_api_error
 
 
 def _refusal(error: str) -> SlackApiError:
-    response = AsyncSlackResponse(
-        client=None,  # type: ignore[arg-type]
-        http_verb="POST",
-        api_url="https://slack.test/api/chat.postMessage",
-        req_args={},
-        data={"ok": False, "error": error},
-        headers={},
-        status_code=200,
-    )
-    return SlackApiError(error, response)
+    return slack_api_error(error)
 
 
 @pytest.mark.parametrize(

@@ -8,27 +8,18 @@ from __future__ import annotations
 
 import pytest
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from bot.delivery.outcome import MAX_OTHER_ATTEMPTS, classify, give_up
 from bot.outbox.contract.payloads import Kind
 from bot.outbox.contract.rows import State
 from bot.outbox.table import OutboxMessage
+from tests.support.slack_errors import slack_api_error
 
 PASSING = ["internal_error", "fatal_error", "service_unavailable", "request_timeout"]
 
 
 def _refusal(error: str, status: int = 200) -> SlackApiError:
-    response = AsyncSlackResponse(
-        client=None,  # type: ignore[arg-type]
-        http_verb="POST",
-        api_url="https://slack.test/api/chat.postMessage",
-        req_args={},
-        data={"ok": False, "error": error},
-        headers={},
-        status_code=status,
-    )
-    return SlackApiError(error, response)
+    return slack_api_error(error, status)
 
 
 def _row(attempts: int, kind: Kind = Kind.TRANSITION) -> OutboxMessage:

@@ -3,8 +3,6 @@ long it waits, when it gives up, and how many GETs a run may send."""
 
 from __future__ import annotations
 
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from sqlalchemy.exc import DataError, OperationalError
 
 from bot.jobs.follow_retry import (
@@ -19,20 +17,12 @@ from bot.slack_web import RefusalKind
 from bot.slack_web.refusals import classify
 from bot.subscriptions.errors import SubscriptionError
 from bot.together.errors import TogetherError
+from tests.support.slack_errors import slack_api_error
 
 
 def slack_refused(error: str, status: int = 200) -> SubscriptionError:
-    response = AsyncSlackResponse(
-        client=None,  # type: ignore[arg-type]
-        http_verb="POST",
-        api_url="https://slack.test/api/chat.postMessage",
-        req_args={},
-        data={"ok": False, "error": error},
-        headers={},
-        status_code=status,
-    )
     try:
-        raise SubscriptionError("refused") from SlackApiError("no", response)
+        raise SubscriptionError("refused") from slack_api_error(error, status)
     except SubscriptionError as exc:
         return exc
 
